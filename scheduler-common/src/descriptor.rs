@@ -1,0 +1,130 @@
+//! The 16-byte task descriptor: which registered handler an executor runs, and its
+//! arguments. Executors run only handlers they know; `exec` names a command that must be
+//! on the executor's allow-list.
+
+/// Handler ids (descriptor byte 0).
+pub const HANDLER_NOOP: u8 = 0;
+pub const HANDLER_SLEEP: u8 = 1;
+pub const HANDLER_SPIN: u8 = 2;
+pub const HANDLER_EXEC: u8 = 3;
+
+/// Longest command name an `exec` descriptor can carry.
+pub const MAX_EXEC_NAME: usize = 14;
+
+/// A decoded descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handler<'a> {
+    /// Return at once.
+    Noop,
+    /// Sleep this many microseconds.
+    Sleep { micros: u32 },
+    /// Burn CPU with integer arithmetic for this many microseconds.
+    Spin { micros: u32 },
+    /// Run the allow-listed command registered under this name.
+    Exec { name: &'a [u8] },
+}
+
+/// Why a descriptor was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DescriptorError {
+    UnknownHandler(u8),
+    /// Reserved bytes not zero, or an exec name that is empty, too long or not printable.
+    Malformed,
+}
+
+impl core::fmt::Display for DescriptorError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            DescriptorError::UnknownHandler(h) => write!(f, "unknown handler id {h}"),
+            DescriptorError::Malformed => write!(f, "malformed task descriptor"),
+        }
+    }
+}
+
+impl core::error::Error for DescriptorError {}
+
+impl Handler<'_> {
+    pub fn encode(&self) -> Result<[u8; 16], DescriptorError> {
+        let mut d = [0u8; 16];
+        match *self {
+            Handler::Noop => d[0] = HANDLER_NOOP,
+            Handler::Sleep { micros } | Handler::Spin { micros } => {
+                d[0] = if matches!(self, Handler::Sleep { .. }) { HANDLER_SLEEP } else { HANDLER_SPIN };
+                d[4..8].copy_from_slice(&micros.to_be_bytes());
+            }
+            Handler::Exec { name } => {
+                if !valid_exec_name(name) {
+                    return Err(DescriptorError::Malformed);
+                }
+                d[0] = HANDLER_EXEC;
+                d[1] = name.len() as u8;
+                d[2..2 + name.len()].copy_from_slice(name);
+            }
+        }
+        Ok(d)
+    }
+
+    pub fn decode(d: &[u8; 16]) -> Result<Handler<'_>, DescriptorError> {
+        let zero = |r: &[u8]| r.iter().all(|&b| b == 0);
+        match d[0] {
+            HANDLER_NOOP if zero(&d[1..]) => Ok(Handler::Noop),
+            HANDLER_SLEEP | HANDLER_SPIN if zero(&d[1..4]) && zero(&d[8..]) => {
+                let micros = u32::from_be_bytes([d[4], d[5], d[6], d[7]]);
+                Ok(if d[0] == HANDLER_SLEEP { Handler::Sleep { micros } } else { Handler::Spin { micros } })
+            }
+            HANDLER_EXEC => {
+                let len = d[1] as usize;
+                if len == 0 || len > MAX_EXEC_NAME || !zero(&d[2 + len..]) {
+                    return Err(DescriptorError::Malformed);
+                }
+                let name = &d[2..2 + len];
+                if !valid_exec_name(name) {
+                    return Err(DescriptorError::Malformed);
+                }
+                Ok(Handler::Exec { name })
+            }
+            HANDLER_NOOP | HANDLER_SLEEP | HANDLER_SPIN => Err(DescriptorError::Malformed),
+            other => Err(DescriptorError::UnknownHandler(other)),
+        }
+    }
+}
+
+/// Exec names are 1 to 14 bytes of `[A-Za-z0-9_.-]`.
+pub fn valid_exec_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_EXEC_NAME
+        && name.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        for h in [
+            Handler::Noop,
+            Handler::Sleep { micros: 10_000 },
+            Handler::Spin { micros: 7 },
+            Handler::Exec { name: b"wc-l" },
+        ] {
+            let d = h.encode().unwrap();
+            assert_eq!(Handler::decode(&d).unwrap(), h);
+        }
+    }
+
+    #[test]
+    fn refuses_malformed() {
+        let mut d = [0u8; 16];
+        d[0] = 9;
+        assert_eq!(Handler::decode(&d), Err(DescriptorError::UnknownHandler(9)));
+        d = [0; 16];
+        d[15] = 1;
+        assert_eq!(Handler::decode(&d), Err(DescriptorError::Malformed));
+        d = [0; 16];
+        d[0] = HANDLER_EXEC;
+        d[1] = 15;
+        assert_eq!(Handler::decode(&d), Err(DescriptorError::Malformed));
+        assert_eq!(Handler::Exec { name: b"rm -rf" }.encode(), Err(DescriptorError::Malformed));
+    }
+}

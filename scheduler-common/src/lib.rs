@@ -1,0 +1,17 @@
+//! The Bolt wire protocol (v1) and the map value types shared by the XDP program, the
+//! P4 program's tests and userspace. This crate is the one definition of every byte
+//! layout: nothing else in the project parses Bolt packets.
+//!
+//! Every layout type is `#[repr(C)]` with alignment 1 (fields are byte arrays holding
+//! big-endian integers), so a frame's bytes can be viewed as these types in place, in
+//! the XDP program as well as in userspace, and a BPF map can store them as they travel.
+#![no_std]
+
+pub mod descriptor;
+pub mod error;
+pub mod layout;
+pub mod message;
+
+pub use error::{DecodeError, EncodeError};
+pub use layout::*;
+pub use message::*;

@@ -1,0 +1,20 @@
+//! `bolt`: run and inspect the Bolt two-level task scheduler.
+
+use clap::{Parser, Subcommand};
+use scheduler_user::telemetry;
+
+#[derive(Parser)]
+#[command(name = "bolt", version, about = "Bolt: a two-level in-network task scheduler", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {}
+
+fn main() -> anyhow::Result<()> {
+    telemetry::init_logging();
+    let cli = Cli::parse();
+    match cli.command {}
+}
