@@ -1,0 +1,42 @@
+//! Helpers shared by the integration tests.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// True when running under CI (`CI=true`), where tests that need the kernel must run.
+pub fn in_ci() -> bool {
+    std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
+}
+
+/// Decides whether a test that needs `what` (root, CAP_BPF, a tool) can run. Outside CI it
+/// prints why it is skipped and returns false; under CI it fails the test instead, so a
+/// missing capability never passes silently.
+pub fn require(available: bool, what: &str) -> bool {
+    if available {
+        return true;
+    }
+    assert!(!in_ci(), "CI=true but this test cannot run: {what}");
+    eprintln!("skipped: {what}");
+    false
+}
+
+/// True when the process runs as root (CAP_NET_ADMIN, CAP_BPF in practice).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc_geteuid() == 0 }
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// A name unique to this process and call, short enough for an interface name (15 bytes),
+/// so that tests creating namespaces or links can run in parallel.
+pub fn unique_name(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id() % 100_000;
+    let name = format!("{prefix}{pid}x{n}");
+    assert!(name.len() <= 15, "interface name {name} too long");
+    name
+}
