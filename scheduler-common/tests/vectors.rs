@@ -31,7 +31,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    assert!(s.len() % 2 == 0, "odd hex length in {s:?}");
+    assert!(s.len().is_multiple_of(2), "odd hex length in {s:?}");
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit")).collect()
 }
 
@@ -428,7 +428,7 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
     let cut = |name: &str, len: usize| m[name][..len].to_vec();
     let grow = |name: &str, extra: usize| {
         let mut b = m[name].clone();
-        b.extend(std::iter::repeat(0).take(extra));
+        b.extend(std::iter::repeat_n(0, extra));
         b
     };
     const H: usize = Header::LEN;
