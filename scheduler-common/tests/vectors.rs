@@ -17,6 +17,9 @@ use scheduler_common::frame::{self, Endpoint, FrameError};
 use scheduler_common::*;
 use serde_json::{json, Map, Value};
 
+mod support;
+use support::{packet_op, Owned};
+
 const REGENERATE_VAR: &str = "BOLT_REGENERATE_VECTORS";
 
 fn vectors_path() -> std::path::PathBuf {
@@ -149,58 +152,6 @@ fn requester_json(r: &Requester) -> Value {
 
 fn requester_from_json(v: &Value) -> Requester {
     Requester::new(u16f(v, "node"), u16f(v, "executor"), u32f(v, "seq"))
-}
-
-/// A message or internal packet that owns its lists, so vectors can be built from JSON.
-#[derive(Clone, Debug)]
-enum Owned {
-    Submit { job: JobRef, flags: u8, tasks: Vec<Task> },
-    GetTask { rtrv_prio: u8, exec_rsrc: u8, from: Requester },
-    Assign(Entry),
-    Noop(Requester),
-    Complete(Completion),
-    QueueFull { job: JobRef, tasks: Vec<Task> },
-    RefillReq { node_rsrc: u8, req: RefillRequest },
-    Refill(Vec<Entry>),
-    Return(Vec<Entry>),
-    Swap { queue_prio: u8, exec_rsrc: u8, state: SwapState },
-    Repair { queue_prio: u8, state: RepairState },
-}
-
-impl Owned {
-    fn packet(&self) -> Packet<'_> {
-        Packet::External(match self {
-            Owned::Submit { job, flags, tasks } => Message::Submit { job: *job, flags: *flags, tasks },
-            Owned::GetTask { rtrv_prio, exec_rsrc, from } => {
-                Message::GetTask { rtrv_prio: *rtrv_prio, exec_rsrc: *exec_rsrc, from: *from }
-            }
-            Owned::Assign(e) => Message::Assign(e),
-            Owned::Noop(r) => Message::Noop(*r),
-            Owned::Complete(c) => Message::Complete(c),
-            Owned::QueueFull { job, tasks } => Message::QueueFull { job: *job, tasks },
-            Owned::RefillReq { node_rsrc, req } => Message::RefillReq { node_rsrc: *node_rsrc, req: *req },
-            Owned::Refill(es) => Message::Refill(es),
-            Owned::Return(es) => Message::Return(es),
-            Owned::Swap { queue_prio, exec_rsrc, state } => {
-                return Packet::Swap { queue_prio: *queue_prio, exec_rsrc: *exec_rsrc, state }
-            }
-            Owned::Repair { queue_prio, state } => return Packet::Repair { queue_prio: *queue_prio, state },
-        })
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        let mut buf = [0u8; MAX_MESSAGE_LEN];
-        let n = self.packet().encode(&mut buf).unwrap_or_else(|e| panic!("encoding {self:?}: {e}"));
-        buf[..n].to_vec()
-    }
-}
-
-fn packet_op(p: &Packet<'_>) -> Op {
-    match p {
-        Packet::External(m) => m.op(),
-        Packet::Swap { .. } => Op::Swap,
-        Packet::Repair { .. } => Op::Repair,
-    }
 }
 
 fn fields_json(p: &Packet<'_>) -> Value {
