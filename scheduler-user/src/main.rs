@@ -1,7 +1,7 @@
 //! `bolt`: run and inspect the Bolt two-level task scheduler.
 
 use clap::{Parser, Subcommand};
-use scheduler_user::{executor, telemetry};
+use scheduler_user::{client, executor, telemetry};
 
 #[derive(Parser)]
 #[command(name = "bolt", version, about = "Bolt: a two-level in-network task scheduler", long_about = None)]
@@ -14,6 +14,8 @@ struct Cli {
 enum Command {
     /// Run executors that pull tasks (GET_TASK), run them and report COMPLETE to clients.
     Executor(executor::ExecutorArgs),
+    /// Submit jobs of tasks to the switch, track them to completion and report latencies.
+    Submit(client::SubmitArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -21,5 +23,6 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Executor(args) => executor::run(args),
+        Command::Submit(args) => client::run(args),
     }
 }
