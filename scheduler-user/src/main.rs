@@ -1,7 +1,7 @@
 //! `bolt`: run and inspect the Bolt two-level task scheduler.
 
 use clap::{Parser, Subcommand};
-use scheduler_user::telemetry;
+use scheduler_user::{switch, telemetry};
 
 #[derive(Parser)]
 #[command(name = "bolt", version, about = "Bolt: a two-level in-network task scheduler", long_about = None)]
@@ -11,10 +11,15 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Run the software switch: tier 2's global priority queues over UDP.
+    Switch(switch::SwitchArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     telemetry::init_logging();
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Switch(args) => switch::run_cli(args),
+    }
 }
