@@ -3,5 +3,7 @@
 
 pub mod client;
 pub mod executor;
+pub mod net;
 pub mod queue;
+pub mod switch;
 pub mod telemetry;

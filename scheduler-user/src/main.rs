@@ -1,7 +1,7 @@
 //! `bolt`: run and inspect the Bolt two-level task scheduler.
 
 use clap::{Parser, Subcommand};
-use scheduler_user::{client, executor, telemetry};
+use scheduler_user::{client, executor, switch, telemetry};
 
 #[derive(Parser)]
 #[command(name = "bolt", version, about = "Bolt: a two-level in-network task scheduler", long_about = None)]
@@ -16,6 +16,8 @@ enum Command {
     Executor(executor::ExecutorArgs),
     /// Submit jobs of tasks to the switch, track them to completion and report latencies.
     Submit(client::SubmitArgs),
+    /// Run the software switch: tier 2's global priority queues over UDP.
+    Switch(switch::SwitchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -24,5 +26,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Executor(args) => executor::run(args),
         Command::Submit(args) => client::run(args),
+        Command::Switch(args) => switch::run_cli(args),
     }
 }
