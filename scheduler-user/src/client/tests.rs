@@ -100,8 +100,8 @@ fn spec() -> TaskSpec {
 async fn every_task_completes_once_despite_bounces_and_duplicate_completions() {
     let fake = Fake::start(|i| if i == 0 { Answer::QueueFull } else { Answer::Complete { dup: 5 } });
     let mut client = Client::bind(config(fake.addr)).await.unwrap();
-    let a = client.submit(&vec![spec(); 100]).await.unwrap();
-    let b = client.submit(&vec![spec(); 30]).await.unwrap();
+    let a = client.submit(&[spec(); 100]).await.unwrap();
+    let b = client.submit(&[spec(); 30]).await.unwrap();
     let idle = client.wait_idle(Instant::now() + Duration::from_secs(10)).await.unwrap();
     let seen = fake.finish();
     assert!(idle, "jobs did not finish: {:?}", client.summary());
@@ -129,7 +129,7 @@ async fn every_task_completes_once_despite_bounces_and_duplicate_completions() {
 async fn a_lost_submit_is_resubmitted_with_the_flag() {
     let fake = Fake::start(|i| if i == 0 { Answer::Drop } else { Answer::Complete { dup: u32::MAX } });
     let mut client = Client::bind(config(fake.addr)).await.unwrap();
-    client.submit(&vec![spec(); 3]).await.unwrap();
+    client.submit(&[spec(); 3]).await.unwrap();
     let started = Instant::now();
     assert!(client.wait_idle(Instant::now() + Duration::from_secs(10)).await.unwrap());
     assert!(started.elapsed() >= Duration::from_millis(150), "finished before the timeout could fire");
@@ -146,7 +146,7 @@ async fn with_no_answer_at_all_tasks_fail_after_their_attempts() {
     cfg.tracker.task_timeout = Duration::from_millis(40);
     cfg.tracker.max_attempts = 2;
     let mut client = Client::bind(cfg).await.unwrap();
-    client.submit(&vec![spec(); 4]).await.unwrap();
+    client.submit(&[spec(); 4]).await.unwrap();
     assert!(client.wait_idle(Instant::now() + Duration::from_secs(10)).await.unwrap());
     fake.finish();
     let s = client.summary();
@@ -157,7 +157,7 @@ async fn with_no_answer_at_all_tasks_fail_after_their_attempts() {
 async fn wait_idle_returns_false_at_the_deadline() {
     let fake = Fake::start(|_| Answer::Drop);
     let mut client = Client::bind(config(fake.addr)).await.unwrap();
-    client.submit(&vec![spec(); 2]).await.unwrap();
+    client.submit(&[spec(); 2]).await.unwrap();
     let t = Instant::now();
     assert!(!client.wait_idle(t + Duration::from_millis(50)).await.unwrap());
     assert!(t.elapsed() < Duration::from_secs(2));
