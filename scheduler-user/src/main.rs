@@ -1,7 +1,7 @@
 //! `bolt`: run and inspect the Bolt two-level task scheduler.
 
 use clap::{Parser, Subcommand};
-use scheduler_user::{switch, telemetry};
+use scheduler_user::{bench, switch, telemetry};
 
 #[derive(Parser)]
 #[command(name = "bolt", version, about = "Bolt: a two-level in-network task scheduler", long_about = None)]
@@ -14,6 +14,8 @@ struct Cli {
 enum Command {
     /// Run the software switch: tier 2's global priority queues over UDP.
     Switch(switch::SwitchArgs),
+    /// Run a benchmark (see `bolt bench help`).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -21,5 +23,6 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Switch(args) => switch::run_cli(args),
+        Command::Bench(args) => bench::run_cli(args),
     }
 }
