@@ -1,7 +1,7 @@
 //! `bolt`: run and inspect the Bolt two-level task scheduler.
 
 use clap::{Parser, Subcommand};
-use scheduler_user::{client, executor, switch, telemetry};
+use scheduler_user::{bench, client, executor, switch, telemetry};
 
 #[derive(Parser)]
 #[command(name = "bolt", version, about = "Bolt: a two-level in-network task scheduler", long_about = None)]
@@ -18,6 +18,8 @@ enum Command {
     Submit(client::SubmitArgs),
     /// Run the software switch: tier 2's global priority queues over UDP.
     Switch(switch::SwitchArgs),
+    /// Run a benchmark (see `bolt bench help`).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -27,5 +29,6 @@ fn main() -> anyhow::Result<()> {
         Command::Executor(args) => executor::run(args),
         Command::Submit(args) => client::run(args),
         Command::Switch(args) => switch::run_cli(args),
+        Command::Bench(args) => bench::run_cli(args),
     }
 }

@@ -18,21 +18,13 @@ mod tests;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 
-pub use packet::{Asker, Collect, Output, Packet, PointerKind, Retrieval, Sink};
+pub use packet::{Asker, Collect, ListId, NotForSwitch, Output, Packet, PointerKind, Refusals, Retrieval, Sink};
 pub use pipeline::{PassOutput, Pipeline, QueueConfig, DRIFT_LIMIT};
 pub use pointer::Ring;
 pub use registers::Stage;
 pub use stats::{OpCost, QueueStats, ORIGINS};
 
-use arrayvec::ArrayVec;
-use scheduler_common::{Message, Op};
-
-/// Why the switch did not take a message into its pipeline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotForSwitch {
-    /// ASSIGN, NOOP, COMPLETE, QUEUE_FULL and REFILL travel away from the switch.
-    WrongDirection(Op),
-}
+use scheduler_common::Message;
 
 /// The Bolt switch pipeline with its recirculation FIFO.
 pub struct Scheduler {
@@ -53,45 +45,9 @@ impl Scheduler {
         self.pipeline.stats()
     }
 
-    /// Turns a validated message from `src` into the packet that enters the pipeline.
-    pub fn admit(config: &QueueConfig, msg: &Message<'_>, src: SocketAddrV4) -> Result<Packet, NotForSwitch> {
-        let budget = config.max_passes;
-        Ok(match *msg {
-            Message::Submit { job, tasks, .. } => Packet::Submit {
-                client: src,
-                job,
-                tasks: tasks.iter().copied().collect(),
-                next: 0,
-                rejected: 0,
-            },
-            Message::GetTask { rtrv_prio, exec_rsrc, from } => Packet::Retrieve(Retrieval {
-                asker: Asker::Executor { addr: src, who: from },
-                exec_rsrc,
-                // RTRV_PRIO below the configured levels starts at the lowest level.
-                level: rtrv_prio.min(config.priorities) - 1,
-                want: 1,
-                budget,
-                found: ArrayVec::new(),
-                batches_sent: 0,
-            }),
-            Message::RefillReq { node_rsrc, req } => Packet::Retrieve(Retrieval {
-                asker: Asker::Host { addr: src, node: req.node() },
-                exec_rsrc: node_rsrc,
-                level: 0,
-                want: req.want as u16,
-                budget,
-                found: ArrayVec::new(),
-                batches_sent: 0,
-            }),
-            Message::Return(entries) => Packet::Return { entries: entries.iter().copied().collect(), next: 0 },
-            ref other => return Err(NotForSwitch::WrongDirection(other.op())),
-        })
-    }
-
     /// Processes one message from outside, and every pass it causes, to completion.
     pub fn handle(&mut self, msg: &Message<'_>, src: SocketAddrV4, out: &mut impl Sink) -> Result<(), NotForSwitch> {
-        let pkt = Self::admit(self.pipeline.config(), msg, src)?;
-        self.pipeline.count_packet(msg.op());
+        let pkt = self.pipeline.admit(msg, src)?;
         self.run(pkt, out);
         Ok(())
     }

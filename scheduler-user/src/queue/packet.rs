@@ -17,9 +17,52 @@ pub enum Asker {
     Host { addr: SocketAddrV4, node: u16 },
 }
 
+/// A list of up to 16 entries held in the pipeline's packet buffers
+/// ([`ListPool`]); packets carry only its index, as a switch keeps payload in packet
+/// memory and moves descriptors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListId(u32);
+
+/// Packet buffers for lists: reused, so the packet path does not allocate once warm.
+#[derive(Default)]
+pub struct ListPool {
+    lists: Vec<ArrayVec<Entry, MAX_LIST>>,
+    free: Vec<u32>,
+}
+
+impl ListPool {
+    pub fn alloc(&mut self) -> ListId {
+        match self.free.pop() {
+            Some(i) => ListId(i),
+            None => {
+                self.lists.push(ArrayVec::new());
+                ListId(self.lists.len() as u32 - 1)
+            }
+        }
+    }
+
+    pub fn get(&self, id: ListId) -> &ArrayVec<Entry, MAX_LIST> {
+        &self.lists[id.0 as usize]
+    }
+
+    pub fn get_mut(&mut self, id: ListId) -> &mut ArrayVec<Entry, MAX_LIST> {
+        &mut self.lists[id.0 as usize]
+    }
+
+    pub fn release(&mut self, id: ListId) {
+        self.lists[id.0 as usize].clear();
+        self.free.push(id.0);
+    }
+
+    /// Buffers currently held by packets in flight.
+    pub fn in_use(&self) -> usize {
+        self.lists.len() - self.free.len()
+    }
+}
+
 /// A retrieval in progress: GET_TASK or REFILL_REQ, searching one priority level per
 /// pass from its RTRV_PRIO down.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Retrieval {
     pub asker: Asker,
     /// EXEC_RSRC: the requester's resources; a task runs if its TRSRC is a subset.
@@ -30,10 +73,10 @@ pub struct Retrieval {
     pub want: u16,
     /// Passes this retrieval may still take: bounds every SWAP search.
     pub budget: u16,
-    /// Tasks found and not yet sent (the REFILL batch being filled).
-    pub found: ArrayVec<Entry, MAX_LIST>,
     /// REFILL packets already sent for this request.
     pub batches_sent: u16,
+    /// Tasks found and not yet sent (the REFILL batch being filled).
+    pub batch: Option<ListId>,
 }
 
 impl Retrieval {
@@ -45,6 +88,15 @@ impl Retrieval {
     }
 }
 
+/// Where entries an enqueue could not place are sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusals {
+    /// SUBMIT: all refused tasks in one QUEUE_FULL to the submitter.
+    ToSubmitter { client: SocketAddrV4, job: JobRef },
+    /// RETURN: each refused entry in a QUEUE_FULL to its own client.
+    ToOwners,
+}
+
 /// Which pointer a REPAIR packet resets (thesis §3.2.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PointerKind {
@@ -52,20 +104,17 @@ pub enum PointerKind {
     Retrieve,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub enum Packet {
-    /// A client's job: one task enqueued per pass, the rest recirculated (§3.2.3).
-    Submit {
-        client: SocketAddrV4,
-        job: JobRef,
-        tasks: ArrayVec<Task, MAX_LIST>,
-        /// Index of the task the next pass enqueues.
+    /// SUBMIT or RETURN: one entry enqueued per pass, the rest recirculated (§3.2.3).
+    Enqueue {
+        list: ListId,
+        /// Index of the entry the next pass enqueues.
         next: u8,
-        /// Bit i set: task i was not added and goes back in QUEUE_FULL.
+        /// Bit i set: entry i was not added.
         rejected: u16,
+        refusals: Refusals,
     },
-    /// Entries a host gives back (drain, overflow): enqueued one per pass like SUBMIT.
-    Return { entries: ArrayVec<Entry, MAX_LIST>, next: u8 },
     /// GET_TASK or REFILL_REQ at `Retrieval::level`.
     Retrieve(Retrieval),
     /// Resource-constraint search (§3.4.2, §3.4.3): `held` is swapped with the entry at
@@ -82,12 +131,19 @@ impl Packet {
     /// The external operation this packet (or the packet that spawned it) came from.
     pub fn origin(&self) -> Op {
         match self {
-            Packet::Submit { .. } => Op::Submit,
-            Packet::Return { .. } => Op::Return,
+            Packet::Enqueue { refusals: Refusals::ToSubmitter { .. }, .. } => Op::Submit,
+            Packet::Enqueue { refusals: Refusals::ToOwners, .. } => Op::Return,
             Packet::Retrieve(r) | Packet::Swap { r, .. } | Packet::Reinsert { then: r, .. } => r.origin(),
             Packet::Repair { origin, .. } => *origin,
         }
     }
+}
+
+/// Why the switch did not take a message into its pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotForSwitch {
+    /// ASSIGN, NOOP, COMPLETE, QUEUE_FULL and REFILL travel away from the switch.
+    WrongDirection(Op),
 }
 
 /// Where a pass sends the packets that leave the switch. The software switch encodes

@@ -13,9 +13,12 @@
 //!   thesis leaves it to grow until the next SUBMIT); below the limit it still laps the
 //!   ring freely, which is how an entry stranded behind it by a race is found again.
 
-use scheduler_common::{resources_match, Entry, JobRef, Op, Task, MAX_LIST};
+use std::net::SocketAddrV4;
 
-use super::packet::{Asker, Packet, PointerKind, Retrieval, Sink};
+use arrayvec::ArrayVec;
+use scheduler_common::{resources_match, Entry, JobRef, Message, Op, Task, MAX_LIST};
+
+use super::packet::{Asker, ListId, ListPool, NotForSwitch, Packet, PointerKind, Refusals, Retrieval, Sink};
 use super::pointer::Ring;
 use super::registers::{PassTracker, Stage};
 use super::stats::{origin_index, QueueStats};
@@ -82,6 +85,8 @@ pub struct Pipeline {
     repairing: u16,
     tracker: PassTracker,
     stats: QueueStats,
+    /// Packet buffers for the lists packets carry.
+    lists: ListPool,
 }
 
 fn add_flag(level: usize) -> u16 {
@@ -116,7 +121,15 @@ impl Pipeline {
                 occupancy: 0,
             })
             .collect();
-        Ok(Pipeline { ring, config, levels, repairing: 0, tracker: PassTracker::default(), stats: QueueStats::default() })
+        Ok(Pipeline {
+            ring,
+            config,
+            levels,
+            repairing: 0,
+            tracker: PassTracker::default(),
+            stats: QueueStats::default(),
+            lists: ListPool::default(),
+        })
     }
 
     pub fn config(&self) -> &QueueConfig {
@@ -157,9 +170,54 @@ impl Pipeline {
         (prio.clamp(1, p) - 1) as usize
     }
 
-    /// Counts an external packet entering the pipeline.
-    pub fn count_packet(&mut self, op: Op) {
-        self.stats.cost[origin_index(op)].packets += 1;
+    /// Packet buffers held by packets in flight (0 when the pipeline is idle).
+    pub fn lists_in_use(&self) -> usize {
+        self.lists.in_use()
+    }
+
+    /// Parses a validated message from `src` into the packet that enters the pipeline,
+    /// and counts it.
+    pub fn admit(&mut self, msg: &Message<'_>, src: SocketAddrV4) -> Result<Packet, NotForSwitch> {
+        let budget = self.config.max_passes;
+        let retrieval = |asker, exec_rsrc, level, want| Retrieval {
+            asker,
+            exec_rsrc,
+            level,
+            want,
+            budget,
+            batches_sent: 0,
+            batch: None,
+        };
+        let pkt = match *msg {
+            Message::Submit { job, tasks, .. } => {
+                let list = self.lists.alloc();
+                let (ip, port) = (src.ip().octets(), src.port());
+                let entries = self.lists.get_mut(list);
+                entries.extend(tasks.iter().map(|t| Entry::new(job.uid(), job.jid(), *t, ip, port)));
+                Packet::Enqueue { list, next: 0, rejected: 0, refusals: Refusals::ToSubmitter { client: src, job } }
+            }
+            Message::Return(returned) => {
+                let list = self.lists.alloc();
+                self.lists.get_mut(list).extend(returned.iter().copied());
+                Packet::Enqueue { list, next: 0, rejected: 0, refusals: Refusals::ToOwners }
+            }
+            // RTRV_PRIO below the configured levels starts at the lowest level.
+            Message::GetTask { rtrv_prio, exec_rsrc, from } => Packet::Retrieve(retrieval(
+                Asker::Executor { addr: src, who: from },
+                exec_rsrc,
+                rtrv_prio.min(self.config.priorities) - 1,
+                1,
+            )),
+            Message::RefillReq { node_rsrc, req } => Packet::Retrieve(retrieval(
+                Asker::Host { addr: src, node: req.node() },
+                node_rsrc,
+                0,
+                req.want as u16,
+            )),
+            ref other => return Err(NotForSwitch::WrongDirection(other.op())),
+        };
+        self.stats.cost[origin_index(msg.op())].packets += 1;
+        Ok(pkt)
     }
 
     /// Runs one pipeline pass of `pkt`.
@@ -169,10 +227,7 @@ impl Pipeline {
         let cost = &mut self.stats.cost[origin];
         cost.passes += 1;
         let result = match pkt {
-            Packet::Submit { client, job, tasks, next, rejected } => {
-                self.submit_pass(client, job, tasks, next, rejected, out)
-            }
-            Packet::Return { entries, next } => self.return_pass(entries, next, out),
+            Packet::Enqueue { list, next, rejected, refusals } => self.enqueue_pass(list, next, rejected, refusals, out),
             Packet::Retrieve(r) => self.retrieve_pass(r, out),
             Packet::Swap { r, held, swap_idx, pkt_retrieve_ptr } => {
                 self.swap_pass(r, held, swap_idx, pkt_retrieve_ptr, out)
@@ -309,34 +364,50 @@ impl Pipeline {
         (Enqueued::Added, spawn)
     }
 
-    fn submit_pass(
+    /// One entry of a SUBMIT or RETURN list per pass; the rest recirculates.
+    fn enqueue_pass(
         &mut self,
-        client: std::net::SocketAddrV4,
-        job: JobRef,
-        tasks: arrayvec::ArrayVec<Task, MAX_LIST>,
+        list: ListId,
         next: u8,
         mut rejected: u16,
+        refusals: Refusals,
         out: &mut impl Sink,
     ) -> PassOutput {
         let i = next as usize;
-        let task = tasks[i];
-        let l = self.level_of(task.prio);
-        let entry = Entry::new(job.uid(), job.jid(), task, client.ip().octets(), client.port());
-        let (result, spawn) = self.enqueue(l, &entry, Op::Submit);
-        if result != Enqueued::Added {
-            rejected |= 1 << i;
+        let (entry, len) = {
+            let entries = self.lists.get(list);
+            (entries[i], entries.len())
+        };
+        let origin = if refusals == Refusals::ToOwners { Op::Return } else { Op::Submit };
+        let l = self.level_of(entry.task.prio);
+        let (result, spawn) = self.enqueue(l, &entry, origin);
+        if origin == Op::Return {
+            self.stats.returned_tasks += 1;
         }
-        if i + 1 < tasks.len() {
-            let rest = Packet::Submit { client, job, tasks, next: next + 1, rejected };
+        if result != Enqueued::Added {
+            match refusals {
+                Refusals::ToSubmitter { .. } => rejected |= 1 << i,
+                Refusals::ToOwners => self.bounce(&entry, out),
+            }
+        }
+        if i + 1 < len {
+            let rest = Packet::Enqueue { list, next: next + 1, rejected, refusals };
             return PassOutput { recirculate: Some(rest), spawn };
         }
-        if rejected != 0 {
-            let back: arrayvec::ArrayVec<Task, MAX_LIST> =
-                tasks.iter().enumerate().filter(|(k, _)| rejected & (1 << k) != 0).map(|(_, t)| *t).collect();
+        if let (Refusals::ToSubmitter { client, job }, true) = (refusals, rejected != 0) {
+            let back: ArrayVec<Task, MAX_LIST> = self
+                .lists
+                .get(list)
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| rejected & (1 << k) != 0)
+                .map(|(_, e)| e.task)
+                .collect();
             self.stats.queue_full_tasks += back.len() as u64;
             self.stats.queue_full_packets += 1;
             out.queue_full(client, job, &back);
         }
+        self.lists.release(list);
         PassOutput { recirculate: None, spawn }
     }
 
@@ -344,26 +415,8 @@ impl Pipeline {
     fn bounce(&mut self, entry: &Entry, out: &mut impl Sink) {
         self.stats.queue_full_tasks += 1;
         self.stats.queue_full_packets += 1;
-        let client = std::net::SocketAddrV4::new(entry.client_ip.into(), entry.client_port());
+        let client = SocketAddrV4::new(entry.client_ip.into(), entry.client_port());
         out.queue_full(client, JobRef::new(entry.uid(), entry.jid()), &[entry.task]);
-    }
-
-    fn return_pass(
-        &mut self,
-        entries: arrayvec::ArrayVec<Entry, MAX_LIST>,
-        next: u8,
-        out: &mut impl Sink,
-    ) -> PassOutput {
-        let entry = entries[next as usize];
-        let l = self.level_of(entry.task.prio);
-        let (result, spawn) = self.enqueue(l, &entry, Op::Return);
-        self.stats.returned_tasks += 1;
-        if result != Enqueued::Added {
-            self.bounce(&entry, out);
-        }
-        let recirculate =
-            ((next as usize + 1) < entries.len()).then(|| Packet::Return { entries, next: next + 1 });
-        PassOutput { recirculate, spawn }
     }
 
     /// One dequeue at `r.level` (§3.2.4, §3.3.2): the head task if this requester can
@@ -478,11 +531,13 @@ impl Pipeline {
                 PassOutput::default()
             }
             Asker::Host { addr, .. } => {
-                r.found.push(entry);
-                r.want -= 1;
-                if r.found.is_full() {
+                let batch = *r.batch.get_or_insert_with(|| self.lists.alloc());
+                let entries = self.lists.get_mut(batch);
+                entries.push(entry);
+                if entries.is_full() {
                     self.send_refill(addr, &mut r, out);
                 }
+                r.want -= 1;
                 if r.want == 0 || r.budget == 0 {
                     self.finish(r, out);
                     return PassOutput::default();
@@ -493,11 +548,18 @@ impl Pipeline {
         }
     }
 
-    fn send_refill(&mut self, addr: std::net::SocketAddrV4, r: &mut Retrieval, out: &mut impl Sink) {
+    /// Sends the batch collected so far (possibly empty) as one REFILL.
+    fn send_refill(&mut self, addr: SocketAddrV4, r: &mut Retrieval, out: &mut impl Sink) {
+        let entries: &[Entry] = match r.batch {
+            Some(b) => self.lists.get(b),
+            None => &[],
+        };
         self.stats.refill_packets += 1;
-        self.stats.refill_tasks += r.found.len() as u64;
-        out.refill(addr, &r.found);
-        r.found.clear();
+        self.stats.refill_tasks += entries.len() as u64;
+        out.refill(addr, entries);
+        if let Some(b) = r.batch.take() {
+            self.lists.release(b);
+        }
         r.batches_sent += 1;
     }
 
@@ -510,7 +572,7 @@ impl Pipeline {
                 out.noop(addr, who);
             }
             Asker::Host { addr, .. } => {
-                if !r.found.is_empty() || r.batches_sent == 0 {
+                if r.batch.is_some() || r.batches_sent == 0 {
                     self.send_refill(addr, &mut r, out);
                 }
             }

@@ -193,7 +193,7 @@ fn swap_restarts_at_the_head_when_retrieve_ptr_moved() {
     // Start a GET by hand and stop after its first pass: it holds task 1 in a SWAP.
     let mut out = Collect::default();
     let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0b01, from: Requester::new(1, 1, 1) };
-    let pkt = Scheduler::admit(s.pipeline().config(), &msg, EXECUTOR).unwrap();
+    let pkt = s.pipeline.admit(&msg, EXECUTOR).unwrap();
     let swap = s.pipeline.pass(pkt, &mut out).recirculate.unwrap();
     assert!(matches!(swap, Packet::Swap { .. }));
     // Another executor takes the head (task 2) meanwhile: retrieve_ptr moves.
@@ -395,6 +395,7 @@ proptest! {
             let occupancy: Vec<u32> = reference.levels.iter().map(|q| q.len() as u32).collect();
             prop_assert_eq!(bolt.pipeline().occupancy(), occupancy);
             prop_assert!(!bolt.pipeline().repairing());
+            prop_assert_eq!(bolt.pipeline().lists_in_use(), 0);
         }
         prop_assert_eq!(bolt.stats().slot_occupied, 0);
     }
@@ -415,27 +416,12 @@ proptest! {
         let mut out = Collect::default();
         let mut tid = 0u32;
         let mut submitted = 0u32;
-        let host = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9);
-        let admit = |st: Step, tid: &mut u32, submitted: &mut u32| -> Packet {
-            let tasks: Vec<Task>;
-            let msg = match st {
-                Step::Submit(spec) => {
-                    tasks = spec.iter().map(|&(p, r)| { *tid += 1; task(*tid, p, r) }).collect();
-                    *submitted += tasks.len() as u32;
-                    Message::Submit { job: JobRef::new(1, 1), flags: 0, tasks: &tasks }
-                }
-                Step::Get { rtrv_prio, rsrc } => Message::GetTask { rtrv_prio, exec_rsrc: rsrc, from: Requester::new(1, 1, 1) },
-                Step::Refill { rsrc, want } => Message::RefillReq { node_rsrc: rsrc, req: RefillRequest::new(1, want) },
-            };
-            let src = if matches!(msg, Message::RefillReq { .. }) { host } else { EXECUTOR };
-            Scheduler::admit(&cfg, &msg, src).unwrap()
-        };
         // Interleave: each schedule word either admits a new packet or runs a pass of an
         // in-flight one chosen by the word.
         for w in schedule {
             if inflight.is_empty() || w % 3 == 0 {
                 if let Some(st) = pending.next() {
-                    inflight.push(admit(st, &mut tid, &mut submitted));
+                    inflight.push(admit(&mut pipe, st, &mut tid, &mut submitted));
                     continue;
                 }
             }
@@ -447,7 +433,7 @@ proptest! {
             inflight.extend(spawn);
         }
         // Then everything left, to completion (bounded: every chain has a pass budget).
-        for st in pending { inflight.push(admit(st, &mut tid, &mut submitted)); }
+        for st in pending { inflight.push(admit(&mut pipe, st, &mut tid, &mut submitted)); }
         let mut passes = 0;
         while let Some(pkt) = inflight.pop() {
             passes += 1;
@@ -464,7 +450,7 @@ proptest! {
             polls += 1;
             prop_assert!(polls < 64 * capacity, "queued tasks unreachable: {:?}", pipe.occupancy());
             let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from: Requester::new(9, 9, 9) };
-            let mut pkt = Some(Scheduler::admit(&cfg, &msg, EXECUTOR).unwrap());
+            let mut pkt = Some(pipe.admit(&msg, EXECUTOR).unwrap());
             let mut chain = VecDeque::new();
             while let Some(p) = pkt.take().or_else(|| chain.pop_front()) {
                 let PassOutput { recirculate, spawn } = pipe.pass(p, &mut out);
@@ -489,5 +475,24 @@ proptest! {
             }
         }
         prop_assert_eq!(seen.len() as u32, submitted);
+        prop_assert_eq!(pipe.lists_in_use(), 0, "a packet buffer leaked");
     }
+}
+
+/// Turns a generated step into the packet a client, executor or host would send.
+fn admit(pipe: &mut Pipeline, st: Step, tid: &mut u32, submitted: &mut u32) -> Packet {
+    let host = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9);
+    let tasks: Vec<Task>;
+    let (msg, src) = match st {
+        Step::Submit(spec) => {
+            tasks = spec.iter().map(|&(p, r)| { *tid += 1; task(*tid, p, r) }).collect();
+            *submitted += tasks.len() as u32;
+            (Message::Submit { job: JobRef::new(1, 1), flags: 0, tasks: &tasks }, CLIENT)
+        }
+        Step::Get { rtrv_prio, rsrc } => {
+            (Message::GetTask { rtrv_prio, exec_rsrc: rsrc, from: Requester::new(1, 1, 1) }, EXECUTOR)
+        }
+        Step::Refill { rsrc, want } => (Message::RefillReq { node_rsrc: rsrc, req: RefillRequest::new(1, want) }, host),
+    };
+    pipe.admit(&msg, src).unwrap()
 }
