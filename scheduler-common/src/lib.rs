@@ -10,6 +10,7 @@
 pub mod descriptor;
 pub mod error;
 pub mod layout;
+pub mod maps;
 pub mod message;
 
 pub use error::{DecodeError, EncodeError};

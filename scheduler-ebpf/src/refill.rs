@@ -1,0 +1,173 @@
+//! REFILL: a batch of tasks from the tier-2 switch for this node's rings.
+//!
+//! Accepted only from the configured switch address, and only whole: like the userspace
+//! decoder, one invalid entry rejects the frame. Each task goes to its priority's ring;
+//! a task whose ring is full goes to the overflow queue, which the agent drains and
+//! RETURNs to tier 2. Should the overflow queue be full as well (no agent draining it),
+//! the frame itself is turned into a RETURN of the tasks not yet stored and sent back
+//! to the switch, so no task is ever dropped here.
+
+use aya_ebpf::{
+    bindings::xdp_action,
+    helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail},
+    programs::XdpContext,
+};
+use aya_log_ebpf::{info, warn};
+use scheduler_common::{
+    maps::Counter, Entry, Header, Op, KNOWN_TASK_FLAGS, MAX_LIST, MAX_PRIORITIES,
+};
+
+use crate::{
+    config,
+    counters::Tally,
+    frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
+    get_task::ipv4_checksum,
+    maps::BOLT_OVERFLOW,
+    rings::{self, Pushed},
+};
+
+#[inline(always)]
+fn entry_at(ctx: &XdpContext, i: usize) -> Option<*const Entry> {
+    at::<Entry>(ctx, BOLT_OFF + Header::LEN + i * Entry::LEN).map(|p| p as *const Entry)
+}
+
+#[inline(always)]
+pub fn handle(ctx: &XdpContext, bolt: BoltFrame, tally: &mut Tally) -> u32 {
+    let cfg = config::get();
+    let Some(ip) = at::<Ipv4Hdr>(ctx, IP_OFF) else {
+        tally.add(Counter::Truncated);
+        return xdp_action::XDP_DROP;
+    };
+    // SAFETY: bounds checked by `at`.
+    let src = unsafe { (*ip).src };
+    if cfg.switch_ipv4 == [0; 4] || src != cfg.switch_ipv4 {
+        tally.add(Counter::ForeignRefill);
+        info!(ctx, "REFILL from {:i} dropped: not the switch", u32::from_be_bytes(src));
+        return xdp_action::XDP_DROP;
+    }
+    let n = bolt.header.count as usize;
+    if n > MAX_LIST || bolt.message_len != Header::LEN + n * Entry::LEN {
+        tally.add(Counter::Malformed);
+        return xdp_action::XDP_DROP;
+    }
+    for i in 0..MAX_LIST {
+        if i >= n {
+            break;
+        }
+        let Some(e) = entry_at(ctx, i) else {
+            tally.add(Counter::Truncated);
+            return xdp_action::XDP_DROP;
+        };
+        // SAFETY: bounds checked by `entry_at`.
+        let task = unsafe { (*e).task };
+        if task.prio == 0 || task.prio > MAX_PRIORITIES || task.flags & !KNOWN_TASK_FLAGS != 0 {
+            tally.add(Counter::Malformed);
+            return xdp_action::XDP_DROP;
+        }
+    }
+    tally.add(Counter::RefillFrames);
+    let mut unstored_from = None;
+    for i in 0..MAX_LIST {
+        if i >= n {
+            break;
+        }
+        let Some(e) = entry_at(ctx, i) else { break };
+        // SAFETY: bounds checked by `entry_at`; the queue copies the entry out of the frame.
+        let entry = unsafe { &*e };
+        match rings::push(rings::ring_for(entry.task.prio, &cfg), entry, &cfg, tally) {
+            Pushed::Stored => tally.add(Counter::RefillTasks),
+            Pushed::Full => {
+                if BOLT_OVERFLOW.push(entry, 0).is_ok() {
+                    tally.add(Counter::Overflow);
+                } else {
+                    unstored_from = Some(i);
+                    break;
+                }
+            }
+        }
+    }
+    match unstored_from {
+        None => xdp_action::XDP_DROP,
+        Some(k) => bounce(ctx, k, n, tally),
+    }
+}
+
+/// The headers written in front of the returned entries.
+#[repr(C)]
+struct ReturnHeaders {
+    eth: EthHdr,
+    ip: Ipv4Hdr,
+    udp: UdpHdr,
+    bolt: Header,
+}
+
+/// Sends entries `k..n` of this REFILL back to the switch as a RETURN: the front of the
+/// frame is cut so that the new headers end where entry `k` begins.
+#[inline(never)]
+fn bounce(ctx: &XdpContext, k: usize, n: usize, tally: &mut Tally) -> u32 {
+    let cfg = config::get();
+    let (Some(eth), Some(ip), Some(udp)) =
+        (at::<EthHdr>(ctx, 0), at::<Ipv4Hdr>(ctx, IP_OFF), at::<UdpHdr>(ctx, UDP_OFF))
+    else {
+        return lost(ctx, k, n, tally);
+    };
+    // SAFETY: bounds checked by `at`. Copies, because the frame is about to move.
+    let (mac_src, mac_dst, ip_src, ip_dst, tos, id, frag, ttl, switch_port) = unsafe {
+        ((*eth).src, (*eth).dst, (*ip).src, (*ip).dst, (*ip).tos, (*ip).id, (*ip).frag, (*ip).ttl, (*udp).src_port)
+    };
+    let k = k & 0x0F; // k < MAX_LIST; the mask lets the verifier see it.
+    let left = n - k;
+    let message_len = Header::LEN + left * Entry::LEN;
+    // Trailing bytes past the datagram go first, so that a failure leaves the frame whole.
+    let frame_len = ctx.data_end() - ctx.data();
+    let trailing = frame_len as i32 - (BOLT_OFF + Header::LEN + n * Entry::LEN) as i32;
+    // SAFETY: the helpers check their arguments.
+    if trailing > 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, -trailing) } != 0 {
+        return lost(ctx, k, n, tally);
+    }
+    let cut = (k * Entry::LEN) as i32;
+    if cut != 0 && unsafe { bpf_xdp_adjust_head(ctx.ctx, cut) } != 0 {
+        return lost(ctx, k, n, tally);
+    }
+    let Some(out) = at::<ReturnHeaders>(ctx, 0) else {
+        return lost(ctx, k, n, tally);
+    };
+    let ip_len = IPV4_LEN + UDP_LEN + message_len;
+    // SAFETY: bounds checked by `at` against the moved frame.
+    unsafe {
+        (*out).eth = EthHdr { dst: mac_src, src: mac_dst, ethertype: 0x0800u16.to_be_bytes() };
+        (*out).ip = Ipv4Hdr {
+            version_ihl: 0x45,
+            tos,
+            total_len: (ip_len as u16).to_be_bytes(),
+            id,
+            frag,
+            ttl,
+            protocol: 17,
+            checksum: [0; 2],
+            src: ip_dst,
+            dst: ip_src,
+        };
+        (*out).ip.checksum = ipv4_checksum(&(*out).ip);
+        (*out).udp = UdpHdr {
+            src_port: cfg.port.to_be_bytes(),
+            dst_port: switch_port,
+            len: ((UDP_LEN + message_len) as u16).to_be_bytes(),
+            checksum: [0; 2],
+        };
+        (*out).bolt = Header::new(Op::Return, left as u8, 0, 0, 0);
+    }
+    tally.add_n(Counter::Bounced, left as u64);
+    warn!(ctx, "rings and overflow full: {} REFILL tasks returned to the switch", left as u32);
+    xdp_action::XDP_TX
+}
+
+/// The frame could not be rewritten (not expected: it only shrinks). Entries `k..n` are
+/// passed up to the host stack in the original frame, where the agent's Bolt socket can
+/// take them; entries before `k` were stored and may be seen twice, never lost.
+#[inline(always)]
+fn lost(ctx: &XdpContext, k: usize, n: usize, tally: &mut Tally) -> u32 {
+    tally.add(Counter::AdjustFailed);
+    warn!(ctx, "REFILL rewrite failed: entries {}..{} passed to the stack", k as u32, n as u32);
+    xdp_action::XDP_PASS
+}
