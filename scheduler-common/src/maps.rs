@@ -38,11 +38,11 @@ pub const COUNTERS_MAP: &str = "BOLT_COUNTERS";
 /// Ring buffer of [`RingEvent`] for the agent.
 pub const EVENTS_MAP: &str = "BOLT_EVENTS";
 
-/// The `.rodata` global holding the [`XdpConfig`], set by the loader before load.
-pub const CONFIG_GLOBAL: &str = "BOLT_CONFIG";
+/// Array with one [`XdpConfig`], written by the loader before it attaches the program.
+pub const CONFIG_MAP: &str = "BOLT_CONFIG";
 
 /// Every map whose contents must survive an agent restart; pinned together.
-pub const STATE_MAPS: [&str; RING_COUNT + 4] = [
+pub const STATE_MAPS: [&str; RING_COUNT + 5] = [
     RING_MAPS[0],
     RING_MAPS[1],
     RING_MAPS[2],
@@ -53,6 +53,7 @@ pub const STATE_MAPS: [&str; RING_COUNT + 4] = [
     RING_MAPS[7],
     OVERFLOW_MAP,
     RING_STATE_MAP,
+    CONFIG_MAP,
     COUNTERS_MAP,
     EVENTS_MAP,
 ];
@@ -69,8 +70,7 @@ pub const EVENTS_BYTES: u32 = 64 * 1024;
 /// Low-watermark events per ring are at most one per this many nanoseconds by default.
 pub const DEFAULT_EVENT_INTERVAL_NS: u64 = 1_000_000;
 
-/// Load-time configuration of the XDP program. Lives in `.rodata`, so the verifier
-/// sees it as constant.
+/// Configuration of the XDP program, the one value of [`CONFIG_MAP`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XdpConfig {
@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn map_names_fit_the_kernel_limit() {
         // BPF object names are at most 15 bytes plus NUL.
-        for name in STATE_MAPS.iter().chain([&CONFIG_GLOBAL, &PROGRAM_NAME]) {
+        for name in STATE_MAPS.iter().chain([&PROGRAM_NAME]) {
             assert!(name.len() <= 15, "{name}");
         }
     }

@@ -1,12 +1,12 @@
-//! The load-time configuration, patched into `.rodata` by the loader.
+//! The configuration the loader writes into the one-slot config map before attaching.
+//! A map rather than `.rodata` so that an agent opening the pinned maps reads the same
+//! settings the program runs with.
 
-use aya_ebpf::Global;
-use scheduler_common::{maps::XdpConfig, DEFAULT_PORT};
+use scheduler_common::maps::XdpConfig;
 
-#[unsafe(no_mangle)]
-static BOLT_CONFIG: Global<XdpConfig> = Global::new(XdpConfig::new(DEFAULT_PORT, 0, [0; 4]));
+use crate::maps::BOLT_CONFIG;
 
 #[inline(always)]
-pub fn get() -> XdpConfig {
-    BOLT_CONFIG.load()
+pub fn get() -> Option<&'static XdpConfig> {
+    BOLT_CONFIG.get(0)
 }

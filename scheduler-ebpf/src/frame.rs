@@ -3,9 +3,10 @@
 //! (see the verdict rules in main.rs).
 
 use aya_ebpf::programs::XdpContext;
-use scheduler_common::{maps::Counter, Header, KNOWN_HEADER_FLAGS, MAGIC, VERSION};
+use scheduler_common::{
+    maps::{Counter, XdpConfig},
+    Header, KNOWN_HEADER_FLAGS, MAGIC, VERSION};
 
-use crate::config;
 
 pub const ETH_LEN: usize = 14;
 pub const IPV4_LEN: usize = 20;
@@ -92,7 +93,7 @@ fn be16(b: [u8; 2]) -> u16 {
 }
 
 #[inline(always)]
-pub fn classify(ctx: &XdpContext) -> Classified {
+pub fn classify(ctx: &XdpContext, cfg: &XdpConfig) -> Classified {
     use Classified::NotBolt;
     let Some(eth) = at::<EthHdr>(ctx, 0) else {
         return NotBolt(Counter::Truncated);
@@ -126,7 +127,7 @@ pub fn classify(ctx: &XdpContext) -> Classified {
         return NotBolt(Counter::Truncated);
     };
     let udp = unsafe { &*udp };
-    if be16(udp.dst_port) != config::get().port {
+    if be16(udp.dst_port) != cfg.port {
         return NotBolt(Counter::OtherPort);
     }
     // From here on the datagram is addressed to Bolt: length faults are the sender's.

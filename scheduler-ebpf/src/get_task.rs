@@ -9,12 +9,11 @@
 
 use aya_ebpf::{bindings::xdp_action, helpers::bpf_xdp_adjust_tail, programs::XdpContext};
 use scheduler_common::{
-    maps::{Counter, EVENT_EMPTY, RING_COUNT},
+    maps::{Counter, XdpConfig, EVENT_EMPTY, RING_COUNT},
     message_len, resources_match, Entry, Header, Op, Requester, MAX_PRIORITIES,
 };
 
 use crate::{
-    config,
     counters::Tally,
     frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
     rings,
@@ -31,8 +30,7 @@ struct AssignMsg {
 }
 
 #[inline(always)]
-pub fn handle(ctx: &XdpContext, bolt: BoltFrame, tally: &mut Tally) -> u32 {
-    let cfg = config::get();
+pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
     let h = bolt.header;
     if h.count != 0 || bolt.message_len != GET_TASK_LEN || h.prio == 0 || h.prio > MAX_PRIORITIES {
         tally.add(Counter::Malformed);
@@ -48,29 +46,28 @@ pub fn handle(ctx: &XdpContext, bolt: BoltFrame, tally: &mut Tally) -> u32 {
         return xdp_action::XDP_PASS;
     }
     let first = h.prio as u32;
-    let last = rings::levels(&cfg);
+    let last = rings::levels(cfg);
     for prio in 1..=RING_COUNT as u32 {
         if prio < first || prio > last {
             continue;
         }
         let Some(entry) = rings::pop(prio, tally) else { continue };
         if resources_match(entry.task.rsrc, h.rsrc) {
-            return assign(ctx, prio, &entry, tally);
+            return assign(ctx, cfg, prio, &entry, tally);
         }
         rings::put_back(prio, &entry, tally);
         tally.add(Counter::Requeued);
     }
     tally.add(Counter::Miss);
     if first <= last {
-        rings::notify(first, EVENT_EMPTY, &cfg, tally);
+        rings::notify(first, EVENT_EMPTY, cfg, tally);
     }
     xdp_action::XDP_PASS
 }
 
 /// Rewrites the GET_TASK frame into the ASSIGN of `entry`, addressed back to the sender.
 #[inline(always)]
-fn assign(ctx: &XdpContext, prio: u32, entry: &Entry, tally: &mut Tally) -> u32 {
-    let cfg = config::get();
+fn assign(ctx: &XdpContext, cfg: &XdpConfig, prio: u32, entry: &Entry, tally: &mut Tally) -> u32 {
     let frame_len = ctx.data_end() - ctx.data();
     let delta = (BOLT_OFF + ASSIGN_LEN) as i32 - frame_len as i32;
     // SAFETY: the helper checks its arguments; ctx is the program's context.
@@ -104,7 +101,7 @@ fn assign(ctx: &XdpContext, prio: u32, entry: &Entry, tally: &mut Tally) -> u32 
         (*msg).header = Header::new(Op::Assign, 1, 0, 0, 0);
         (*msg).entry = *entry;
     }
-    rings::release(prio, &cfg, tally);
+    rings::release(prio, cfg, tally);
     tally.hit(prio);
     xdp_action::XDP_TX
 }

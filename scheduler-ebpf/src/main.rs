@@ -26,7 +26,10 @@ mod refill;
 mod rings;
 
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
-use scheduler_common::{maps::Counter, Op};
+use scheduler_common::{
+    maps::{Counter, XdpConfig},
+    Op,
+};
 
 use crate::counters::Tally;
 use crate::frame::{BoltFrame, Classified};
@@ -37,12 +40,15 @@ pub fn bolt_xdp(ctx: XdpContext) -> u32 {
         // The counters map always has its one slot; without it, stay out of the way.
         return xdp_action::XDP_PASS;
     };
-    let verdict = match frame::classify(&ctx) {
+    let Some(cfg) = config::get() else {
+        return xdp_action::XDP_PASS;
+    };
+    let verdict = match frame::classify(&ctx, cfg) {
         Classified::NotBolt(reason) => {
             tally.add(reason);
             xdp_action::XDP_PASS
         }
-        Classified::Bolt(bolt) => dispatch(&ctx, bolt, &mut tally),
+        Classified::Bolt(bolt) => dispatch(&ctx, cfg, bolt, &mut tally),
     };
     tally.add(match verdict {
         xdp_action::XDP_TX => Counter::Transmitted,
@@ -53,10 +59,10 @@ pub fn bolt_xdp(ctx: XdpContext) -> u32 {
 }
 
 #[inline(always)]
-fn dispatch(ctx: &XdpContext, bolt: BoltFrame, tally: &mut Tally) -> u32 {
+fn dispatch(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
     match Op::from_u8(bolt.op()) {
-        Some(Op::GetTask) => get_task::handle(ctx, bolt, tally),
-        Some(Op::Refill) => refill::handle(ctx, bolt, tally),
+        Some(Op::GetTask) => get_task::handle(ctx, cfg, bolt, tally),
+        Some(Op::Refill) => refill::handle(ctx, cfg, bolt, tally),
         Some(_) => {
             tally.add(Counter::OtherOp);
             xdp_action::XDP_PASS

@@ -7,7 +7,7 @@ use aya_ebpf::{
     maps::{Array, PerCpuArray, Queue, RingBuf},
 };
 use scheduler_common::{
-    maps::{Counters, RingState, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, EVENTS_BYTES, RING_COUNT},
+    maps::{Counters, RingState, XdpConfig, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, EVENTS_BYTES, RING_COUNT},
     Entry,
 };
 
@@ -35,6 +35,9 @@ pub static BOLT_OVERFLOW: Queue<Entry> = Queue::with_max_entries(DEFAULT_OVERFLO
 
 #[map]
 pub static BOLT_RING_STATE: Array<RingState> = Array::with_max_entries(RING_COUNT as u32, BPF_F_MMAPABLE);
+
+#[map]
+pub static BOLT_CONFIG: Array<XdpConfig> = Array::with_max_entries(1, 0);
 
 #[map]
 pub static BOLT_COUNTERS: PerCpuArray<Counters> = PerCpuArray::with_max_entries(1, 0);

@@ -14,11 +14,11 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::{info, warn};
 use scheduler_common::{
-    maps::Counter, Entry, Header, Op, KNOWN_TASK_FLAGS, MAX_LIST, MAX_PRIORITIES,
+    maps::{Counter, XdpConfig},
+    Entry, Header, Op, KNOWN_TASK_FLAGS, MAX_LIST, MAX_PRIORITIES,
 };
 
 use crate::{
-    config,
     counters::Tally,
     frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
     get_task::ipv4_checksum,
@@ -32,8 +32,7 @@ fn entry_at(ctx: &XdpContext, i: usize) -> Option<*const Entry> {
 }
 
 #[inline(always)]
-pub fn handle(ctx: &XdpContext, bolt: BoltFrame, tally: &mut Tally) -> u32 {
-    let cfg = config::get();
+pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
     let Some(ip) = at::<Ipv4Hdr>(ctx, IP_OFF) else {
         tally.add(Counter::Truncated);
         return xdp_action::XDP_DROP;
@@ -74,7 +73,7 @@ pub fn handle(ctx: &XdpContext, bolt: BoltFrame, tally: &mut Tally) -> u32 {
         let Some(e) = entry_at(ctx, i) else { break };
         // SAFETY: bounds checked by `entry_at`; the queue copies the entry out of the frame.
         let entry = unsafe { &*e };
-        match rings::push(rings::ring_for(entry.task.prio, &cfg), entry, &cfg, tally) {
+        match rings::push(rings::ring_for(entry.task.prio, cfg), entry, cfg, tally) {
             Pushed::Stored => tally.add(Counter::RefillTasks),
             Pushed::Full => {
                 if BOLT_OVERFLOW.push(entry, 0).is_ok() {
@@ -88,7 +87,7 @@ pub fn handle(ctx: &XdpContext, bolt: BoltFrame, tally: &mut Tally) -> u32 {
     }
     match unstored_from {
         None => xdp_action::XDP_DROP,
-        Some(k) => bounce(ctx, k, n, tally),
+        Some(k) => bounce(ctx, cfg.port, k, n, tally),
     }
 }
 
@@ -104,8 +103,7 @@ struct ReturnHeaders {
 /// Sends entries `k..n` of this REFILL back to the switch as a RETURN: the front of the
 /// frame is cut so that the new headers end where entry `k` begins.
 #[inline(never)]
-fn bounce(ctx: &XdpContext, k: usize, n: usize, tally: &mut Tally) -> u32 {
-    let cfg = config::get();
+fn bounce(ctx: &XdpContext, port: u16, k: usize, n: usize, tally: &mut Tally) -> u32 {
     let (Some(eth), Some(ip), Some(udp)) =
         (at::<EthHdr>(ctx, 0), at::<Ipv4Hdr>(ctx, IP_OFF), at::<UdpHdr>(ctx, UDP_OFF))
     else {
@@ -150,7 +148,7 @@ fn bounce(ctx: &XdpContext, k: usize, n: usize, tally: &mut Tally) -> u32 {
         };
         (*out).ip.checksum = ipv4_checksum(&(*out).ip);
         (*out).udp = UdpHdr {
-            src_port: cfg.port.to_be_bytes(),
+            src_port: port.to_be_bytes(),
             dst_port: switch_port,
             len: ((UDP_LEN + message_len) as u16).to_be_bytes(),
             checksum: [0; 2],

@@ -2,4 +2,5 @@
 //! the tools around them. The `bolt` binary in main.rs is a thin clap layer over this.
 
 pub mod queue;
+pub mod xdp;
 pub mod telemetry;
