@@ -435,6 +435,7 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
         Case { what: "bad version", frame: with(&|f| f[PAYLOAD_OFF + 2] = 2), verdict: pass, counter: Counter::Malformed },
         Case { what: "unknown op", frame: with(&|f| f[PAYLOAD_OFF + 3] = 99), verdict: pass, counter: Counter::Malformed },
         Case { what: "unknown header flag", frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x80), verdict: pass, counter: Counter::Malformed },
+        Case { what: "GET_TASK with a header flag", frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x01), verdict: pass, counter: Counter::Malformed },
         Case { what: "GET_TASK priority 0", frame: with(&|f| f[PAYLOAD_OFF + 5] = 0), verdict: pass, counter: Counter::Malformed },
         Case { what: "GET_TASK priority 9", frame: with(&|f| f[PAYLOAD_OFF + 5] = 9), verdict: pass, counter: Counter::Malformed },
         Case { what: "GET_TASK with a list count", frame: with(&|f| f[PAYLOAD_OFF + 4] = 1), verdict: pass, counter: Counter::Malformed },
@@ -478,6 +479,18 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
     cases.push(Case {
         what: "REFILL with an unknown task flag",
         frame: refill_with(&|f| f[task_prio + 3] = 0x80),
+        verdict: Verdict::Drop,
+        counter: Counter::Malformed,
+    });
+    cases.push(Case {
+        what: "REFILL with a non-zero pad",
+        frame: refill_with(&|f| f[PAYLOAD_OFF + Header::LEN + 39] = 1),
+        verdict: Verdict::Drop,
+        counter: Counter::Malformed,
+    });
+    cases.push(Case {
+        what: "REFILL with a header priority",
+        frame: refill_with(&|f| f[PAYLOAD_OFF + 5] = 1),
         verdict: Verdict::Drop,
         counter: Counter::Malformed,
     });

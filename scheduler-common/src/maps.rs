@@ -89,7 +89,7 @@ pub struct XdpConfig {
     /// against this before pushing.
     pub ring_capacity: u32,
     /// A ring left with fewer reserved slots than this after a pop sends a
-    /// [`RingEvent`]; 0 disables events.
+    /// [`RingEvent`]; 0 disables all events.
     pub low_watermark: u32,
     pub pad2: u32,
     /// Minimum nanoseconds between two events of the same ring.
@@ -120,7 +120,7 @@ impl XdpConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingState {
     pub reserved: i64,
-    /// bpf_ktime_get_ns() of this ring's last event (rate limit).
+    /// bpf_ktime_get_coarse_ns() of this ring's last event (rate limit).
     pub last_event_ns: u64,
 }
 
@@ -133,7 +133,7 @@ pub const EVENT_EMPTY: u8 = 2;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingEvent {
-    /// bpf_ktime_get_ns() when it happened.
+    /// bpf_ktime_get_coarse_ns() when it happened (CLOCK_MONOTONIC_COARSE).
     pub ktime_ns: u64,
     /// The ring's reserved slots at that moment.
     pub reserved: i64,

@@ -15,24 +15,26 @@ use scheduler_common::{
 
 use crate::{
     counters::Tally,
-    frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
-    rings,
+    frame::{at, BoltFrame, Ipv4Hdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
+    rings::{self, Slot},
+    words,
 };
 
 const GET_TASK_LEN: usize = message_len(Op::GetTask, 0);
 const ASSIGN_LEN: usize = message_len(Op::Assign, 1);
-
-/// The ASSIGN message as it is written into the frame.
-#[repr(C)]
-struct AssignMsg {
-    header: Header,
-    entry: Entry,
-}
+/// The whole reply frame.
+const REPLY_LEN: usize = BOLT_OFF + ASSIGN_LEN;
+/// The ASSIGN header's bytes (one entry, no priority, resources or flags).
+const ASSIGN_HEADER: [u8; 8] = {
+    let h = Header::new(Op::Assign, 1, 0, 0, 0);
+    [h.magic[0], h.magic[1], h.version, h.op, h.count, h.prio, h.rsrc, h.flags]
+};
 
 #[inline(always)]
 pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
     let h = bolt.header;
-    if h.count != 0 || bolt.message_len != GET_TASK_LEN || h.prio == 0 || h.prio > MAX_PRIORITIES {
+    // Exactly one encoding per message: bytes the op does not use (count, flags) are zero.
+    if h.count != 0 || h.flags != 0 || bolt.message_len != GET_TASK_LEN || h.prio == 0 || h.prio > MAX_PRIORITIES {
         tally.add(Counter::Malformed);
         return xdp_action::XDP_PASS;
     }
@@ -47,15 +49,18 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     }
     let first = h.prio as u32;
     let last = rings::levels(cfg);
+    let mut slot = Slot::empty();
     for prio in 1..=RING_COUNT as u32 {
         if prio < first || prio > last {
             continue;
         }
-        let Some(entry) = rings::pop(prio, tally) else { continue };
-        if resources_match(entry.task.rsrc, h.rsrc) {
-            return assign(ctx, cfg, prio, &entry, tally);
+        if !rings::pop(prio, &mut slot, tally) {
+            continue;
         }
-        rings::put_back(prio, &entry, tally);
+        if resources_match(slot.task_rsrc(), h.rsrc) {
+            return assign(ctx, cfg, prio, &slot, tally);
+        }
+        rings::put_back(prio, &slot, tally);
         tally.add(Counter::Requeued);
     }
     tally.add(Counter::Miss);
@@ -65,41 +70,51 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     xdp_action::XDP_PASS
 }
 
-/// Rewrites the GET_TASK frame into the ASSIGN of `entry`, addressed back to the sender.
+/// Rewrites the GET_TASK frame into the ASSIGN of the task in `slot`, addressed back to
+/// the sender: addresses and ports swapped, lengths and IPv4 checksum set, UDP checksum 0.
 #[inline(always)]
-fn assign(ctx: &XdpContext, cfg: &XdpConfig, prio: u32, entry: &Entry, tally: &mut Tally) -> u32 {
+fn assign(ctx: &XdpContext, cfg: &XdpConfig, prio: u32, slot: &Slot, tally: &mut Tally) -> u32 {
     let frame_len = ctx.data_end() - ctx.data();
-    let delta = (BOLT_OFF + ASSIGN_LEN) as i32 - frame_len as i32;
+    let delta = REPLY_LEN as i32 - frame_len as i32;
     // SAFETY: the helper checks its arguments; ctx is the program's context.
     if delta != 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
-        rings::put_back(prio, entry, tally);
+        rings::put_back(prio, slot, tally);
         tally.add(Counter::AdjustFailed);
         return xdp_action::XDP_PASS;
     }
-    // The frame moved: every pointer is derived and checked again.
-    let (Some(eth), Some(ip), Some(udp), Some(msg)) = (
-        at::<EthHdr>(ctx, 0),
-        at::<Ipv4Hdr>(ctx, IP_OFF),
-        at::<UdpHdr>(ctx, UDP_OFF),
-        at::<AssignMsg>(ctx, BOLT_OFF),
-    ) else {
-        // Cannot happen after a successful grow to exactly this length; keep the task.
-        rings::put_back(prio, entry, tally);
+    // The frame moved: check the whole reply's bounds again.
+    let Some(reply) = at::<[u8; REPLY_LEN]>(ctx, 0) else {
+        // Cannot happen after a successful resize to exactly this length; keep the task.
+        rings::put_back(prio, slot, tally);
         tally.add(Counter::AdjustFailed);
         return xdp_action::XDP_PASS;
     };
-    // SAFETY: all four pointers were bounds-checked against the new frame end.
+    let f = reply as *mut u8;
+    // SAFETY: every access below is inside the REPLY_LEN bytes checked above.
     unsafe {
-        core::mem::swap(&mut (*eth).dst, &mut (*eth).src);
-        core::mem::swap(&mut (*ip).src, &mut (*ip).dst);
-        (*ip).total_len = ((IPV4_LEN + UDP_LEN + ASSIGN_LEN) as u16).to_be_bytes();
-        (*ip).checksum = ipv4_checksum(&*ip);
-        core::mem::swap(&mut (*udp).src_port, &mut (*udp).dst_port);
-        (*udp).len = ((UDP_LEN + ASSIGN_LEN) as u16).to_be_bytes();
-        // Zero means "no checksum" in IPv4; the XDP frame cannot carry an offloaded one.
-        (*udp).checksum = [0; 2];
-        (*msg).header = Header::new(Op::Assign, 1, 0, 0, 0);
-        (*msg).entry = *entry;
+        // Ethernet: swap the 6-byte addresses (bytes 0..6 and 6..12).
+        let (dst_hi, dst_lo) = (words::load_u32(f), words::load_u16(f.add(4)));
+        words::store_u32(f, words::load_u32(f.add(6)));
+        words::store_u16(f.add(4), words::load_u16(f.add(10)));
+        words::store_u32(f.add(6), dst_hi);
+        words::store_u16(f.add(10), dst_lo);
+        // IPv4: total length, swapped addresses, checksum over the result.
+        let ip = f.add(IP_OFF);
+        words::store_u16(ip.add(2), ((IPV4_LEN + UDP_LEN + ASSIGN_LEN) as u16).to_be());
+        words::store_u16(ip.add(10), 0);
+        let src = words::load_u32(ip.add(12));
+        words::store_u32(ip.add(12), words::load_u32(ip.add(16)));
+        words::store_u32(ip.add(16), src);
+        words::store_u16(ip.add(10), words::ipv4_checksum(ip));
+        // UDP: swap the ports (one rotation of the 4 bytes), length, no checksum: zero is
+        // legal in IPv4, and the XDP frame cannot carry an offloaded one.
+        let udp = f.add(UDP_OFF);
+        words::store_u32(udp, words::load_u32(udp).rotate_left(16));
+        words::store_u32(udp.add(4), (((UDP_LEN + ASSIGN_LEN) as u16).to_be()) as u32);
+        // Bolt: the ASSIGN header, then the entry exactly as it was queued.
+        let msg = f.add(BOLT_OFF);
+        words::store_u64(msg, u64::from_le_bytes(ASSIGN_HEADER));
+        words::copy_words::<{ Entry::LEN / 8 }>(msg.add(Header::LEN), slot.as_ptr());
     }
     rings::release(prio, cfg, tally);
     tally.hit(prio);

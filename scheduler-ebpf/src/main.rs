@@ -24,6 +24,7 @@ mod get_task;
 mod maps;
 mod refill;
 mod rings;
+mod words;
 
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
 use scheduler_common::{

@@ -14,7 +14,7 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::{info, warn};
 use scheduler_common::{
-    maps::{Counter, XdpConfig},
+    maps::{Counter, XdpConfig, RING_COUNT},
     Entry, Header, Op, KNOWN_TASK_FLAGS, MAX_LIST, MAX_PRIORITIES,
 };
 
@@ -22,7 +22,6 @@ use crate::{
     counters::Tally,
     frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
     get_task::ipv4_checksum,
-    maps::BOLT_OVERFLOW,
     rings::{self, Pushed},
 };
 
@@ -45,10 +44,15 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         return xdp_action::XDP_DROP;
     }
     let n = bolt.header.count as usize;
-    if n > MAX_LIST || bolt.message_len != Header::LEN + n * Entry::LEN {
+    let h = bolt.header;
+    // Exactly one encoding per message: header bytes REFILL does not use are zero.
+    if n > MAX_LIST || bolt.message_len != Header::LEN + n * Entry::LEN || h.prio | h.rsrc | h.flags != 0 {
         tally.add(Counter::Malformed);
         return xdp_action::XDP_DROP;
     }
+    // Validate every entry, and count the tasks of each ring to reserve their slots in
+    // one atomic operation per ring rather than one per task.
+    let mut wanted = [0u32; RING_COUNT];
     for i in 0..MAX_LIST {
         if i >= n {
             break;
@@ -58,37 +62,61 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
             return xdp_action::XDP_DROP;
         };
         // SAFETY: bounds checked by `entry_at`.
-        let task = unsafe { (*e).task };
-        if task.prio == 0 || task.prio > MAX_PRIORITIES || task.flags & !KNOWN_TASK_FLAGS != 0 {
+        let (prio, flags, pad) = unsafe { ((*e).task.prio, (*e).task.flags, (*e).pad) };
+        if prio == 0 || prio > MAX_PRIORITIES || flags & !KNOWN_TASK_FLAGS != 0 || pad != [0; 2] {
             tally.add(Counter::Malformed);
             return xdp_action::XDP_DROP;
         }
+        wanted[ring_index(prio, cfg)] += 1;
     }
     tally.add(Counter::RefillFrames);
+    let mut granted = [0u32; RING_COUNT];
+    for (i, want) in wanted.iter().enumerate() {
+        if *want != 0 {
+            granted[i] = rings::reserve(i as u32 + 1, *want, cfg);
+        }
+    }
+    let (mut stored, mut overflowed) = (0u64, 0u64);
     let mut unstored_from = None;
     for i in 0..MAX_LIST {
         if i >= n {
             break;
         }
         let Some(e) = entry_at(ctx, i) else { break };
-        // SAFETY: bounds checked by `entry_at`; the queue copies the entry out of the frame.
-        let entry = unsafe { &*e };
-        match rings::push(rings::ring_for(entry.task.prio, cfg), entry, cfg, tally) {
-            Pushed::Stored => tally.add(Counter::RefillTasks),
-            Pushed::Full => {
-                if BOLT_OVERFLOW.push(entry, 0).is_ok() {
-                    tally.add(Counter::Overflow);
-                } else {
-                    unstored_from = Some(i);
-                    break;
-                }
-            }
+        // SAFETY: bounds checked by `entry_at`.
+        let r = ring_index(unsafe { (*e).task.prio }, cfg);
+        let mut in_ring = false;
+        if granted[r] > 0 {
+            granted[r] -= 1;
+            in_ring = matches!(rings::push_reserved(r as u32 + 1, e as *const u8, tally), Pushed::Stored);
+        }
+        if in_ring {
+            stored += 1;
+        } else if rings::push_overflow(e as *const u8) {
+            overflowed += 1;
+        } else {
+            unstored_from = Some(i);
+            break;
         }
     }
+    for (i, left) in granted.iter().enumerate() {
+        rings::unreserve(i as u32 + 1, *left);
+    }
+    tally.add_n(Counter::RefillTasks, stored);
+    tally.add_n(Counter::Overflow, overflowed);
     match unstored_from {
         None => xdp_action::XDP_DROP,
         Some(k) => bounce(ctx, cfg.port, k, n, tally),
     }
+}
+
+// Ring indices are masked with RING_COUNT - 1 so the verifier sees them bounded.
+const _: () = assert!(RING_COUNT.is_power_of_two());
+
+/// Index into per-ring arrays of the ring a task of priority `prio` queues in.
+#[inline(always)]
+fn ring_index(prio: u8, cfg: &XdpConfig) -> usize {
+    (rings::ring_for(prio, cfg) as usize - 1) & (RING_COUNT - 1)
 }
 
 /// The headers written in front of the returned entries.

@@ -6,7 +6,12 @@
 //! delivered. A popped task that cannot be delivered is pushed back into its still
 //! reserved slot, which therefore always exists.
 
-use aya_ebpf::helpers::bpf_ktime_get_ns;
+use core::ffi::c_void;
+
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_coarse_ns, bpf_map_pop_elem, bpf_map_push_elem},
+    maps::Queue,
+};
 use scheduler_common::{
     maps::{Counter, RingEvent, RingState, XdpConfig, EVENT_LOW_WATERMARK, RING_COUNT},
     Entry,
@@ -17,6 +22,41 @@ use crate::{
     counters::Tally,
     maps::{ring, BOLT_EVENTS, BOLT_OVERFLOW, BOLT_RING_STATE},
 };
+
+/// A ring entry on the stack, 8-byte aligned so that it is copied in words.
+#[repr(C, align(8))]
+pub struct Slot(pub [u8; Entry::LEN]);
+
+impl Slot {
+    /// Offset of the task's resource bitmap in an ENTRY (uid, jid, tid, prio, rsrc).
+    const TASK_RSRC: usize = 13;
+
+    #[inline(always)]
+    pub const fn empty() -> Slot {
+        Slot([0; Entry::LEN])
+    }
+
+    #[inline(always)]
+    pub fn task_rsrc(&self) -> u8 {
+        self.0[Self::TASK_RSRC]
+    }
+
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *const u8 {
+        self.0.as_ptr()
+    }
+}
+
+/// Pushes the 40 bytes at `entry` (frame or stack) into `q`; the kernel copies them.
+#[inline(always)]
+fn push_raw(q: &Queue<Entry>, entry: *const u8) -> bool {
+    // SAFETY: `q` is a queue map of 40-byte values (its address is the map definition the
+    // loader relocates) and `entry` points at 40 readable bytes.
+    unsafe { bpf_map_push_elem(core::ptr::from_ref(q).cast_mut().cast(), entry as *const c_void, 0) == 0 }
+}
+
+/// What bpf_map_pop_elem returns for an empty queue.
+const ENOENT: i64 = -2;
 
 pub enum Pushed {
     Stored,
@@ -57,41 +97,68 @@ fn reserved_ptr(st: *mut RingState) -> *mut i64 {
     unsafe { core::ptr::addr_of_mut!((*st).reserved) }
 }
 
-/// Reserves a slot in ring `prio` and pushes `entry` (which may point into the frame).
+/// Reserves up to `want` slots in ring `prio` at once; returns how many it got.
 #[inline(always)]
-pub fn push(prio: u32, entry: &Entry, cfg: &XdpConfig, tally: &mut Tally) -> Pushed {
-    let (Some(st), Some(q)) = (state(prio), ring(prio)) else {
-        return Pushed::Full;
-    };
+pub fn reserve(prio: u32, want: u32, cfg: &XdpConfig) -> u32 {
+    let Some(st) = state(prio) else { return 0 };
     let slot = reserved_ptr(st);
-    if atomic::fetch_add(slot, 1) >= cfg.ring_capacity as i64 {
-        atomic::add(slot, -1);
-        return Pushed::Full;
+    let want = want as i64;
+    let before = atomic::fetch_add(slot, want);
+    let room = cfg.ring_capacity as i64 - before;
+    if room >= want {
+        return want as u32;
     }
-    if q.push(entry, 0).is_err() {
-        // The map holds fewer slots than configured, or its lock failed.
-        atomic::add(slot, -1);
-        tally.add(Counter::RingErrors);
-        return Pushed::Full;
-    }
-    Pushed::Stored
+    let got = if room > 0 { room } else { 0 };
+    atomic::add(slot, got - want);
+    got as u32
 }
 
-/// Pops the head of ring `prio` without releasing its slot. Skips the helper call when
-/// no slot is reserved (the ring is then empty).
+/// Gives back `n` reserved slots that were not used.
 #[inline(always)]
-pub fn pop(prio: u32, tally: &mut Tally) -> Option<Entry> {
-    let st = state(prio)?;
-    let q = ring(prio)?;
+pub fn unreserve(prio: u32, n: u32) {
+    if n != 0 {
+        if let Some(st) = state(prio) {
+            atomic::add(reserved_ptr(st), -(n as i64));
+        }
+    }
+}
+
+/// Pushes the entry at `entry` into ring `prio`, into a slot reserved beforehand.
+#[inline(always)]
+pub fn push_reserved(prio: u32, entry: *const u8, tally: &mut Tally) -> Pushed {
+    let Some(q) = ring(prio) else { return Pushed::Full };
+    if push_raw(q, entry) {
+        return Pushed::Stored;
+    }
+    // The map holds fewer entries than configured, or its lock failed.
+    unreserve(prio, 1);
+    tally.add(Counter::RingErrors);
+    Pushed::Full
+}
+
+/// Pushes the entry at `entry` into the overflow queue.
+#[inline(always)]
+pub fn push_overflow(entry: *const u8) -> bool {
+    push_raw(&BOLT_OVERFLOW, entry)
+}
+
+/// Pops the head of ring `prio` into `slot` without releasing its reservation. Skips the
+/// helper call when nothing is reserved (the ring is then empty).
+#[inline(always)]
+pub fn pop(prio: u32, slot: &mut Slot, tally: &mut Tally) -> bool {
+    let (Some(st), Some(q)) = (state(prio), ring(prio)) else { return false };
     // SAFETY: valid map value; a racy read is fine, reserved >= queued at all times.
     if unsafe { core::ptr::read_volatile(reserved_ptr(st)) } <= 0 {
-        return None;
+        return false;
     }
-    match q.pop() {
-        Ok(e) => e,
-        Err(_) => {
+    // SAFETY: as in `push_raw`; `slot` has room for one value.
+    let ret = unsafe { bpf_map_pop_elem(core::ptr::from_ref(q).cast_mut().cast(), slot.0.as_mut_ptr().cast()) };
+    match ret {
+        0 => true,
+        ENOENT => false,
+        _ => {
             tally.add(Counter::RingErrors);
-            None
+            false
         }
     }
 }
@@ -100,17 +167,15 @@ pub fn pop(prio: u32, tally: &mut Tally) -> Option<Entry> {
 /// reserved). Should the push fail anyway, the task goes to the overflow queue, from
 /// which the agent returns it to tier 2.
 #[inline(always)]
-pub fn put_back(prio: u32, entry: &Entry, tally: &mut Tally) {
+pub fn put_back(prio: u32, slot: &Slot, tally: &mut Tally) {
     if let Some(q) = ring(prio) {
-        if q.push(entry, 0).is_ok() {
+        if push_raw(q, slot.as_ptr()) {
             return;
         }
     }
     tally.add(Counter::RingErrors);
-    if let Some(st) = state(prio) {
-        atomic::add(reserved_ptr(st), -1);
-    }
-    if BOLT_OVERFLOW.push(entry, 0).is_ok() {
+    unreserve(prio, 1);
+    if push_overflow(slot.as_ptr()) {
         tally.add(Counter::Overflow);
     }
 }
@@ -125,12 +190,17 @@ pub fn release(prio: u32, cfg: &XdpConfig, tally: &mut Tally) {
     }
 }
 
-/// Sends an event about ring `prio`, at most one per `event_interval_ns` per ring.
+/// Sends an event about ring `prio`, at most one per `event_interval_ns` per ring; none
+/// when events are off (`low_watermark` 0).
 #[inline(always)]
 pub fn notify(prio: u32, kind: u8, cfg: &XdpConfig, tally: &mut Tally) {
+    if cfg.low_watermark == 0 {
+        return;
+    }
     let Some(st) = state(prio) else { return };
-    // SAFETY: bpf_ktime_get_ns has no preconditions.
-    let now = unsafe { bpf_ktime_get_ns() };
+    // The coarse clock (tick resolution) is enough for a rate limit and costs a fraction
+    // of bpf_ktime_get_ns. SAFETY: the helper has no preconditions.
+    let now = unsafe { bpf_ktime_get_coarse_ns() };
     // SAFETY: valid map value. Two CPUs may both pass the check and send one event each;
     // the limit is a rate, not an exact count.
     unsafe {

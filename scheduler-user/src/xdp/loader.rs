@@ -76,8 +76,11 @@ impl BoltXdp {
         settings.validate()?;
         let mut loader = EbpfLoader::new();
         loader.override_global(aya_log::LEVEL, &settings.log_level, false);
-        for ring in RING_MAPS {
-            loader.map_max_entries(ring, settings.ring_capacity);
+        // Rings below the levels in use never hold a task (see XdpConfig::levels): keep
+        // them minimal rather than allocate their capacity.
+        for (i, ring) in RING_MAPS.iter().enumerate() {
+            let used = i < settings.levels as usize;
+            loader.map_max_entries(ring, if used { settings.ring_capacity } else { 1 });
         }
         loader.map_max_entries(scheduler_common::maps::OVERFLOW_MAP, settings.overflow_capacity);
         let paths: Vec<(&str, std::path::PathBuf)> = match pins {
@@ -97,11 +100,16 @@ impl BoltXdp {
         };
         let mut maps = XdpMaps::take_from(&mut ebpf)?;
         // Reused pinned rings keep the capacity they were created with.
-        let mut config = settings.config();
-        for prio in 1..=RING_MAPS.len() as u8 {
-            config.ring_capacity = config.ring_capacity.min(maps.ring_capacity(prio));
+        for prio in 1..=settings.levels {
+            let have = maps.ring_capacity(prio);
+            anyhow::ensure!(
+                have >= settings.ring_capacity,
+                "the pinned ring of priority {prio} holds {have} tasks, fewer than the {} asked for: \
+                 drain and unload the pinned maps first to change capacity or levels",
+                settings.ring_capacity
+            );
         }
-        maps.write_config(&config)?;
+        maps.write_config(&settings.config())?;
         let program: &mut Xdp = ebpf
             .program_mut(PROGRAM_NAME)
             .with_context(|| format!("the XDP object has no program {PROGRAM_NAME}"))?

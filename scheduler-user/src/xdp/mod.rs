@@ -6,7 +6,7 @@
 //! file per map named as in [`scheduler_common::maps`]. A restarted agent opens them with
 //! [`XdpMaps::open_pinned`] and finds every queued task where it was.
 
-// pub mod bench;
+pub mod bench;
 mod counters;
 mod events;
 pub mod frames;
