@@ -28,8 +28,9 @@ pub const RING_MAPS: [&str; RING_COUNT] = [
 /// pops it and RETURNs the tasks to tier 2.
 pub const OVERFLOW_MAP: &str = "BOLT_OVERFLOW";
 
-/// Array of [`RingState`], one per ring, created BPF_F_MMAPABLE so that userspace can
-/// update the reservation counters with the same atomic operations as the program.
+/// Array with one [`RingStates`] value, created BPF_F_MMAPABLE so that userspace can
+/// update the reservation counters with the same atomic operations as the program. One
+/// value for all rings, so that a GET_TASK looks it up once however many rings it searches.
 pub const RING_STATE_MAP: &str = "BOLT_RING_STATE";
 
 /// Per-CPU array with one [`Counters`] value.
@@ -124,6 +125,13 @@ pub struct RingState {
     pub last_event_ns: u64,
 }
 
+/// The value of [`RING_STATE_MAP`]: the state of every ring, index 0 = priority 1.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingStates {
+    pub rings: [RingState; RING_COUNT],
+}
+
 /// Event kinds.
 pub const EVENT_LOW_WATERMARK: u8 = 1;
 /// A GET_TASK found the requested rings empty and passed on to tier 2.
@@ -141,7 +149,8 @@ pub struct RingEvent {
     pub kind: u8,
     /// Priority of the ring (1 = highest).
     pub prio: u8,
-    pub pad: [u8; 6],
+    pub pad: u16,
+    pub pad2: u32,
 }
 
 macro_rules! counters {
@@ -235,6 +244,8 @@ const _: () = {
     assert!(Counter::AdjustFailed as usize + 1 == COUNTER_COUNT);
     assert!(core::mem::size_of::<XdpConfig>() == 32);
     assert!(core::mem::size_of::<RingState>() == 16);
+    assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT);
+    assert!(RING_COUNT.is_power_of_two());
     assert!(core::mem::size_of::<RingEvent>() == 24);
 };
 
@@ -243,6 +254,7 @@ mod pod {
     // SAFETY: repr(C), integer fields only, no padding (sizes asserted above).
     unsafe impl aya::Pod for super::XdpConfig {}
     unsafe impl aya::Pod for super::RingState {}
+    unsafe impl aya::Pod for super::RingStates {}
     unsafe impl aya::Pod for super::RingEvent {}
     unsafe impl aya::Pod for super::Counters {}
 }

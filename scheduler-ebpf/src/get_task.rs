@@ -16,7 +16,7 @@ use scheduler_common::{
 use crate::{
     counters::Tally,
     frame::{at, BoltFrame, Ipv4Hdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
-    rings::{self, Slot},
+    rings::{self, Rings, Slot},
     words,
 };
 
@@ -47,25 +47,28 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         tally.add(Counter::OtherNode);
         return xdp_action::XDP_PASS;
     }
+    let Some(rings) = Rings::get() else {
+        return xdp_action::XDP_PASS;
+    };
     let first = h.prio as u32;
     let last = rings::levels(cfg);
-    let mut slot = Slot::empty();
+    let mut slot = Slot::new();
     for prio in 1..=RING_COUNT as u32 {
         if prio < first || prio > last {
             continue;
         }
-        if !rings::pop(prio, &mut slot, tally) {
+        if !rings.pop(prio, &mut slot, tally) {
             continue;
         }
         if resources_match(slot.task_rsrc(), h.rsrc) {
-            return assign(ctx, cfg, prio, &slot, tally);
+            return assign(ctx, cfg, &rings, prio, &slot, tally);
         }
-        rings::put_back(prio, &slot, tally);
+        rings.put_back(prio, &slot, tally);
         tally.add(Counter::Requeued);
     }
     tally.add(Counter::Miss);
     if first <= last {
-        rings::notify(first, EVENT_EMPTY, cfg, tally);
+        rings.notify(first, EVENT_EMPTY, cfg, tally);
     }
     xdp_action::XDP_PASS
 }
@@ -73,19 +76,19 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
 /// Rewrites the GET_TASK frame into the ASSIGN of the task in `slot`, addressed back to
 /// the sender: addresses and ports swapped, lengths and IPv4 checksum set, UDP checksum 0.
 #[inline(always)]
-fn assign(ctx: &XdpContext, cfg: &XdpConfig, prio: u32, slot: &Slot, tally: &mut Tally) -> u32 {
+fn assign(ctx: &XdpContext, cfg: &XdpConfig, rings: &Rings, prio: u32, slot: &Slot, tally: &mut Tally) -> u32 {
     let frame_len = ctx.data_end() - ctx.data();
     let delta = REPLY_LEN as i32 - frame_len as i32;
     // SAFETY: the helper checks its arguments; ctx is the program's context.
     if delta != 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
-        rings::put_back(prio, slot, tally);
+        rings.put_back(prio, slot, tally);
         tally.add(Counter::AdjustFailed);
         return xdp_action::XDP_PASS;
     }
     // The frame moved: check the whole reply's bounds again.
     let Some(reply) = at::<[u8; REPLY_LEN]>(ctx, 0) else {
         // Cannot happen after a successful resize to exactly this length; keep the task.
-        rings::put_back(prio, slot, tally);
+        rings.put_back(prio, slot, tally);
         tally.add(Counter::AdjustFailed);
         return xdp_action::XDP_PASS;
     };
@@ -116,7 +119,7 @@ fn assign(ctx: &XdpContext, cfg: &XdpConfig, prio: u32, slot: &Slot, tally: &mut
         words::store_u64(msg, u64::from_le_bytes(ASSIGN_HEADER));
         words::copy_words::<{ Entry::LEN / 8 }>(msg.add(Header::LEN), slot.as_ptr());
     }
-    rings::release(prio, cfg, tally);
+    rings.release(prio, cfg, tally);
     tally.hit(prio);
     xdp_action::XDP_TX
 }

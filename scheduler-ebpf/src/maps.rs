@@ -7,7 +7,7 @@ use aya_ebpf::{
     maps::{Array, PerCpuArray, Queue, RingBuf},
 };
 use scheduler_common::{
-    maps::{Counters, RingState, XdpConfig, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, EVENTS_BYTES, RING_COUNT},
+    maps::{Counters, RingStates, XdpConfig, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, EVENTS_BYTES},
     Entry,
 };
 
@@ -34,7 +34,7 @@ pub static BOLT_RING_8: Queue<Entry> = Queue::with_max_entries(DEFAULT_RING_CAPA
 pub static BOLT_OVERFLOW: Queue<Entry> = Queue::with_max_entries(DEFAULT_OVERFLOW_CAPACITY, 0);
 
 #[map]
-pub static BOLT_RING_STATE: Array<RingState> = Array::with_max_entries(RING_COUNT as u32, BPF_F_MMAPABLE);
+pub static BOLT_RING_STATE: Array<RingStates> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 
 #[map]
 pub static BOLT_CONFIG: Array<XdpConfig> = Array::with_max_entries(1, 0);

@@ -22,7 +22,7 @@ use crate::{
     counters::Tally,
     frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
     get_task::ipv4_checksum,
-    rings::{self, Pushed},
+    rings::{self, Pushed, Rings},
 };
 
 #[inline(always)]
@@ -51,8 +51,9 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         return xdp_action::XDP_DROP;
     }
     // Validate every entry, and count the tasks of each ring to reserve their slots in
-    // one atomic operation per ring rather than one per task.
-    let mut wanted = [0u32; RING_COUNT];
+    // one atomic operation per ring rather than one per task. Counts (at most 16) are kept
+    // in one byte per ring of a u64: a stack array would cost a memset call per frame.
+    let mut wanted = Lanes(0);
     for i in 0..MAX_LIST {
         if i >= n {
             break;
@@ -67,13 +68,17 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
             tally.add(Counter::Malformed);
             return xdp_action::XDP_DROP;
         }
-        wanted[ring_index(prio, cfg)] += 1;
+        wanted.add(ring_index(prio, cfg), 1);
     }
+    let Some(rings) = Rings::get() else {
+        return xdp_action::XDP_DROP;
+    };
     tally.add(Counter::RefillFrames);
-    let mut granted = [0u32; RING_COUNT];
-    for (i, want) in wanted.iter().enumerate() {
-        if *want != 0 {
-            granted[i] = rings::reserve(i as u32 + 1, *want, cfg);
+    let mut granted = Lanes(0);
+    for r in 0..RING_COUNT {
+        let want = wanted.get(r);
+        if want != 0 {
+            granted.add(r, rings.reserve(r as u32 + 1, want, cfg));
         }
     }
     let (mut stored, mut overflowed) = (0u64, 0u64);
@@ -86,9 +91,9 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         // SAFETY: bounds checked by `entry_at`.
         let r = ring_index(unsafe { (*e).task.prio }, cfg);
         let mut in_ring = false;
-        if granted[r] > 0 {
-            granted[r] -= 1;
-            in_ring = matches!(rings::push_reserved(r as u32 + 1, e as *const u8, tally), Pushed::Stored);
+        if granted.get(r) > 0 {
+            granted.sub(r, 1);
+            in_ring = matches!(rings.push_reserved(r as u32 + 1, e as *const u8, tally), Pushed::Stored);
         }
         if in_ring {
             stored += 1;
@@ -99,8 +104,8 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
             break;
         }
     }
-    for (i, left) in granted.iter().enumerate() {
-        rings::unreserve(i as u32 + 1, *left);
+    for r in 0..RING_COUNT {
+        rings.unreserve(r as u32 + 1, granted.get(r));
     }
     tally.add_n(Counter::RefillTasks, stored);
     tally.add_n(Counter::Overflow, overflowed);
@@ -110,8 +115,29 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     }
 }
 
+/// One small count (0..=255) per ring, packed in a register.
+#[derive(Clone, Copy)]
+struct Lanes(u64);
+
+impl Lanes {
+    #[inline(always)]
+    fn get(self, ring: usize) -> u32 {
+        ((self.0 >> (8 * ring)) & 0xFF) as u32
+    }
+
+    #[inline(always)]
+    fn add(&mut self, ring: usize, n: u32) {
+        self.0 += (n as u64) << (8 * ring);
+    }
+
+    #[inline(always)]
+    fn sub(&mut self, ring: usize, n: u32) {
+        self.0 -= (n as u64) << (8 * ring);
+    }
+}
+
 // Ring indices are masked with RING_COUNT - 1 so the verifier sees them bounded.
-const _: () = assert!(RING_COUNT.is_power_of_two());
+const _: () = assert!(RING_COUNT.is_power_of_two() && RING_COUNT <= 8 && MAX_LIST <= 255);
 
 /// Index into per-ring arrays of the ring a task of priority `prio` queues in.
 #[inline(always)]

@@ -72,7 +72,20 @@ impl BoltXdp {
         BoltXdp::load_with(settings, Some(pins))
     }
 
+    /// Like [`BoltXdp::load`] or [`BoltXdp::load_pinned`], from another build of the
+    /// object (e.g. one `cargo xtask build-ebpf` just made) instead of the embedded one.
+    pub fn load_object(object: &[u8], settings: &XdpSettings, pins: Option<&PinDir>) -> anyhow::Result<BoltXdp> {
+        if let Some(dir) = pins {
+            dir.create()?;
+        }
+        BoltXdp::load_inner(object, settings, pins)
+    }
+
     fn load_with(settings: &XdpSettings, pins: Option<&PinDir>) -> anyhow::Result<BoltXdp> {
+        BoltXdp::load_inner(XDP_OBJECT, settings, pins)
+    }
+
+    fn load_inner(object: &[u8], settings: &XdpSettings, pins: Option<&PinDir>) -> anyhow::Result<BoltXdp> {
         settings.validate()?;
         let mut loader = EbpfLoader::new();
         loader.override_global(aya_log::LEVEL, &settings.log_level, false);
@@ -90,7 +103,7 @@ impl BoltXdp {
         for (name, path) in &paths {
             loader.map_pin_path(name, Cow::Borrowed(path.as_path()));
         }
-        let mut ebpf = loader.load(XDP_OBJECT).context(
+        let mut ebpf = loader.load(object).context(
             "loading the Bolt XDP object (needs root or CAP_BPF + CAP_NET_ADMIN, and bpffs for pinning)",
         )?;
         let logger = if settings.log_level > 0 {

@@ -8,32 +8,32 @@ use std::{
 };
 
 use aya::maps::MapData;
-use scheduler_common::maps::{RingState, RING_COUNT};
+use scheduler_common::maps::{RingStates as SharedStates, RING_COUNT};
 
-pub struct RingStates {
-    base: NonNull<RingState>,
+pub struct MappedRingStates {
+    base: NonNull<SharedStates>,
     len: usize,
     // Keeps the map alive as long as the mapping.
     _map: MapData,
 }
 
 // SAFETY: the mapping is shared memory accessed only through atomics.
-unsafe impl Send for RingStates {}
-unsafe impl Sync for RingStates {}
+unsafe impl Send for MappedRingStates {}
+unsafe impl Sync for MappedRingStates {}
 
-impl RingStates {
-    pub fn new(map: MapData) -> anyhow::Result<RingStates> {
+impl MappedRingStates {
+    pub fn new(map: MapData) -> anyhow::Result<MappedRingStates> {
         let info = map.info()?;
         anyhow::ensure!(
-            info.value_size() as usize == size_of::<RingState>() && info.max_entries() as usize == RING_COUNT,
-            "ring state map has value size {} and {} entries, expected {} and {RING_COUNT}",
+            info.value_size() as usize == size_of::<SharedStates>() && info.max_entries() == 1,
+            "ring state map has value size {} and {} entries, expected {} and 1",
             info.value_size(),
             info.max_entries(),
-            size_of::<RingState>()
+            size_of::<SharedStates>()
         );
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        let len = (RING_COUNT * size_of::<RingState>()).div_ceil(page) * page;
+        let len = size_of::<SharedStates>().div_ceil(page) * page;
         // SAFETY: a shared mapping of an mmapable array map fd; checked for failure below.
         let p = unsafe {
             libc::mmap(
@@ -50,16 +50,16 @@ impl RingStates {
             "mmap of the ring state map failed: {}",
             std::io::Error::last_os_error()
         );
-        let base = NonNull::new(p as *mut RingState).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?;
-        Ok(RingStates { base, len, _map: map })
+        let base = NonNull::new(p as *mut SharedStates).ok_or_else(|| anyhow::anyhow!("mmap returned null"))?;
+        Ok(MappedRingStates { base, len, _map: map })
     }
 
     /// The reservation counter of ring `prio` (1-based, checked by the caller).
     pub fn reserved(&self, prio: u8) -> &AtomicI64 {
         assert!((1..=RING_COUNT as u8).contains(&prio), "priority {prio} has no ring");
-        // SAFETY: within the mapping; i64 at offset 0 of a 16-byte, 8-aligned element;
-        // the kernel side only uses atomic instructions on it too.
-        unsafe { AtomicI64::from_ptr(&raw mut (*self.base.as_ptr().add(prio as usize - 1)).reserved) }
+        // SAFETY: within the mapping (one SharedStates at offset 0, page aligned); the i64
+        // is 8-aligned and the kernel side only uses atomic instructions on it too.
+        unsafe { AtomicI64::from_ptr(&raw mut (*self.base.as_ptr()).rings[prio as usize - 1].reserved) }
     }
 
     pub fn load(&self, prio: u8) -> i64 {
@@ -67,7 +67,7 @@ impl RingStates {
     }
 }
 
-impl Drop for RingStates {
+impl Drop for MappedRingStates {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what `new` mapped.
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };

@@ -17,7 +17,7 @@ use scheduler_common::{
     Entry, MAX_PRIORITIES,
 };
 
-use super::{counters::CounterSnapshot, events::EventReader, mmap::RingStates, pin::PinDir};
+use super::{counters::CounterSnapshot, events::EventReader, mmap::MappedRingStates, pin::PinDir};
 
 /// Why a push did not store the task (the task is still the caller's).
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +34,7 @@ pub enum PushError {
 pub struct XdpMaps {
     rings: Vec<Queue<MapData, Entry>>,
     overflow: Queue<MapData, Entry>,
-    states: RingStates,
+    states: MappedRingStates,
     config: Array<MapData, XdpConfig>,
     counters: PerCpuArray<MapData, Counters>,
     events: Option<RingBuf<MapData>>,
@@ -67,7 +67,7 @@ impl XdpMaps {
             rings.push(Queue::try_from(get(name)?).with_context(|| format!("map {name}"))?);
         }
         let states = match get(RING_STATE_MAP)? {
-            Map::Array(data) => RingStates::new(data)?,
+            Map::Array(data) => MappedRingStates::new(data)?,
             _ => anyhow::bail!("{RING_STATE_MAP} is not an array map"),
         };
         Ok(XdpMaps {
