@@ -11,6 +11,7 @@ pub mod descriptor;
 pub mod error;
 pub mod frame;
 pub mod layout;
+pub mod maps;
 pub mod message;
 
 pub use error::{DecodeError, EncodeError};

@@ -8,3 +8,4 @@ pub mod net;
 pub mod queue;
 pub mod switch;
 pub mod telemetry;
+pub mod xdp;

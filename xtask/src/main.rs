@@ -1,1 +1,45 @@
-fn main() {}
+//! `cargo xtask`: the project's build, set-up and test tasks.
+//!
+//! Each task lives in its own module; adding one is a variant in [`Task`] and a match arm.
+
+mod ebpf;
+mod run;
+mod setup;
+mod test;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Bolt's build, set-up and test tasks",
+    long_about = "Bolt's build, set-up and test tasks.\n\n\
+                  Run `cargo xtask setup` once on a fresh Debian 12 machine (as root), then \
+                  `cargo xtask test` to build everything and run every test."
+)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building and testing need: Debian packages (rustc-web for the BPF
+    /// target, LLVM 22, bpftool, ethtool, iproute2), bpf-linker 0.13.0, and a mounted bpffs.
+    /// Idempotent: only what is missing is installed.
+    Setup(setup::SetupArgs),
+    /// Build the XDP object (scheduler-ebpf) for bpfel-unknown-none.
+    BuildEbpf(ebpf::BuildArgs),
+    /// Set up, build everything including the XDP object, and run `cargo test --workspace`
+    /// (kernel tests included: they need root).
+    Test(test::TestArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Setup(args) => setup::run(&args),
+        Task::BuildEbpf(args) => ebpf::build(&args).map(|object| println!("{}", object.display())),
+        Task::Test(args) => test::run(&args),
+    }
+}

@@ -1,0 +1,290 @@
+//! What the tier-1 XDP program and userspace (loader, agent, inspection) share: map and
+//! program names, the load-time configuration, the per-ring state, the counters and the
+//! events the program sends to the agent. These are host-local types (native byte
+//! order), never sent on the wire.
+
+use crate::layout::MAX_PRIORITIES;
+
+/// Name of the XDP program in the object file.
+pub const PROGRAM_NAME: &str = "bolt_xdp";
+
+/// Number of task rings: one per priority level the wire format can name.
+pub const RING_COUNT: usize = MAX_PRIORITIES as usize;
+
+/// Map names of the per-priority task rings (BPF_MAP_TYPE_QUEUE of [`crate::Entry`]);
+/// index 0 is priority 1.
+pub const RING_MAPS: [&str; RING_COUNT] = [
+    "BOLT_RING_1",
+    "BOLT_RING_2",
+    "BOLT_RING_3",
+    "BOLT_RING_4",
+    "BOLT_RING_5",
+    "BOLT_RING_6",
+    "BOLT_RING_7",
+    "BOLT_RING_8",
+];
+
+/// Queue of [`crate::Entry`] that REFILL tasks go to when their ring is full. The agent
+/// pops it and RETURNs the tasks to tier 2.
+pub const OVERFLOW_MAP: &str = "BOLT_OVERFLOW";
+
+/// Array with one [`RingStates`] value, created BPF_F_MMAPABLE so that userspace can
+/// update the reservation counters with the same atomic operations as the program. One
+/// value for all rings, so that a GET_TASK looks it up once however many rings it searches.
+pub const RING_STATE_MAP: &str = "BOLT_RING_STATE";
+
+/// Per-CPU array with one [`Counters`] value.
+pub const COUNTERS_MAP: &str = "BOLT_COUNTERS";
+
+/// Ring buffer of [`RingEvent`] for the agent.
+pub const EVENTS_MAP: &str = "BOLT_EVENTS";
+
+/// Array with one [`XdpConfig`], written by the loader before it attaches the program.
+pub const CONFIG_MAP: &str = "BOLT_CONFIG";
+
+/// Every map whose contents must survive an agent restart; pinned together.
+pub const STATE_MAPS: [&str; RING_COUNT + 5] = [
+    RING_MAPS[0],
+    RING_MAPS[1],
+    RING_MAPS[2],
+    RING_MAPS[3],
+    RING_MAPS[4],
+    RING_MAPS[5],
+    RING_MAPS[6],
+    RING_MAPS[7],
+    OVERFLOW_MAP,
+    RING_STATE_MAP,
+    CONFIG_MAP,
+    COUNTERS_MAP,
+    EVENTS_MAP,
+];
+
+/// Where the loader pins a program and its maps: `PIN_ROOT/<interface>/`.
+pub const PIN_ROOT: &str = "/sys/fs/bpf/bolt";
+
+/// Tasks one ring holds unless configured otherwise.
+pub const DEFAULT_RING_CAPACITY: u32 = 4096;
+/// Tasks the overflow queue holds unless configured otherwise.
+pub const DEFAULT_OVERFLOW_CAPACITY: u32 = 16384;
+/// Bytes of the event ring buffer (a power of two, a multiple of the page size).
+pub const EVENTS_BYTES: u32 = 64 * 1024;
+/// Low-watermark events per ring are at most one per this many nanoseconds by default.
+pub const DEFAULT_EVENT_INTERVAL_NS: u64 = 1_000_000;
+
+/// Configuration of the XDP program, the one value of [`CONFIG_MAP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// UDP port of Bolt traffic (host byte order).
+    pub port: u16,
+    /// This host's node id; GET_TASK from another node passes on to tier 2.
+    pub node: u16,
+    /// IPv4 address REFILL is accepted from, in network byte order as on the wire.
+    /// All zeros accepts REFILL from nobody.
+    pub switch_ipv4: [u8; 4],
+    /// Priority levels in use (1..=RING_COUNT). GET_TASK searches rings 1..=levels; a
+    /// task with a lower priority (larger number) queues in the lowest ring in use.
+    pub levels: u8,
+    pub pad: [u8; 3],
+    /// Tasks one ring may hold: REFILL reserves a slot in [`RingState::reserved`]
+    /// against this before pushing.
+    pub ring_capacity: u32,
+    /// A ring left with fewer reserved slots than this after a pop sends a
+    /// [`RingEvent`]; 0 disables all events.
+    pub low_watermark: u32,
+    pub pad2: u32,
+    /// Minimum nanoseconds between two events of the same ring.
+    pub event_interval_ns: u64,
+}
+
+impl XdpConfig {
+    pub const fn new(port: u16, node: u16, switch_ipv4: [u8; 4]) -> XdpConfig {
+        XdpConfig {
+            port,
+            node,
+            switch_ipv4,
+            levels: crate::layout::DEFAULT_PRIORITIES,
+            pad: [0; 3],
+            ring_capacity: DEFAULT_RING_CAPACITY,
+            low_watermark: DEFAULT_RING_CAPACITY / 4,
+            pad2: 0,
+            event_interval_ns: DEFAULT_EVENT_INTERVAL_NS,
+        }
+    }
+}
+
+/// Shared state of one ring. `reserved` counts slots taken: a producer adds one before it
+/// pushes, a consumer subtracts one only after it has popped and delivered the task. So
+/// `reserved` never falls below the number of queued tasks, a task popped and put back
+/// always finds room, and `reserved == 0` means the ring is empty.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingState {
+    pub reserved: i64,
+    /// bpf_ktime_get_coarse_ns() of this ring's last event (rate limit).
+    pub last_event_ns: u64,
+}
+
+/// The value of [`RING_STATE_MAP`]: the state of every ring, index 0 = priority 1.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingStates {
+    pub rings: [RingState; RING_COUNT],
+}
+
+/// Event kinds.
+pub const EVENT_LOW_WATERMARK: u8 = 1;
+/// A GET_TASK found the requested rings empty and passed on to tier 2.
+pub const EVENT_EMPTY: u8 = 2;
+
+/// What the program tells the agent through [`EVENTS_MAP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingEvent {
+    /// bpf_ktime_get_coarse_ns() when it happened (CLOCK_MONOTONIC_COARSE).
+    pub ktime_ns: u64,
+    /// The ring's reserved slots at that moment.
+    pub reserved: i64,
+    /// EVENT_LOW_WATERMARK or EVENT_EMPTY.
+    pub kind: u8,
+    /// Priority of the ring (1 = highest).
+    pub prio: u8,
+    pub pad: u16,
+    pub pad2: u32,
+}
+
+macro_rules! counters {
+    ($($name:ident = $idx:expr, $text:expr, $doc:expr;)*) => {
+        /// Indices into [`Counters::values`]. Priority hits come first: the hit counter of
+        /// priority `p` is `Counter::HitP1 as usize + p - 1`.
+        #[repr(u32)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Counter {
+            $(#[doc = $doc] $name = $idx,)*
+        }
+
+        impl Counter {
+            pub const ALL: [Counter; COUNTER_COUNT] = [$(Counter::$name,)*];
+            /// Names for reports, indexed like [`Counters::values`].
+            pub const NAMES: [&'static str; COUNTER_COUNT] = [$($text,)*];
+            pub const fn name(self) -> &'static str {
+                Self::NAMES[self as usize]
+            }
+        }
+    };
+}
+
+counters! {
+    HitP1 = 0, "hit_p1", "GET_TASK answered from the priority-1 ring.";
+    HitP2 = 1, "hit_p2", "GET_TASK answered from the priority-2 ring.";
+    HitP3 = 2, "hit_p3", "GET_TASK answered from the priority-3 ring.";
+    HitP4 = 3, "hit_p4", "GET_TASK answered from the priority-4 ring.";
+    HitP5 = 4, "hit_p5", "GET_TASK answered from the priority-5 ring.";
+    HitP6 = 5, "hit_p6", "GET_TASK answered from the priority-6 ring.";
+    HitP7 = 6, "hit_p7", "GET_TASK answered from the priority-7 ring.";
+    HitP8 = 7, "hit_p8", "GET_TASK answered from the priority-8 ring.";
+    Miss = 8, "miss", "GET_TASK with every searched ring empty, passed on to tier 2.";
+    Requeued = 9, "requeued", "Popped task not runnable with the request's resources, put back at its ring's tail.";
+    RefillFrames = 10, "refill_frames", "Valid REFILL frames from the switch.";
+    RefillTasks = 11, "refill_tasks", "REFILL tasks stored in their ring.";
+    Overflow = 12, "overflow", "REFILL tasks whose ring was full, stored in the overflow queue.";
+    Bounced = 13, "bounced", "REFILL tasks sent straight back to tier 2 as RETURN (ring and overflow full).";
+    ForeignRefill = 14, "foreign_refill", "REFILL frames not from the configured switch address, dropped.";
+    Malformed = 15, "malformed", "Bolt-port datagrams that are not a valid message of their op.";
+    Truncated = 16, "truncated", "Frames shorter than their Ethernet/IPv4/UDP headers or lengths say.";
+    NotIpv4 = 17, "not_ipv4", "Frames of an EtherType other than IPv4, IPv6 and VLAN.";
+    Ipv6 = 18, "ipv6", "IPv6 frames (passed: Bolt v1 is IPv4 only).";
+    Vlan = 19, "vlan", "802.1Q/802.1ad tagged frames (passed untouched).";
+    IpOptions = 20, "ip_options", "IPv4 headers with options (passed untouched).";
+    IpFragment = 21, "ip_fragment", "IPv4 fragments (passed untouched).";
+    NotUdp = 22, "not_udp", "IPv4 packets of another protocol.";
+    OtherPort = 23, "other_port", "UDP datagrams to another port.";
+    OtherOp = 24, "other_op", "Valid Bolt headers of ops this program leaves to the stack.";
+    OtherNode = 25, "other_node", "GET_TASK from another node's executor, passed on.";
+    Passed = 26, "passed", "XDP_PASS verdicts.";
+    Transmitted = 27, "transmitted", "XDP_TX verdicts.";
+    Dropped = 28, "dropped", "XDP_DROP verdicts.";
+    Events = 29, "events", "Events written to the event ring buffer.";
+    EventsLost = 30, "events_lost", "Events not written because the ring buffer was full.";
+    RingErrors = 31, "ring_errors", "Queue helper failures other than full or empty.";
+    AdjustFailed = 32, "adjust_failed", "bpf_xdp_adjust_tail/head failures (request passed on, task kept).";
+}
+
+/// Number of counters.
+pub const COUNTER_COUNT: usize = 33;
+
+/// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counters {
+    pub values: [u64; COUNTER_COUNT],
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters { values: [0; COUNTER_COUNT] }
+    }
+}
+
+impl Counters {
+    pub fn get(&self, c: Counter) -> u64 {
+        self.values[c as usize]
+    }
+
+    /// Hits of priority `prio` (1-based); 0 for a priority out of range.
+    pub fn hits(&self, prio: u8) -> u64 {
+        if prio == 0 || prio as usize > RING_COUNT {
+            return 0;
+        }
+        self.values[Counter::HitP1 as usize + prio as usize - 1]
+    }
+}
+
+const _: () = {
+    assert!(Counter::AdjustFailed as usize + 1 == COUNTER_COUNT);
+    assert!(core::mem::size_of::<XdpConfig>() == 32);
+    assert!(core::mem::size_of::<RingState>() == 16);
+    assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT);
+    assert!(RING_COUNT.is_power_of_two());
+    assert!(core::mem::size_of::<RingEvent>() == 24);
+};
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: repr(C), integer fields only, no padding (sizes asserted above).
+    unsafe impl aya::Pod for super::XdpConfig {}
+    unsafe impl aya::Pod for super::RingState {}
+    unsafe impl aya::Pod for super::RingStates {}
+    unsafe impl aya::Pod for super::RingEvent {}
+    unsafe impl aya::Pod for super::Counters {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_indices_follow_their_declaration() {
+        for (i, c) in Counter::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i);
+            assert_eq!(c.name(), Counter::NAMES[i]);
+        }
+    }
+
+    #[test]
+    fn map_names_fit_the_kernel_limit() {
+        // BPF object names are at most 15 bytes plus NUL.
+        for name in STATE_MAPS.iter().chain([&PROGRAM_NAME]) {
+            assert!(name.len() <= 15, "{name}");
+        }
+    }
+
+    #[test]
+    fn hits_are_indexed_by_priority() {
+        let mut c = Counters::default();
+        c.values[Counter::HitP3 as usize] = 5;
+        assert_eq!(c.hits(3), 5);
+        assert_eq!(c.hits(0), 0);
+        assert_eq!(c.hits(9), 0);
+    }
+}

@@ -1,0 +1,148 @@
+//! GET_TASK: pop the first runnable task from the rings, searching from the request's
+//! RTRV_PRIO down to the lowest level in use, and turn the request into its ASSIGN.
+//!
+//! Resource rule: tier 2 sends a node only tasks the node's resources can run (REFILL_REQ
+//! carries them), but one executor may offer fewer. A popped task whose resource bits are
+//! not a subset of the request's EXEC_RSRC goes back to the tail of its ring (counted as
+//! `requeued`) and the search goes on at the next level: one pop per level per request,
+//! so a request costs at most `levels` pops and the task is never lost.
+
+use aya_ebpf::{bindings::xdp_action, helpers::bpf_xdp_adjust_tail, programs::XdpContext};
+use scheduler_common::{
+    maps::{Counter, XdpConfig, EVENT_EMPTY, RING_COUNT},
+    message_len, resources_match, Entry, Header, Op, Requester, MAX_PRIORITIES,
+};
+
+use crate::{
+    counters::Tally,
+    frame::{at, BoltFrame, Ipv4Hdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
+    rings::{self, Rings, Slot},
+    words,
+};
+
+const GET_TASK_LEN: usize = message_len(Op::GetTask, 0);
+const ASSIGN_LEN: usize = message_len(Op::Assign, 1);
+/// The whole reply frame.
+const REPLY_LEN: usize = BOLT_OFF + ASSIGN_LEN;
+/// The ASSIGN header's bytes (one entry, no priority, resources or flags).
+const ASSIGN_HEADER: [u8; 8] = {
+    let h = Header::new(Op::Assign, 1, 0, 0, 0);
+    [h.magic[0], h.magic[1], h.version, h.op, h.count, h.prio, h.rsrc, h.flags]
+};
+
+#[inline(always)]
+pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
+    let h = bolt.header;
+    // Exactly one encoding per message: bytes the op does not use (count, flags) are zero.
+    if h.count != 0 || h.flags != 0 || bolt.message_len != GET_TASK_LEN || h.prio == 0 || h.prio > MAX_PRIORITIES {
+        tally.add(Counter::Malformed);
+        return xdp_action::XDP_PASS;
+    }
+    let Some(req) = at::<Requester>(ctx, BOLT_OFF + Header::LEN) else {
+        tally.add(Counter::Truncated);
+        return xdp_action::XDP_PASS;
+    };
+    // SAFETY: `at` checked the bounds.
+    if unsafe { (*req).node() } != cfg.node {
+        tally.add(Counter::OtherNode);
+        return xdp_action::XDP_PASS;
+    }
+    let Some(rings) = Rings::get() else {
+        return xdp_action::XDP_PASS;
+    };
+    let first = h.prio as u32;
+    let last = rings::levels(cfg);
+    let mut slot = Slot::new();
+    for prio in 1..=RING_COUNT as u32 {
+        if prio < first || prio > last {
+            continue;
+        }
+        if !rings.pop(prio, &mut slot, tally) {
+            continue;
+        }
+        if resources_match(slot.task_rsrc(), h.rsrc) {
+            return assign(ctx, cfg, &rings, prio, &slot, tally);
+        }
+        rings.put_back(prio, &slot, tally);
+        tally.add(Counter::Requeued);
+    }
+    tally.add(Counter::Miss);
+    if first <= last {
+        rings.notify(first, EVENT_EMPTY, cfg, tally);
+    }
+    xdp_action::XDP_PASS
+}
+
+/// Rewrites the GET_TASK frame into the ASSIGN of the task in `slot`, addressed back to
+/// the sender: addresses and ports swapped, lengths and IPv4 checksum set, UDP checksum 0.
+#[inline(always)]
+fn assign(ctx: &XdpContext, cfg: &XdpConfig, rings: &Rings, prio: u32, slot: &Slot, tally: &mut Tally) -> u32 {
+    let frame_len = ctx.data_end() - ctx.data();
+    let delta = REPLY_LEN as i32 - frame_len as i32;
+    // SAFETY: the helper checks its arguments; ctx is the program's context.
+    if delta != 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
+        rings.put_back(prio, slot, tally);
+        tally.add(Counter::AdjustFailed);
+        return xdp_action::XDP_PASS;
+    }
+    // The frame moved: check the whole reply's bounds again.
+    let Some(reply) = at::<[u8; REPLY_LEN]>(ctx, 0) else {
+        // Cannot happen after a successful resize to exactly this length; keep the task.
+        rings.put_back(prio, slot, tally);
+        tally.add(Counter::AdjustFailed);
+        return xdp_action::XDP_PASS;
+    };
+    let f = reply as *mut u8;
+    // SAFETY: every access below is inside the REPLY_LEN bytes checked above.
+    unsafe {
+        // Ethernet: swap the 6-byte addresses (bytes 0..6 and 6..12).
+        let (dst_hi, dst_lo) = (words::load_u32(f), words::load_u16(f.add(4)));
+        words::store_u32(f, words::load_u32(f.add(6)));
+        words::store_u16(f.add(4), words::load_u16(f.add(10)));
+        words::store_u32(f.add(6), dst_hi);
+        words::store_u16(f.add(10), dst_lo);
+        // IPv4: total length, swapped addresses, checksum over the result.
+        let ip = f.add(IP_OFF);
+        words::store_u16(ip.add(2), ((IPV4_LEN + UDP_LEN + ASSIGN_LEN) as u16).to_be());
+        words::store_u16(ip.add(10), 0);
+        let src = words::load_u32(ip.add(12));
+        words::store_u32(ip.add(12), words::load_u32(ip.add(16)));
+        words::store_u32(ip.add(16), src);
+        words::store_u16(ip.add(10), words::ipv4_checksum(ip));
+        // UDP: swap the ports (one rotation of the 4 bytes), length, no checksum: zero is
+        // legal in IPv4, and the XDP frame cannot carry an offloaded one.
+        let udp = f.add(UDP_OFF);
+        words::store_u32(udp, words::load_u32(udp).rotate_left(16));
+        words::store_u32(udp.add(4), (((UDP_LEN + ASSIGN_LEN) as u16).to_be()) as u32);
+        // Bolt: the ASSIGN header, then the entry exactly as it was queued.
+        let msg = f.add(BOLT_OFF);
+        words::store_u64(msg, u64::from_le_bytes(ASSIGN_HEADER));
+        words::copy_words::<{ Entry::LEN / 8 }>(msg.add(Header::LEN), slot.as_ptr());
+    }
+    rings.release(prio, cfg, tally);
+    tally.hit(prio);
+    xdp_action::XDP_TX
+}
+
+/// The header checksum of `ip`, computed over the header with the checksum field zero.
+#[inline(always)]
+pub fn ipv4_checksum(ip: &Ipv4Hdr) -> [u8; 2] {
+    let words = [
+        u16::from_be_bytes([ip.version_ihl, ip.tos]),
+        u16::from_be_bytes(ip.total_len),
+        u16::from_be_bytes(ip.id),
+        u16::from_be_bytes(ip.frag),
+        u16::from_be_bytes([ip.ttl, ip.protocol]),
+        u16::from_be_bytes([ip.src[0], ip.src[1]]),
+        u16::from_be_bytes([ip.src[2], ip.src[3]]),
+        u16::from_be_bytes([ip.dst[0], ip.dst[1]]),
+        u16::from_be_bytes([ip.dst[2], ip.dst[3]]),
+    ];
+    let mut sum = 0u32;
+    for w in words {
+        sum += w as u32;
+    }
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    (!(sum as u16)).to_be_bytes()
+}

@@ -1,0 +1,87 @@
+//! Bolt tier 1: an XDP program that answers executors' GET_TASK from this node's task
+//! rings and ingests REFILL batches from the tier-2 switch.
+//!
+//! Verdict rules (every case is counted, see `scheduler_common::maps::Counter`):
+//! - Not IPv4/UDP to the Bolt port (IPv6, VLAN-tagged, other EtherTypes, IPv4 with
+//!   options, fragments, other protocols, other ports): XDP_PASS, untouched.
+//! - Frames shorter than their headers claim: XDP_PASS, untouched (the stack drops them).
+//! - GET_TASK: XDP_TX with an ASSIGN when a ring holds a task the executor can run,
+//!   otherwise XDP_PASS unchanged so that it reaches tier 2. A malformed GET_TASK, or
+//!   one from another node's executor, is passed on unchanged too.
+//! - REFILL: always consumed. From the configured switch address and well formed: tasks
+//!   go to their rings (XDP_DROP), or back to tier 2 as RETURN when nothing can hold them
+//!   (XDP_TX). From anyone else, or malformed: XDP_DROP.
+//! - Every other Bolt op: XDP_PASS (the stack delivers it to its socket).
+#![no_std]
+#![no_main]
+#![feature(asm_experimental_arch)]
+
+mod atomic;
+mod config;
+mod counters;
+mod frame;
+mod get_task;
+mod maps;
+mod refill;
+mod rings;
+mod words;
+
+use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
+use scheduler_common::{
+    maps::{Counter, XdpConfig},
+    Op,
+};
+
+use crate::counters::Tally;
+use crate::frame::{BoltFrame, Classified};
+
+#[xdp]
+pub fn bolt_xdp(ctx: XdpContext) -> u32 {
+    let Some(mut tally) = Tally::this_cpu() else {
+        // The counters map always has its one slot; without it, stay out of the way.
+        return xdp_action::XDP_PASS;
+    };
+    let Some(cfg) = config::get() else {
+        return xdp_action::XDP_PASS;
+    };
+    let verdict = match frame::classify(&ctx, cfg) {
+        Classified::NotBolt(reason) => {
+            tally.add(reason);
+            xdp_action::XDP_PASS
+        }
+        Classified::Bolt(bolt) => dispatch(&ctx, cfg, bolt, &mut tally),
+    };
+    tally.add(match verdict {
+        xdp_action::XDP_TX => Counter::Transmitted,
+        xdp_action::XDP_DROP => Counter::Dropped,
+        _ => Counter::Passed,
+    });
+    verdict
+}
+
+#[inline(always)]
+fn dispatch(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
+    match Op::from_u8(bolt.op()) {
+        Some(Op::GetTask) => get_task::handle(ctx, cfg, bolt, tally),
+        Some(Op::Refill) => refill::handle(ctx, cfg, bolt, tally),
+        Some(_) => {
+            tally.add(Counter::OtherOp);
+            xdp_action::XDP_PASS
+        }
+        None => {
+            tally.add(Counter::Malformed);
+            xdp_action::XDP_PASS
+        }
+    }
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // The verifier rejects any path that could reach this; it only satisfies no_std.
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

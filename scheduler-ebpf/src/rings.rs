@@ -1,0 +1,247 @@
+//! The per-priority task rings with their reservation counters and low-watermark events.
+//!
+//! Protocol (shared with userspace, see `scheduler_common::maps::RingState`):
+//! producers reserve slots (`reserved += n`, the excess over the capacity given back) and
+//! then push; consumers pop and release the slot (`reserved -= 1`) only once the task is
+//! delivered. A popped task that cannot be delivered is pushed back into its still
+//! reserved slot, which therefore always exists.
+
+use core::{ffi::c_void, mem::MaybeUninit};
+
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_coarse_ns, bpf_map_pop_elem, bpf_map_push_elem},
+    maps::Queue,
+};
+use scheduler_common::{
+    maps::{Counter, RingEvent, RingStates, XdpConfig, EVENT_LOW_WATERMARK, RING_COUNT},
+    Entry,
+};
+
+use crate::{
+    atomic,
+    counters::Tally,
+    maps::{ring, BOLT_EVENTS, BOLT_OVERFLOW, BOLT_RING_STATE},
+};
+
+/// What bpf_map_pop_elem returns for an empty queue.
+const ENOENT: i64 = -2;
+
+/// A ring entry on the stack, 8-byte aligned so that it is copied in words. Left
+/// uninitialised until a pop fills it: zeroing it would cost a memset call per packet.
+#[repr(C, align(8))]
+pub struct Slot(MaybeUninit<[u8; Entry::LEN]>);
+
+impl Slot {
+    /// Offset of the task's resource bitmap in an ENTRY (uid, jid, tid, prio, rsrc).
+    const TASK_RSRC: usize = 13;
+
+    #[inline(always)]
+    pub const fn new() -> Slot {
+        Slot(MaybeUninit::uninit())
+    }
+
+    /// The task's resources. Only after a successful `Rings::pop` into this slot.
+    #[inline(always)]
+    pub fn task_rsrc(&self) -> u8 {
+        // SAFETY: callers read only slots a pop filled.
+        unsafe { *self.as_ptr().add(Self::TASK_RSRC) }
+    }
+
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *const u8 {
+        self.0.as_ptr().cast()
+    }
+
+    #[inline(always)]
+    fn as_mut_ptr(&mut self) -> *mut c_void {
+        self.0.as_mut_ptr().cast()
+    }
+}
+
+pub enum Pushed {
+    Stored,
+    /// No slot left (or the queue refused it); nothing was changed.
+    Full,
+}
+
+/// The state of every ring: one lookup per packet.
+#[derive(Clone, Copy)]
+pub struct Rings {
+    states: *mut RingStates,
+}
+
+/// Levels in use, clamped to 1..=RING_COUNT.
+#[inline(always)]
+pub fn levels(cfg: &XdpConfig) -> u32 {
+    match cfg.levels {
+        0 => 1,
+        l if l as usize > RING_COUNT => RING_COUNT as u32,
+        l => l as u32,
+    }
+}
+
+/// The ring a task of priority `prio` queues in: priorities beyond the levels in use
+/// queue at the lowest level in use.
+#[inline(always)]
+pub fn ring_for(prio: u8, cfg: &XdpConfig) -> u32 {
+    let lowest = levels(cfg);
+    if prio as u32 > lowest {
+        lowest
+    } else {
+        prio as u32
+    }
+}
+
+/// Pushes the 40 bytes at `entry` (frame or stack) into `q`; the kernel copies them.
+#[inline(always)]
+fn push_raw(q: &Queue<Entry>, entry: *const u8) -> bool {
+    // SAFETY: `q` is a queue map of 40-byte values (its address is the map definition the
+    // loader relocates) and `entry` points at 40 readable bytes.
+    unsafe { bpf_map_push_elem(core::ptr::from_ref(q).cast_mut().cast(), entry as *const c_void, 0) == 0 }
+}
+
+/// Pushes the entry at `entry` into the overflow queue.
+#[inline(always)]
+pub fn push_overflow(entry: *const u8) -> bool {
+    push_raw(&BOLT_OVERFLOW, entry)
+}
+
+impl Rings {
+    #[inline(always)]
+    pub fn get() -> Option<Rings> {
+        BOLT_RING_STATE.get_ptr_mut(0).map(|states| Rings { states })
+    }
+
+    /// The reservation counter of ring `prio` (1-based; masked into range).
+    #[inline(always)]
+    fn reserved(&self, prio: u32) -> *mut i64 {
+        let i = (prio.wrapping_sub(1) as usize) & (RING_COUNT - 1);
+        // SAFETY: the map value holds RING_COUNT states; this only computes an address.
+        unsafe { core::ptr::addr_of_mut!((*self.states).rings[i].reserved) }
+    }
+
+    #[inline(always)]
+    fn last_event(&self, prio: u32) -> *mut u64 {
+        let i = (prio.wrapping_sub(1) as usize) & (RING_COUNT - 1);
+        // SAFETY: as in `reserved`.
+        unsafe { core::ptr::addr_of_mut!((*self.states).rings[i].last_event_ns) }
+    }
+
+    /// Reserves up to `want` slots in ring `prio` at once; returns how many it got.
+    #[inline(always)]
+    pub fn reserve(&self, prio: u32, want: u32, cfg: &XdpConfig) -> u32 {
+        let slot = self.reserved(prio);
+        let want = want as i64;
+        let before = atomic::fetch_add(slot, want);
+        let room = cfg.ring_capacity as i64 - before;
+        if room >= want {
+            return want as u32;
+        }
+        let got = if room > 0 { room } else { 0 };
+        atomic::add(slot, got - want);
+        got as u32
+    }
+
+    /// Gives back `n` reserved slots that were not used.
+    #[inline(always)]
+    pub fn unreserve(&self, prio: u32, n: u32) {
+        if n != 0 {
+            atomic::add(self.reserved(prio), -(n as i64));
+        }
+    }
+
+    /// Pushes the entry at `entry` into ring `prio`, into a slot reserved beforehand.
+    #[inline(always)]
+    pub fn push_reserved(&self, prio: u32, entry: *const u8, tally: &mut Tally) -> Pushed {
+        let Some(q) = ring(prio) else { return Pushed::Full };
+        if push_raw(q, entry) {
+            return Pushed::Stored;
+        }
+        // The map holds fewer entries than configured, or its lock failed.
+        self.unreserve(prio, 1);
+        tally.add(Counter::RingErrors);
+        Pushed::Full
+    }
+
+    /// Pops the head of ring `prio` into `slot` without releasing its reservation. Skips
+    /// the helper call when nothing is reserved (the ring is then empty).
+    #[inline(always)]
+    pub fn pop(&self, prio: u32, slot: &mut Slot, tally: &mut Tally) -> bool {
+        // SAFETY: valid map value; a racy read is fine, reserved >= queued at all times.
+        if unsafe { core::ptr::read_volatile(self.reserved(prio)) } <= 0 {
+            return false;
+        }
+        let Some(q) = ring(prio) else { return false };
+        // SAFETY: as in `push_raw`; `slot` has room for one value.
+        let ret = unsafe { bpf_map_pop_elem(core::ptr::from_ref(q).cast_mut().cast(), slot.as_mut_ptr()) };
+        match ret {
+            0 => true,
+            ENOENT => false,
+            _ => {
+                tally.add(Counter::RingErrors);
+                false
+            }
+        }
+    }
+
+    /// Puts a popped, undelivered task back at the tail of its ring (its slot is still
+    /// reserved). Should the push fail anyway, the task goes to the overflow queue, from
+    /// which the agent returns it to tier 2.
+    #[inline(always)]
+    pub fn put_back(&self, prio: u32, slot: &Slot, tally: &mut Tally) {
+        if let Some(q) = ring(prio) {
+            if push_raw(q, slot.as_ptr()) {
+                return;
+            }
+        }
+        tally.add(Counter::RingErrors);
+        self.unreserve(prio, 1);
+        if push_overflow(slot.as_ptr()) {
+            tally.add(Counter::Overflow);
+        }
+    }
+
+    /// Releases the slot of a delivered task and tells the agent if the ring runs low.
+    #[inline(always)]
+    pub fn release(&self, prio: u32, cfg: &XdpConfig, tally: &mut Tally) {
+        let left = atomic::fetch_add(self.reserved(prio), -1) - 1;
+        if left < cfg.low_watermark as i64 {
+            self.notify(prio, EVENT_LOW_WATERMARK, cfg, tally);
+        }
+    }
+
+    /// Sends an event about ring `prio`, at most one per `event_interval_ns` per ring;
+    /// none when events are off (`low_watermark` 0).
+    #[inline(always)]
+    pub fn notify(&self, prio: u32, kind: u8, cfg: &XdpConfig, tally: &mut Tally) {
+        if cfg.low_watermark == 0 {
+            return;
+        }
+        // The coarse clock (tick resolution) is enough for a rate limit and costs a
+        // fraction of bpf_ktime_get_ns. SAFETY: the helper has no preconditions.
+        let now = unsafe { bpf_ktime_get_coarse_ns() };
+        let last = self.last_event(prio);
+        // SAFETY: valid map value. Two CPUs may both pass the check and send one event
+        // each; the limit is a rate, not an exact count.
+        unsafe {
+            if now.wrapping_sub(*last) < cfg.event_interval_ns {
+                return;
+            }
+            *last = now;
+        }
+        let event = RingEvent {
+            ktime_ns: now,
+            // SAFETY: valid map value.
+            reserved: unsafe { core::ptr::read_volatile(self.reserved(prio)) },
+            kind,
+            prio: prio as u8,
+            pad: 0,
+            pad2: 0,
+        };
+        if BOLT_EVENTS.output::<RingEvent>(&event, 0).is_ok() {
+            tally.add(Counter::Events);
+        } else {
+            tally.add(Counter::EventsLost);
+        }
+    }
+}

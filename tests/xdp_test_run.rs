@@ -1,0 +1,722 @@
+//! The Bolt XDP program run in the kernel on crafted frames (BPF_PROG_TEST_RUN): GET_TASK
+//! hits and misses, priority search, resource matching, REFILL ingest, overflow, hostile
+//! and malformed input, events, pinning, and many CPUs popping at once.
+//!
+//! Needs root (CAP_BPF, CAP_NET_ADMIN): skipped without, failed without under CI=true.
+
+use std::{
+    collections::HashSet,
+    net::{Ipv4Addr, SocketAddrV4},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Mutex,
+    },
+    time::{Duration, Instant},
+};
+
+use bolt_tests::{is_root, require, unique_name};
+use scheduler_common::{
+    encode_assign, encode_get_task, encode_refill, encode_return, encode_submit,
+    maps::{Counter, EVENT_EMPTY, EVENT_LOW_WATERMARK},
+    Entry, Header, JobRef, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
+};
+use scheduler_user::xdp::{
+    frames::{fix_ipv4_checksum, sample_endpoints, udp_frame, Endpoints, Ipv4Fields, ETH_LEN, PAYLOAD_OFF},
+    is_bpffs, run_frame, AttachMode, BoltXdp, CounterSnapshot, PinDir, Verdict, XdpMaps, XdpSettings,
+};
+
+const PORT: u16 = 7171;
+const NODE: u16 = 3;
+
+fn can_run() -> bool {
+    require(is_root(), "root (CAP_BPF, CAP_NET_ADMIN) for BPF_PROG_TEST_RUN")
+}
+
+/// A loaded program plus the addresses of an executor, this node and the switch.
+struct Rig {
+    xdp: BoltXdp,
+    /// Executor → switch, as GET_TASK travels.
+    exec: Endpoints,
+    switch: Ipv4Addr,
+}
+
+impl Rig {
+    fn new(tune: impl FnOnce(&mut XdpSettings)) -> Rig {
+        let (exec, switch) = sample_endpoints(PORT);
+        let mut settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(switch), ..Default::default() };
+        tune(&mut settings);
+        let xdp = BoltXdp::load(&settings).expect("load the XDP program");
+        Rig { xdp, exec, switch }
+    }
+
+    fn maps(&mut self) -> &mut XdpMaps {
+        self.xdp.maps_mut()
+    }
+
+    fn counters(&self) -> CounterSnapshot {
+        self.xdp.maps().counters().unwrap()
+    }
+
+    fn run(&self, frame: &[u8]) -> (Verdict, Vec<u8>) {
+        let r = self.xdp.run_frame(frame, 1).expect("BPF_PROG_TEST_RUN");
+        (r.verdict, r.frame)
+    }
+
+    fn get_task_frame(&self, prio: u8, rsrc: u8, seq: u32) -> Vec<u8> {
+        get_task_frame(&self.exec, prio, rsrc, NODE, seq)
+    }
+
+    /// The switch → node leg (switch port 7171 to the node's Bolt port).
+    fn switch_to_node(&self) -> Endpoints {
+        Endpoints {
+            src_mac: [0x02, 0, 0, 0, 0, 0x01],
+            dst_mac: [0x02, 0, 0, 0, 0, 0x0b],
+            src: SocketAddrV4::new(self.switch, PORT),
+            dst: SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 20), PORT),
+        }
+    }
+
+    fn refill_frame(&self, entries: &[Entry]) -> Vec<u8> {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = encode_refill(&mut buf, entries).unwrap();
+        udp_frame(&self.switch_to_node(), Ipv4Fields::default(), &buf[..n])
+    }
+
+    /// Sends a GET_TASK and returns the assigned entry, or None on a pass.
+    fn take(&self, prio: u8, rsrc: u8) -> Option<Entry> {
+        let (verdict, out) = self.run(&self.get_task_frame(prio, rsrc, 1));
+        match verdict {
+            Verdict::Tx => Some(assigned_entry(&out)),
+            Verdict::Pass => None,
+            v => panic!("GET_TASK verdict {v:?}"),
+        }
+    }
+}
+
+fn get_task_frame(exec: &Endpoints, prio: u8, rsrc: u8, node: u16, seq: u32) -> Vec<u8> {
+    let mut buf = [0u8; 16];
+    let n = encode_get_task(&mut buf, prio, rsrc, Requester::new(node, 7, seq)).unwrap();
+    udp_frame(exec, Ipv4Fields::default(), &buf[..n])
+}
+
+fn entry(tid: u32, prio: u8, rsrc: u8) -> Entry {
+    let mut task = Task { prio, rsrc, class: 2, ..Task::default() };
+    task.set_tid(tid);
+    task.desc[0] = 1;
+    task.desc[7] = tid as u8;
+    Entry::new(0xA0 + tid, 0x5000 + tid, task, [198, 51, 100, 7], 9000 + tid as u16)
+}
+
+fn assigned_entry(frame: &[u8]) -> Entry {
+    let msg = &frame[PAYLOAD_OFF..];
+    match scheduler_common::decode(msg).expect("the reply decodes") {
+        scheduler_common::Message::Assign(e) => *e,
+        m => panic!("reply is {:?}, not ASSIGN", m.op()),
+    }
+}
+
+fn tid(e: &Entry) -> u32 {
+    e.task.tid()
+}
+
+#[test]
+fn hit_replies_with_the_byte_exact_assign() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    let e = entry(11, 1, 0b01);
+    rig.maps().push(&e).unwrap();
+    let request = rig.get_task_frame(1, 0b11, 42);
+    let (verdict, out) = rig.run(&request);
+    assert_eq!(verdict, Verdict::Tx);
+
+    let mut assign = [0u8; 48];
+    let n = encode_assign(&mut assign, &e).unwrap();
+    assert_eq!(n, 48);
+    let expected = udp_frame(&rig.exec.reversed(), Ipv4Fields::default(), &assign);
+    assert_eq!(out.len(), 14 + 20 + 8 + 48);
+    assert_eq!(out, expected, "reply differs from the ASSIGN built by scheduler-common");
+    // UDP checksum zero, IP checksum valid: checked through the byte equality above,
+    // whose expected frame carries a freshly computed header checksum.
+    let c = rig.counters();
+    assert_eq!((c.hits(1), c.get(Counter::Transmitted), c.get(Counter::Miss)), (1, 1, 0));
+    assert_eq!(rig.maps().reserved(1), 0);
+}
+
+#[test]
+fn ethernet_padding_is_ignored_and_the_reply_has_exact_length() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    let e = entry(5, 2, 0);
+    rig.maps().push(&e).unwrap();
+    let mut request = rig.get_task_frame(1, 0, 1);
+    assert_eq!(request.len(), 58);
+    request.extend_from_slice(&[0xEE; 2]); // minimum Ethernet frame: 60 bytes
+    let (verdict, out) = rig.run(&request);
+    assert_eq!(verdict, Verdict::Tx);
+    let mut assign = [0u8; 48];
+    encode_assign(&mut assign, &e).unwrap();
+    assert_eq!(out, udp_frame(&rig.exec.reversed(), Ipv4Fields::default(), &assign));
+}
+
+#[test]
+fn miss_passes_the_request_on_unchanged() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(|_| {});
+    let request = rig.get_task_frame(1, 0xFF, 9);
+    let (verdict, out) = rig.run(&request);
+    assert_eq!(verdict, Verdict::Pass);
+    assert_eq!(out, request);
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::Miss), c.get(Counter::Passed), c.total_hits()), (1, 1, 0));
+}
+
+#[test]
+fn higher_priority_first_and_fifo_within_a_priority() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    for (t, p) in [(1, 3), (2, 1), (3, 2), (4, 1), (5, 4), (6, 3)] {
+        rig.maps().push(&entry(t, p, 0)).unwrap();
+    }
+    let order: Vec<u32> = (0..6).map(|_| tid(&rig.take(1, 0).expect("a task"))).collect();
+    assert_eq!(order, [2, 4, 3, 1, 6, 5]);
+    assert_eq!(rig.take(1, 0), None);
+    let c = rig.counters();
+    assert_eq!((c.hits(1), c.hits(2), c.hits(3), c.hits(4), c.get(Counter::Miss)), (2, 1, 2, 1, 1));
+}
+
+#[test]
+fn rtrv_prio_starts_the_search_at_that_level() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    rig.maps().push(&entry(1, 1, 0)).unwrap();
+    rig.maps().push(&entry(3, 3, 0)).unwrap();
+    assert_eq!(rig.take(2, 0).map(|e| tid(&e)), Some(3), "priority 1 must not be searched");
+    assert_eq!(rig.take(2, 0), None, "only priority 1 is left");
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(1));
+    // Beyond the levels in use (4), nothing is searched.
+    rig.maps().push(&entry(4, 4, 0)).unwrap();
+    assert_eq!(rig.take(5, 0), None);
+    assert_eq!(rig.take(4, 0).map(|e| tid(&e)), Some(4));
+}
+
+#[test]
+fn priorities_below_the_levels_in_use_queue_at_the_lowest_level() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(|s| s.levels = 2);
+    let (verdict, _) = rig.run(&rig.refill_frame(&[entry(7, 6, 0)]));
+    assert_eq!(verdict, Verdict::Drop);
+    assert_eq!(rig.xdp.maps().reserved(2), 1);
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(7));
+}
+
+#[test]
+fn a_task_needing_more_resources_is_put_back_not_lost() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    rig.maps().push(&entry(1, 1, 0b10)).unwrap(); // needs resource bit 1
+    rig.maps().push(&entry(2, 2, 0b01)).unwrap();
+    // An executor offering only bit 0 skips task 1 and gets task 2 from the next level.
+    assert_eq!(rig.take(1, 0b01).map(|e| tid(&e)), Some(2));
+    assert_eq!(rig.take(1, 0b01), None, "task 1 does not fit; passed on to tier 2");
+    let c = rig.counters();
+    assert_eq!(c.get(Counter::Requeued), 2);
+    assert_eq!(rig.maps().reserved(1), 1, "task 1 is still queued");
+    assert_eq!(rig.take(1, 0b11).map(|e| tid(&e)), Some(1));
+}
+
+#[test]
+fn refill_from_the_switch_fills_the_rings_in_order() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    let batch: Vec<Entry> = (1..=MAX_LIST as u32).map(|t| entry(t, (t % 4 + 1) as u8, 0)).collect();
+    let (verdict, _) = rig.run(&rig.refill_frame(&batch));
+    assert_eq!(verdict, Verdict::Drop);
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::RefillFrames), c.get(Counter::RefillTasks)), (1, 16));
+    assert_eq!(rig.maps().occupancy()[..4], [4, 4, 4, 4]);
+    for prio in 1..=4u8 {
+        let want: Vec<u32> = batch.iter().filter(|e| e.task.prio == prio).map(tid).collect();
+        let got: Vec<u32> = std::iter::from_fn(|| rig.maps().pop(prio).unwrap()).map(|e| tid(&e)).collect();
+        assert_eq!(got, want, "ring {prio}");
+    }
+    // Entries go in and out as bytes: the popped entries equal what was sent.
+    let (_, _) = rig.run(&rig.refill_frame(&batch[..1]));
+    assert_eq!(rig.maps().pop(2).unwrap(), Some(batch[0]));
+}
+
+#[test]
+fn full_rings_overflow_to_the_agent_then_back_to_the_switch() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| {
+        s.ring_capacity = 3;
+        s.overflow_capacity = 4;
+    });
+    let batch: Vec<Entry> = (1..=10).map(|t| entry(t, 1, 0)).collect();
+    let request = rig.refill_frame(&batch);
+    let (verdict, out) = rig.run(&request);
+    // 3 fit the ring, 4 the overflow queue; the remaining 3 go back to the switch.
+    assert_eq!(verdict, Verdict::Tx);
+    let mut ret = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_return(&mut ret, &batch[7..]).unwrap();
+    let expected = udp_frame(&rig.switch_to_node().reversed(), Ipv4Fields::default(), &ret[..n]);
+    assert_eq!(out, expected, "bounced RETURN differs from scheduler-common's encoding");
+    let c = rig.counters();
+    assert_eq!(
+        (c.get(Counter::RefillTasks), c.get(Counter::Overflow), c.get(Counter::Bounced)),
+        (3, 4, 3)
+    );
+    // Nothing lost: ring + overflow + bounced = everything sent, each once.
+    let mut seen: Vec<u32> = std::iter::from_fn(|| rig.maps().pop(1).unwrap()).map(|e| tid(&e)).collect();
+    assert_eq!(seen, [1, 2, 3]);
+    seen.extend(std::iter::from_fn(|| rig.maps().pop_overflow().unwrap()).map(|e| tid(&e)));
+    seen.extend(batch[7..].iter().map(tid));
+    assert_eq!(seen, (1..=10).collect::<Vec<_>>());
+}
+
+#[test]
+fn overflow_keeps_other_priorities_flowing() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| s.ring_capacity = 1);
+    let batch = [entry(1, 1, 0), entry(2, 1, 0), entry(3, 2, 0)];
+    assert_eq!(rig.run(&rig.refill_frame(&batch)).0, Verdict::Drop);
+    assert_eq!(rig.maps().occupancy()[..2], [1, 1]);
+    assert_eq!(rig.maps().pop_overflow().unwrap().map(|e| tid(&e)), Some(2));
+    assert!(matches!(rig.maps().push(&entry(4, 1, 0)), Err(scheduler_user::xdp::PushError::Full(1))));
+}
+
+#[test]
+fn refill_from_anyone_but_the_switch_is_dropped_and_counted() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    let mut frame = rig.refill_frame(&[entry(1, 1, 0)]);
+    frame[ETH_LEN + 12..ETH_LEN + 16].copy_from_slice(&[192, 0, 2, 66]);
+    fix_ipv4_checksum(&mut frame);
+    assert_eq!(rig.run(&frame).0, Verdict::Drop);
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::ForeignRefill), c.get(Counter::RefillTasks)), (1, 0));
+    assert_eq!(rig.maps().occupancy().iter().sum::<i64>(), 0);
+
+    // With no switch configured, no REFILL is accepted at all.
+    let rig = Rig::new(|s| s.switch_addr = None);
+    assert_eq!(rig.run(&rig.refill_frame(&[entry(1, 1, 0)])).0, Verdict::Drop);
+    assert_eq!(rig.counters().get(Counter::ForeignRefill), 1);
+}
+
+/// One hostile or foreign input: what it is, the verdict, and the counter it must bump.
+struct Case {
+    what: &'static str,
+    frame: Vec<u8>,
+    verdict: Verdict,
+    counter: Counter,
+}
+
+fn hostile_cases(rig: &Rig) -> Vec<Case> {
+    let get = rig.get_task_frame(1, 0, 1);
+    let with = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut v = get.clone();
+        f(&mut v);
+        v
+    };
+    let pass = Verdict::Pass;
+    let mut cases = vec![
+        Case { what: "ethernet header only", frame: get[..ETH_LEN].to_vec(), verdict: pass, counter: Counter::Truncated },
+        Case { what: "cut inside the IPv4 header", frame: get[..ETH_LEN + 10].to_vec(), verdict: pass, counter: Counter::Truncated },
+        Case { what: "cut inside the UDP header", frame: get[..ETH_LEN + 24].to_vec(), verdict: pass, counter: Counter::Truncated },
+        Case { what: "cut inside the Bolt message", frame: get[..PAYLOAD_OFF + 10].to_vec(), verdict: pass, counter: Counter::Truncated },
+        Case {
+            what: "IPv6",
+            frame: with(&|f| f[12..14].copy_from_slice(&0x86DDu16.to_be_bytes())),
+            verdict: pass,
+            counter: Counter::Ipv6,
+        },
+        Case {
+            what: "802.1Q VLAN tag",
+            frame: {
+                let mut f = get[..12].to_vec();
+                f.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+                f.extend_from_slice(&get[12..]);
+                f
+            },
+            verdict: pass,
+            counter: Counter::Vlan,
+        },
+        Case {
+            what: "ARP",
+            frame: with(&|f| f[12..14].copy_from_slice(&0x0806u16.to_be_bytes())),
+            verdict: pass,
+            counter: Counter::NotIpv4,
+        },
+        Case {
+            what: "IPv4 with options",
+            frame: {
+                let mut f = get[..ETH_LEN + 20].to_vec();
+                f.extend_from_slice(&[1, 1, 1, 0]); // NOP NOP NOP EOL
+                f.extend_from_slice(&get[ETH_LEN + 20..]);
+                f[ETH_LEN] = 0x46;
+                let total = u16::from_be_bytes([f[ETH_LEN + 2], f[ETH_LEN + 3]]) + 4;
+                f[ETH_LEN + 2..ETH_LEN + 4].copy_from_slice(&total.to_be_bytes());
+                fix_ipv4_checksum(&mut f);
+                f
+            },
+            verdict: pass,
+            counter: Counter::IpOptions,
+        },
+        Case {
+            what: "first fragment (more fragments set)",
+            frame: with(&|f| {
+                f[ETH_LEN + 6] = 0x20;
+                fix_ipv4_checksum(f)
+            }),
+            verdict: pass,
+            counter: Counter::IpFragment,
+        },
+        Case {
+            what: "later fragment (offset set)",
+            frame: with(&|f| {
+                f[ETH_LEN + 7] = 0x10;
+                fix_ipv4_checksum(f)
+            }),
+            verdict: pass,
+            counter: Counter::IpFragment,
+        },
+        Case {
+            what: "TCP",
+            frame: with(&|f| {
+                f[ETH_LEN + 9] = 6;
+                fix_ipv4_checksum(f)
+            }),
+            verdict: pass,
+            counter: Counter::NotUdp,
+        },
+        Case {
+            what: "another UDP port",
+            frame: with(&|f| f[ETH_LEN + 22..ETH_LEN + 24].copy_from_slice(&53u16.to_be_bytes())),
+            verdict: pass,
+            counter: Counter::OtherPort,
+        },
+        Case {
+            what: "IP total length beyond the frame",
+            frame: with(&|f| {
+                f[ETH_LEN + 3] += 8;
+                fix_ipv4_checksum(f)
+            }),
+            verdict: pass,
+            counter: Counter::Truncated,
+        },
+        Case {
+            what: "UDP length disagreeing with IP",
+            frame: with(&|f| f[ETH_LEN + 25] -= 1),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case { what: "bad magic", frame: with(&|f| f[PAYLOAD_OFF + 1] = 0x18), verdict: pass, counter: Counter::Malformed },
+        Case { what: "bad version", frame: with(&|f| f[PAYLOAD_OFF + 2] = 2), verdict: pass, counter: Counter::Malformed },
+        Case { what: "unknown op", frame: with(&|f| f[PAYLOAD_OFF + 3] = 99), verdict: pass, counter: Counter::Malformed },
+        Case { what: "unknown header flag", frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x80), verdict: pass, counter: Counter::Malformed },
+        Case { what: "GET_TASK with a header flag", frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x01), verdict: pass, counter: Counter::Malformed },
+        Case { what: "GET_TASK priority 0", frame: with(&|f| f[PAYLOAD_OFF + 5] = 0), verdict: pass, counter: Counter::Malformed },
+        Case { what: "GET_TASK priority 9", frame: with(&|f| f[PAYLOAD_OFF + 5] = 9), verdict: pass, counter: Counter::Malformed },
+        Case { what: "GET_TASK with a list count", frame: with(&|f| f[PAYLOAD_OFF + 4] = 1), verdict: pass, counter: Counter::Malformed },
+        Case {
+            what: "GET_TASK of another node",
+            frame: get_task_frame(&rig.exec, 1, 0, NODE + 1, 1),
+            verdict: pass,
+            counter: Counter::OtherNode,
+        },
+    ];
+    // A GET_TASK with 4 extra payload bytes: lengths consistent, message too long.
+    let mut long = [0u8; 20];
+    encode_get_task(&mut long, 1, 0, Requester::new(NODE, 1, 1)).unwrap();
+    cases.push(Case {
+        what: "GET_TASK longer than 16 bytes",
+        frame: udp_frame(&rig.exec, Ipv4Fields::default(), &long),
+        verdict: pass,
+        counter: Counter::Malformed,
+    });
+    let mut submit = [0u8; 64];
+    let n = encode_submit(&mut submit, JobRef::new(1, 1), 0, &[Task { prio: 1, ..Task::default() }]).unwrap();
+    cases.push(Case {
+        what: "SUBMIT (for tier 2)",
+        frame: udp_frame(&rig.exec, Ipv4Fields::default(), &submit[..n]),
+        verdict: pass,
+        counter: Counter::OtherOp,
+    });
+    let good_refill = rig.refill_frame(&[entry(1, 1, 0), entry(2, 2, 0)]);
+    let refill_with = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut v = good_refill.clone();
+        f(&mut v);
+        v
+    };
+    let task_prio = PAYLOAD_OFF + Header::LEN + 40 + 8 + 4; // second entry's task prio
+    cases.push(Case {
+        what: "REFILL with a task of priority 0",
+        frame: refill_with(&|f| f[task_prio] = 0),
+        verdict: Verdict::Drop,
+        counter: Counter::Malformed,
+    });
+    cases.push(Case {
+        what: "REFILL with an unknown task flag",
+        frame: refill_with(&|f| f[task_prio + 3] = 0x80),
+        verdict: Verdict::Drop,
+        counter: Counter::Malformed,
+    });
+    cases.push(Case {
+        what: "REFILL with a non-zero pad",
+        frame: refill_with(&|f| f[PAYLOAD_OFF + Header::LEN + 39] = 1),
+        verdict: Verdict::Drop,
+        counter: Counter::Malformed,
+    });
+    cases.push(Case {
+        what: "REFILL with a header priority",
+        frame: refill_with(&|f| f[PAYLOAD_OFF + 5] = 1),
+        verdict: Verdict::Drop,
+        counter: Counter::Malformed,
+    });
+    cases.push(Case {
+        what: "REFILL whose count disagrees with its length",
+        frame: refill_with(&|f| f[PAYLOAD_OFF + 4] = 3),
+        verdict: Verdict::Drop,
+        counter: Counter::Malformed,
+    });
+    cases.push(Case {
+        what: "REFILL listing more than 16 entries",
+        frame: refill_with(&|f| f[PAYLOAD_OFF + 4] = 17),
+        verdict: Verdict::Drop,
+        counter: Counter::Malformed,
+    });
+    cases
+}
+
+#[test]
+fn hostile_and_foreign_frames_are_passed_or_dropped_and_counted() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    // A queued task must survive every one of these.
+    let keep = entry(99, 1, 0);
+    rig.maps().push(&keep).unwrap();
+    for case in hostile_cases(&rig) {
+        let before = rig.counters();
+        let (verdict, out) = rig.run(&case.frame);
+        let delta = rig.counters().since(&before);
+        assert_eq!(verdict, case.verdict, "{}: verdict", case.what);
+        assert_eq!(delta.get(case.counter), 1, "{}: counter {}", case.what, case.counter.name());
+        assert_eq!(delta.total_hits() + delta.get(Counter::RefillTasks), 0, "{}: touched the rings", case.what);
+        if verdict == Verdict::Pass {
+            assert_eq!(out, case.frame, "{}: a passed frame must be untouched", case.what);
+        }
+    }
+    assert_eq!(rig.maps().pop(1).unwrap(), Some(keep));
+}
+
+#[test]
+fn low_watermark_and_empty_ring_events_are_sent_and_rate_limited() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| {
+        s.low_watermark = 2;
+        s.event_interval_ns = 10_000_000_000;
+    });
+    let mut events = rig.maps().take_events().expect("event reader");
+    for t in 1..=3 {
+        rig.maps().push(&entry(t, 1, 0)).unwrap();
+    }
+    assert!(rig.take(1, 0).is_some()); // 2 left: not below 2
+    assert!(events.drain(8).is_empty());
+    assert!(rig.take(1, 0).is_some()); // 1 left
+    let got = events.drain(8);
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].kind, got[0].prio, got[0].reserved), (EVENT_LOW_WATERMARK, 1, 1));
+    assert!(rig.take(1, 0).is_some()); // 0 left, but within the interval
+    assert!(rig.take(1, 0).is_none());
+    assert!(events.drain(8).is_empty(), "rate limit exceeded");
+    assert_eq!(rig.counters().get(Counter::Events), 1);
+
+    // An empty ring asked for raises its own event (on another ring: own rate limit).
+    assert!(rig.take(2, 0).is_none());
+    let got = events.drain(8);
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].kind, got[0].prio, got[0].reserved), (EVENT_EMPTY, 2, 0));
+}
+
+/// Removes a pin directory (and the program's pins in it) however the test ends.
+struct PinGuard(PinDir);
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        if let Err(e) = BoltXdp::unload_pinned(&self.0) {
+            eprintln!("cleaning up {}: {e:#}", self.0.path().display());
+        }
+        let _ = std::fs::remove_dir(self.0.path().parent().unwrap());
+    }
+}
+
+fn test_pin_dir(name: &str) -> PinGuard {
+    let root = std::path::Path::new("/sys/fs/bpf").join(unique_name("bolt-t"));
+    PinGuard(PinDir::under(&root, name).unwrap())
+}
+
+#[test]
+fn pinned_maps_keep_tasks_across_reloads() {
+    if !can_run() || !require(is_bpffs(std::path::Path::new("/sys/fs/bpf")), "bpffs mounted at /sys/fs/bpf (cargo xtask setup)") {
+        return;
+    }
+    let guard = test_pin_dir("node");
+    let (_, switch) = sample_endpoints(PORT);
+    let settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(switch), ..Default::default() };
+    {
+        let mut first = BoltXdp::load_pinned(&settings, &guard.0).unwrap();
+        first.maps_mut().push(&entry(1, 1, 0)).unwrap();
+        first.maps_mut().push(&entry(2, 3, 0)).unwrap();
+    }
+    // Another process (the agent after a restart) opens the pins directly.
+    let mut opened = XdpMaps::open_pinned(&guard.0).unwrap();
+    assert_eq!(opened.occupancy()[..3], [1, 0, 1]);
+    assert_eq!(opened.config().unwrap(), settings.config());
+    // A new program version loaded over the same pins serves the same tasks.
+    let second = BoltXdp::load_pinned(&settings, &guard.0).unwrap();
+    let request = get_task_frame(&sample_endpoints(PORT).0, 1, 0, NODE, 1);
+    let r = second.run_frame(&request, 1).unwrap();
+    assert_eq!(r.verdict, Verdict::Tx);
+    assert_eq!(tid(&assigned_entry(&r.frame)), 1);
+    assert_eq!(opened.pop(3).unwrap().map(|e| tid(&e)), Some(2));
+    assert_eq!(opened.drain(16).unwrap(), vec![]);
+}
+
+/// A veth pair that is deleted however the test ends.
+struct Veth(String);
+
+impl Veth {
+    fn create() -> Option<Veth> {
+        let name = unique_name("bv");
+        let peer = format!("{name}p");
+        let ok = std::process::Command::new("ip")
+            .args(["link", "add", &name, "type", "veth", "peer", "name", &peer])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        ok.then_some(Veth(name))
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["link", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn attach_pins_program_and_link_and_unload_removes_them() {
+    if !can_run() || !require(is_bpffs(std::path::Path::new("/sys/fs/bpf")), "bpffs mounted at /sys/fs/bpf (cargo xtask setup)") {
+        return;
+    }
+    let Some(veth) = Veth::create() else {
+        assert!(!bolt_tests::in_ci(), "CI=true but `ip link add type veth` failed");
+        eprintln!("skipped: cannot create a veth pair");
+        return;
+    };
+    let guard = test_pin_dir(&veth.0);
+    {
+        let mut xdp = BoltXdp::load_pinned(&XdpSettings::default(), &guard.0).unwrap();
+        xdp.attach(&veth.0, AttachMode::Skb).unwrap();
+    }
+    // Dropping the loader leaves the program attached through its pinned link.
+    assert!(guard.0.is_attached());
+    assert!(guard.0.program().exists());
+    let shown = std::process::Command::new("ip").args(["-d", "link", "show", &veth.0]).output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("xdpgeneric") || shown.contains("prog/xdp"), "not attached: {shown}");
+    BoltXdp::unload_pinned(&guard.0).unwrap();
+    assert!(!guard.0.path().exists());
+    let shown = std::process::Command::new("ip").args(["-d", "link", "show", &veth.0]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&shown.stdout).contains("prog/xdp"), "still attached after unload");
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[test]
+fn concurrent_pops_and_pushes_never_duplicate_or_lose_a_task() {
+    if !can_run() {
+        return;
+    }
+    const TASKS: u32 = 20_000;
+    let mut rig = Rig::new(|s| s.ring_capacity = 1024);
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let poppers = cpus.max(2);
+    let pushed_all = AtomicBool::new(false);
+    let taken = Mutex::new(Vec::<u32>::with_capacity(TASKS as usize));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (program, xdp_maps) = rig.xdp.parts().unwrap();
+    let exec = rig.exec;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin_to_cpu(0);
+            let mut next = 1;
+            while next <= TASKS && Instant::now() < deadline {
+                match xdp_maps.push(&entry(next, (next % 4 + 1) as u8, 0)) {
+                    Ok(_) => next += 1,
+                    Err(scheduler_user::xdp::PushError::Full(_)) => std::thread::yield_now(),
+                    Err(e) => panic!("push: {e}"),
+                }
+            }
+            pushed_all.store(true, Ordering::Release);
+        });
+        for i in 0..poppers {
+            let taken = &taken;
+            let pushed_all = &pushed_all;
+            s.spawn(move || {
+                pin_to_cpu(i % cpus);
+                let request = get_task_frame(&exec, 1, 0, NODE, i as u32);
+                let mut mine = Vec::new();
+                let mut misses_after_push = 0;
+                while Instant::now() < deadline && misses_after_push < 100 {
+                    let r = run_frame(program, &request, 1).unwrap();
+                    match r.verdict {
+                        Verdict::Tx => mine.push(tid(&assigned_entry(&r.frame))),
+                        Verdict::Pass if pushed_all.load(Ordering::Acquire) => misses_after_push += 1,
+                        Verdict::Pass => {}
+                        v => panic!("verdict {v:?}"),
+                    }
+                }
+                taken.lock().unwrap().extend(mine);
+            });
+        }
+    });
+    let taken = taken.into_inner().unwrap();
+    let unique: HashSet<u32> = taken.iter().copied().collect();
+    assert_eq!(unique.len(), taken.len(), "a task was assigned twice");
+    assert_eq!(taken.len(), TASKS as usize, "tasks lost (or the test ran out of time)");
+    assert_eq!(rig.maps().occupancy().iter().sum::<i64>(), 0);
+    assert_eq!(rig.counters().total_hits(), TASKS as u64);
+}
