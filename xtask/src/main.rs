@@ -2,6 +2,7 @@
 //!
 //! Each task lives in its own module; adding one is a variant in [`Task`] and a match arm.
 
+mod demo;
 mod ebpf;
 mod run;
 mod setup;
@@ -25,6 +26,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
+    /// Run Bolt end to end on this machine: the software switch, executors and two
+    /// clients on loopback with a short SW1-style workload, then print their summaries.
+    Demo(demo::DemoArgs),
     /// Install what building and testing need: Debian packages (rustc-web for the BPF
     /// target, LLVM 22, bpftool, ethtool, iproute2), bpf-linker 0.13.0, and a mounted bpffs.
     /// Idempotent: only what is missing is installed.
@@ -38,6 +42,7 @@ enum Task {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
+        Task::Demo(args) => demo::run(&args),
         Task::Setup(args) => setup::run(&args),
         Task::BuildEbpf(args) => ebpf::build(&args).map(|object| println!("{}", object.display())),
         Task::Test(args) => test::run(&args),
