@@ -318,6 +318,7 @@ struct ingress_md_t {
     bit<1>  service;          /* addressed to this scheduler */
     bit<1>  allowed;
     bit<1>  steer;
+    bit<2>  ingress_pipe;
     PortId_t steer_port;
     bit<16> expected_len;
     bit<16> out_len;
@@ -927,7 +928,7 @@ control BoltIngress(inout headers_t hdr,
         ig_md.steer_port = port;
     }
     table pipe_steer {
-        key = { ig_intr_md.ingress_port[8:7] : exact; }
+        key = { ig_md.ingress_pipe : exact; }
         actions = { steer; NoAction; }
         default_action = NoAction();
         size = 4;
@@ -1149,6 +1150,7 @@ control BoltIngress(inout headers_t hdr,
                         hdr.pass.want = (bit<16>)hdr.refill_request.want;
                     }
                     ig_md.pass_kind = PASS_KIND_FIRST;
+                    ig_md.ingress_pipe = ig_intr_md.ingress_port[8:7];
                     pipe_steer.apply();
                     if (ig_md.steer == 1) {
                         /* Registers are per pipe: go to the scheduler pipe first. */
