@@ -1054,9 +1054,18 @@ control BoltIngress(inout headers_t hdr,
         if (!hdr.pass.isValid()) {
             hdr.pass.setValid();
             hdr.pass.copy = PASS_LOCAL;
+            hdr.pass.step = 0;
+            hdr.pass.origin = 0;
+            hdr.pass.parse_path = 0;
+            hdr.pass.spawn_path = 0;
             hdr.pass.flags = 0;
             hdr.pass.listed = 0;
+            hdr.pass.budget = 0;
+            hdr.pass.want = 0;
+            hdr.pass.repair_target = 0;
+            hdr.pass.repair_level = 0;
             hdr.pass.pad = 0;
+            hdr.pass.repair_value = 0;
         }
         if (hdr.pass.copy != PASS_SPAWN) {
             /* what a pass spawns is decided afresh each pass */
@@ -1671,9 +1680,9 @@ control BoltIngress(inout headers_t hdr,
 
             /* reinsert_pass: the bounce and REPAIR leave in the spawned copy. */
             if (ig_md.step == STEP_REINSERT && (ig_md.bounce == 1 || ig_md.spawn_repair == 1)) {
-                if ((hdr.pass.flags & PF_HOST) == 0) {
+                if (ig_md.bounce == 1 && (hdr.pass.flags & PF_HOST) == 0) {
                     hdr.pass.spawn_path = PP_BOUNCE_HELD_GET;
-                } else {
+                } else if (ig_md.bounce == 1) {
                     hdr.pass.spawn_path = PP_BOUNCE_HELD_REFILL;
                 }
                 if (ig_md.route == 0 && ig_md.spawn_repair == 0) {
