@@ -395,3 +395,66 @@ fn message_length_table_matches_message_len() {
     let src = P4::load().src;
     assert_eq!(src.matches("#include \"message_lengths.p4inc\"").count(), 2);
 }
+
+/// The parser is a closed graph: every state a transition names exists, every state is
+/// reachable from `start`, and every parse path the ingress writes into bolt_pass_h has
+/// its branch in `rc_bolt`. (No P4 compiler runs in CI; this is the part of its job that
+/// concerns the layouts the passes hand each other.)
+#[test]
+fn parser_states_and_parse_paths_are_closed() {
+    let p4 = P4::load();
+    let src = &p4.src;
+    let parser_start = src.find("parser BoltIngressParser").expect("no ingress parser");
+    let parser_end = parser_start + src[parser_start..].find("\ncontrol ").expect("parser not followed by a control");
+    let parser = &src[parser_start..parser_end];
+
+    // state NAME { ... transition ...; }  (bodies contain no nested braces but selects)
+    let mut states: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for chunk in parser.split("state ").skip(1) {
+        let name = chunk.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap().to_string();
+        let body_start = chunk.find('{').unwrap();
+        // up to the next "state " is this state's text
+        let body = &chunk[body_start..];
+        let mut targets = Vec::new();
+        if let Some(t) = body.find("transition") {
+            let rest = &body[t + "transition".len()..];
+            if rest.trim_start().starts_with("select") {
+                let block = &rest[rest.find('{').unwrap() + 1..rest.find('}').unwrap()];
+                for arm in block.split(';').map(str::trim).filter(|a| !a.is_empty()) {
+                    targets.push(arm.rsplit(':').next().unwrap().trim().to_string());
+                }
+            } else {
+                targets.push(rest.trim_start().split(';').next().unwrap().trim().to_string());
+            }
+        }
+        assert!(!targets.is_empty(), "state {name} has no transition");
+        assert!(states.insert(name.clone(), targets).is_none(), "state {name} defined twice");
+    }
+    let builtin = ["accept", "reject"];
+    for (name, targets) in &states {
+        for t in targets {
+            assert!(builtin.contains(&t.as_str()) || states.contains_key(t), "state {name} goes to undefined {t}");
+        }
+    }
+    let mut seen = BTreeSet::from(["start".to_string()]);
+    let mut todo = vec!["start".to_string()];
+    while let Some(s) = todo.pop() {
+        for t in states.get(&s).into_iter().flatten() {
+            if states.contains_key(t) && seen.insert(t.clone()) {
+                todo.push(t.clone());
+            }
+        }
+    }
+    let unreachable: Vec<_> = states.keys().filter(|s| !seen.contains(*s)).collect();
+    assert!(unreachable.is_empty(), "unreachable parser states: {unreachable:?}");
+
+    let paths: Vec<String> = p4.consts().keys().filter(|k| k.starts_with("PP_")).cloned().collect();
+    assert!(!paths.is_empty());
+    let rc_bolt = &parser[parser.find("state rc_bolt").unwrap()..];
+    let rc_bolt = &rc_bolt[..rc_bolt.find("state rc_submit").unwrap()];
+    for path in &paths {
+        assert!(rc_bolt.contains(&format!("{path} ")), "parse path {path} has no branch in rc_bolt");
+        let written = src.matches(&format!("parse_path = {path};")).count() + src.matches(&format!("spawn_path = {path};")).count();
+        assert!(written > 0, "parse path {path} is never written by a pass");
+    }
+}
