@@ -95,7 +95,7 @@ impl P4 {
         let mut out = BTreeMap::new();
         for stmt in self.src.split(';') {
             // The declaration starts a line; preprocessor lines may come before it.
-            let Some(decl) = stmt.lines().map(str::trim).skip_while(|l| !l.starts_with("const ")).next() else {
+            let Some(decl) = stmt.lines().map(str::trim).find(|l| l.starts_with("const ")) else {
                 continue;
             };
             let decl = &decl["const ".len()..];
@@ -342,9 +342,8 @@ fn list_stacks_and_queue_geometry_match() {
         let mask = action.trim().trim_start_matches("set_flag_mask(").trim_end_matches(')');
         found.insert((parse_int(level), parse_int(kind)), parse_int(mask));
     }
-    let expected: BTreeMap<(u64, u64), u64> = (0..MAX_PRIORITIES as u64)
-        .flat_map(|l| [((l, 0), 1 << (2 * l)), ((l, 1), 1 << (2 * l + 1))])
-        .collect();
+    let expected: BTreeMap<(u64, u64), u64> =
+        (0..MAX_PRIORITIES as u64).flat_map(|l| [((l, 0), 1 << (2 * l)), ((l, 1), 1 << (2 * l + 1))]).collect();
     assert_eq!(found, expected);
 }
 
@@ -358,7 +357,9 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
             let body = &mut buf[Header::LEN..];
             // Valid content where decode checks it: priorities 1, REFILL_REQ want 1.
             match op {
-                Op::Submit | Op::QueueFull => (0..count as usize).for_each(|i| body[JobRef::LEN + i * Task::LEN + 4] = 1),
+                Op::Submit | Op::QueueFull => {
+                    (0..count as usize).for_each(|i| body[JobRef::LEN + i * Task::LEN + 4] = 1)
+                }
                 Op::Assign | Op::Refill | Op::Return => (0..count as usize).for_each(|i| body[i * Entry::LEN + 12] = 1),
                 Op::RefillReq => body[2] = 1,
                 _ => {}
@@ -454,7 +455,8 @@ fn parser_states_and_parse_paths_are_closed() {
     let rc_bolt = &rc_bolt[..rc_bolt.find("state rc_submit").unwrap()];
     for path in &paths {
         assert!(rc_bolt.contains(&format!("{path} ")), "parse path {path} has no branch in rc_bolt");
-        let written = src.matches(&format!("parse_path = {path};")).count() + src.matches(&format!("spawn_path = {path};")).count();
+        let written = src.matches(&format!("parse_path = {path};")).count()
+            + src.matches(&format!("spawn_path = {path};")).count();
         assert!(written > 0, "parse path {path} is never written by a pass");
     }
 }

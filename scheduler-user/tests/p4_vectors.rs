@@ -239,8 +239,13 @@ fn scenarios() -> Vec<Scenario> {
     s.send(submit(1, &[task(1, 1, 0)]), CLIENT).send(get_task(1, 0, 1), EXECUTOR).send(get_task(1, 0, 2), EXECUTOR);
     all.push(s);
 
-    let mut s =
-        Scenario::new("multi_task_submit", "one SUBMIT of tasks at three priorities, one pass per task", LEVELS, 1024, false);
+    let mut s = Scenario::new(
+        "multi_task_submit",
+        "one SUBMIT of tasks at three priorities, one pass per task",
+        LEVELS,
+        1024,
+        false,
+    );
     s.send(submit(2, &[task(10, 2, 0), task(11, 1, 0), task(12, 4, 0), task(13, 1, 0)]), CLIENT);
     for seq in 0..5 {
         s.send(get_task(1, 0, seq), EXECUTOR);
@@ -341,7 +346,8 @@ fn scenarios() -> Vec<Scenario> {
         1024,
         false,
     );
-    let tasks: Vec<Task> = (0..24).map(|i| task(900 + i, (i % 4 + 1) as u8, if i % 7 == 3 { 0b1000 } else { 0 })).collect();
+    let tasks: Vec<Task> =
+        (0..24).map(|i| task(900 + i, (i % 4 + 1) as u8, if i % 7 == 3 { 0b1000 } else { 0 })).collect();
     s.send(submit(12, &tasks[..12]), CLIENT).send(submit(13, &tasks[12..]), CLIENT);
     s.send(refill_req(0b0111, 18), HOST).send(refill_req(0b0111, 8), HOST).send(refill_req(0b0111, 8), HOST);
     all.push(s);
@@ -392,9 +398,8 @@ fn committed_vectors_match_the_model() {
         std::fs::write(&path, &now).unwrap();
         return;
     }
-    let committed = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("{}: {e}; generate it with BOLT_REGENERATE_VECTORS=1", path.display())
-    });
+    let committed = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; generate it with BOLT_REGENERATE_VECTORS=1", path.display()));
     if committed != now {
         let line = committed.lines().zip(now.lines()).position(|(a, b)| a != b).map_or(0, |l| l + 1);
         panic!(
