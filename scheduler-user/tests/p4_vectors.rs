@@ -1,0 +1,446 @@
+//! Golden packet vectors for bolt.p4, produced by the model it mirrors.
+//!
+//! Each scenario is a sequence of packets into tier 2 (UDP payload in hex, with its
+//! source address) and, after each, the packets the model sent out, the queue effects
+//! (occupancy, add_ptr and retrieve_ptr per level, the repair flag) and the model's
+//! counters. p4/tests/test_vectors.py replays them on the Tofino model.
+//!
+//! The file is tests/vectors/p4/queue_vectors.json. This test fails when the committed
+//! file differs from what the model produces now; `BOLT_REGENERATE_VECTORS=1 cargo test
+//! -p scheduler-user --test p4_vectors` rewrites it.
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+
+use scheduler_common::{
+    decode, encode_assign, encode_get_task, encode_noop, encode_queue_full, encode_refill, encode_refill_req,
+    encode_return, encode_submit, Entry, JobRef, RefillRequest, Requester, Task, MAX_MESSAGE_LEN,
+};
+use scheduler_user::queue::{Collect, Output, Packet, PassOutput, Pipeline, QueueConfig, Scheduler};
+use serde_json::{json, Value};
+
+/// The scheduler's own address: inputs are sent to it, answers come from it.
+const SWITCH: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 100), 7171);
+const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 1, 1), 40000);
+const OTHER_CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 1, 2), 5555);
+const EXECUTOR: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 40001);
+const EXECUTOR_B: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 2), 40002);
+const HOST: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 3, 1), 7172);
+
+/// Every scenario runs with this geometry; the P4 build for the replay uses
+/// -DQUEUE_INDEX_BITS=3 -DQUEUE_LEVEL_BITS=2.
+const CAPACITY: u32 = 8;
+const LEVELS: u8 = 4;
+
+fn vectors_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors/p4/queue_vectors.json")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn task(tid: u32, prio: u8, rsrc: u8) -> Task {
+    let mut t = Task { prio, rsrc, class: (tid % 3) as u8, ..Task::default() };
+    t.set_tid(tid);
+    // A descriptor that differs per task, so a P4 word mix-up cannot go unnoticed.
+    t.desc = core::array::from_fn(|i| (tid as u8).wrapping_mul(31).wrapping_add(i as u8));
+    t
+}
+
+fn encoded(f: impl FnOnce(&mut [u8]) -> usize) -> Vec<u8> {
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let n = f(&mut buf);
+    buf[..n].to_vec()
+}
+
+fn submit(jid: u32, tasks: &[Task]) -> Vec<u8> {
+    encoded(|b| encode_submit(b, JobRef::new(1, jid), 0, tasks).unwrap())
+}
+
+fn get_task(rtrv_prio: u8, exec_rsrc: u8, seq: u32) -> Vec<u8> {
+    encoded(|b| encode_get_task(b, rtrv_prio, exec_rsrc, Requester::new(2, 1, seq)).unwrap())
+}
+
+fn refill_req(node_rsrc: u8, want: u8) -> Vec<u8> {
+    encoded(|b| encode_refill_req(b, node_rsrc, RefillRequest::new(3, want)).unwrap())
+}
+
+fn return_entries(entries: &[Entry]) -> Vec<u8> {
+    encoded(|b| encode_return(b, entries).unwrap())
+}
+
+fn output_json(o: &Output) -> Value {
+    let (to, op, payload) = match o {
+        Output::Assign { to, entry } => (to, "ASSIGN", encoded(|b| encode_assign(b, entry).unwrap())),
+        Output::Noop { to, who } => (to, "NOOP", encoded(|b| encode_noop(b, *who).unwrap())),
+        Output::QueueFull { to, job, tasks } => {
+            (to, "QUEUE_FULL", encoded(|b| encode_queue_full(b, *job, tasks).unwrap()))
+        }
+        Output::Refill { to, entries } => (to, "REFILL", encoded(|b| encode_refill(b, entries).unwrap())),
+    };
+    json!({ "to": to.to_string(), "from": SWITCH.to_string(), "op": op, "payload": hex(&payload) })
+}
+
+/// The model as the switch runs it: recirculated and spawned packets are served from a
+/// FIFO before the next packet from outside (Scheduler::run). Scenarios that need a
+/// packet held between two of its passes drive this directly; every other scenario is
+/// also run through `Scheduler` itself and must agree with it at every step.
+struct Model {
+    pipeline: Pipeline,
+    scheduler: Option<Scheduler>,
+    held: Vec<(String, Packet)>,
+}
+
+struct Step {
+    outputs: Vec<Output>,
+}
+
+impl Model {
+    fn new(config: QueueConfig, checked_by_scheduler: bool) -> Model {
+        Model {
+            pipeline: Pipeline::new(config).unwrap(),
+            scheduler: checked_by_scheduler.then(|| Scheduler::new(config).unwrap()),
+            held: Vec::new(),
+        }
+    }
+
+    fn run_fifo(&mut self, first: Packet, out: &mut Collect) {
+        let mut fifo = VecDeque::new();
+        let mut next = Some(first);
+        while let Some(pkt) = next.take().or_else(|| fifo.pop_front()) {
+            let PassOutput { recirculate, spawn } = self.pipeline.pass(pkt, out);
+            fifo.extend(recirculate);
+            fifo.extend(spawn);
+        }
+    }
+
+    /// One packet from outside, processed with every pass it causes.
+    fn message(&mut self, payload: &[u8], src: SocketAddrV4) -> Step {
+        let msg = decode(payload).expect("vector inputs are valid messages");
+        let pkt = Scheduler::admit(self.pipeline.config(), &msg, src).expect("vector inputs go to the switch");
+        self.pipeline.count_packet(msg.op());
+        let mut out = Collect::default();
+        self.run_fifo(pkt, &mut out);
+        if let Some(s) = self.scheduler.as_mut() {
+            let mut expect = Collect::default();
+            s.handle(&msg, src, &mut expect).unwrap();
+            assert_eq!(out.0, expect.0, "the FIFO driver and Scheduler disagree on outputs");
+            assert_eq!(self.pipeline.stats(), s.stats(), "the FIFO driver and Scheduler disagree on counters");
+            assert_eq!(self.pipeline.occupancy(), s.pipeline().occupancy());
+        }
+        Step { outputs: out.0 }
+    }
+
+    /// Only the first pass of a packet; what it recirculates is held under `id`.
+    fn first_pass(&mut self, id: &str, payload: &[u8], src: SocketAddrV4) -> Step {
+        assert!(self.scheduler.is_none(), "held packets cannot be mirrored by Scheduler");
+        let msg = decode(payload).unwrap();
+        let pkt = Scheduler::admit(self.pipeline.config(), &msg, src).unwrap();
+        self.pipeline.count_packet(msg.op());
+        let mut out = Collect::default();
+        let PassOutput { recirculate, spawn } = self.pipeline.pass(pkt, &mut out);
+        assert!(spawn.is_none(), "a held first pass must not spawn");
+        self.held.push((id.to_string(), recirculate.expect("the first pass must recirculate to be held")));
+        Step { outputs: out.0 }
+    }
+
+    /// Releases a held packet and runs it to completion.
+    fn resume(&mut self, id: &str) -> Step {
+        let at = self.held.iter().position(|(h, _)| h == id).expect("no such held packet");
+        let (_, pkt) = self.held.remove(at);
+        let mut out = Collect::default();
+        self.run_fifo(pkt, &mut out);
+        Step { outputs: out.0 }
+    }
+
+    fn state(&self) -> Value {
+        let occupancy = self.pipeline.occupancy();
+        let levels: Vec<Value> = (0..occupancy.len())
+            .map(|l| {
+                let (add, retrieve) = self.pipeline.pointers(l);
+                json!({ "prio": l + 1, "occupancy": occupancy[l], "add_ptr": add, "retrieve_ptr": retrieve })
+            })
+            .collect();
+        json!({ "levels": levels, "repairing": self.pipeline.repairing() })
+    }
+}
+
+struct Scenario {
+    name: &'static str,
+    about: &'static str,
+    config: QueueConfig,
+    model: Model,
+    steps: Vec<Value>,
+}
+
+impl Scenario {
+    fn new(name: &'static str, about: &'static str, priorities: u8, max_passes: u16, interleaved: bool) -> Scenario {
+        let config = QueueConfig { capacity: CAPACITY, priorities, max_passes, initial_pointer: 0 };
+        Scenario { name, about, config, model: Model::new(config, !interleaved), steps: Vec::new() }
+    }
+
+    fn record(&mut self, kind: &str, id: Option<&str>, input: Option<(&[u8], SocketAddrV4)>, step: Step) {
+        let mut v = json!({
+            "kind": kind,
+            "outputs": step.outputs.iter().map(output_json).collect::<Vec<_>>(),
+            "queues": self.model.state(),
+            "stats": serde_json::to_value(self.model.pipeline.stats()).unwrap(),
+        });
+        if let Some(id) = id {
+            v["id"] = json!(id);
+        }
+        if let Some((payload, src)) = input {
+            v["from"] = json!(src.to_string());
+            v["to"] = json!(SWITCH.to_string());
+            v["payload"] = json!(hex(payload));
+        }
+        self.steps.push(v);
+    }
+
+    fn send(&mut self, payload: Vec<u8>, src: SocketAddrV4) -> &mut Self {
+        let step = self.model.message(&payload, src);
+        self.record("message", None, Some((&payload, src)), step);
+        self
+    }
+
+    fn hold(&mut self, id: &'static str, payload: Vec<u8>, src: SocketAddrV4) -> &mut Self {
+        let step = self.model.first_pass(id, &payload, src);
+        self.record("first_pass", Some(id), Some((&payload, src)), step);
+        self
+    }
+
+    fn resume(&mut self, id: &'static str) -> &mut Self {
+        let step = self.model.resume(id);
+        self.record("resume", Some(id), None, step);
+        self
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "about": self.about,
+            "config": {
+                "capacity": self.config.capacity,
+                "priorities": self.config.priorities,
+                "max_passes": self.config.max_passes,
+                "initial_pointer": self.config.initial_pointer,
+            },
+            "steps": self.steps,
+        })
+    }
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let mut all = Vec::new();
+
+    let mut s = Scenario::new("submit", "one task queued, then handed to an executor", LEVELS, 1024, false);
+    s.send(submit(1, &[task(1, 1, 0)]), CLIENT).send(get_task(1, 0, 1), EXECUTOR).send(get_task(1, 0, 2), EXECUTOR);
+    all.push(s);
+
+    let mut s = Scenario::new(
+        "multi_task_submit",
+        "one SUBMIT of tasks at three priorities, one pass per task",
+        LEVELS,
+        1024,
+        false,
+    );
+    s.send(submit(2, &[task(10, 2, 0), task(11, 1, 0), task(12, 4, 0), task(13, 1, 0)]), CLIENT);
+    for seq in 0..5 {
+        s.send(get_task(1, 0, seq), EXECUTOR);
+    }
+    all.push(s);
+
+    let mut s = Scenario::new(
+        "queue_full_and_repair",
+        "ten tasks into a queue of eight: QUEUE_FULL lists the two not added, a REPAIR resets add_ptr",
+        1,
+        1024,
+        false,
+    );
+    let tasks: Vec<Task> = (0..10).map(|i| task(100 + i, 1, 0)).collect();
+    s.send(submit(3, &tasks), CLIENT).send(get_task(1, 0, 1), EXECUTOR).send(submit(4, &[task(200, 1, 0)]), CLIENT);
+    all.push(s);
+
+    let mut s = Scenario::new(
+        "empty_retrieval_and_retrieve_repair",
+        "NOOPs advance retrieve_ptr past add_ptr; the next SUBMIT pulls it back with a REPAIR",
+        1,
+        1024,
+        false,
+    );
+    s.send(get_task(1, 0, 1), EXECUTOR).send(get_task(1, 0, 2), EXECUTOR).send(get_task(1, 0, 3), EXECUTOR);
+    s.send(submit(5, &[task(300, 1, 0), task(301, 1, 0)]), CLIENT);
+    s.send(get_task(1, 0, 4), EXECUTOR).send(get_task(1, 0, 5), EXECUTOR);
+    all.push(s);
+
+    let mut s = Scenario::new(
+        "priority_search",
+        "GET_TASK recirculates with RTRV_PRIO + 1 past empty levels; NOOP after the lowest",
+        LEVELS,
+        1024,
+        false,
+    );
+    s.send(submit(6, &[task(400, 3, 0), task(401, 4, 0)]), CLIENT);
+    s.send(get_task(1, 0, 1), EXECUTOR).send(get_task(4, 0, 2), EXECUTOR).send(get_task(1, 0, 3), EXECUTOR);
+    s.send(get_task(8, 0, 4), EXECUTOR);
+    all.push(s);
+
+    let mut s = Scenario::new(
+        "swap",
+        "the head needs a resource the executor lacks: SWAP with the next tasks until one runs",
+        1,
+        1024,
+        false,
+    );
+    s.send(submit(7, &[task(500, 1, 0b10), task(501, 1, 0b10), task(502, 1, 0b01), task(503, 1, 0)]), CLIENT);
+    s.send(get_task(1, 0b01, 1), EXECUTOR);
+    for seq in 2..6 {
+        s.send(get_task(1, 0b11, seq), EXECUTOR);
+    }
+    all.push(s);
+
+    let mut s = Scenario::new(
+        "swap_reinsert",
+        "no task at level 1 runs here: the held task is reinserted and the search goes on at level 2",
+        2,
+        1024,
+        false,
+    );
+    s.send(submit(8, &[task(600, 1, 0b100), task(601, 1, 0b100), task(602, 2, 0)]), CLIENT);
+    s.send(get_task(1, 0b011, 1), EXECUTOR).send(get_task(1, 0b011, 2), EXECUTOR);
+    s.send(get_task(1, 0b100, 3), EXECUTOR).send(get_task(1, 0b100, 4), EXECUTOR);
+    all.push(s);
+
+    let mut s = Scenario::new(
+        "swap_restart",
+        "a SWAP search sees retrieve_ptr moved by another GET_TASK and restarts from the head",
+        1,
+        1024,
+        true,
+    );
+    s.send(submit(9, &[task(700, 1, 0b10), task(701, 1, 0), task(702, 1, 0b10)]), CLIENT);
+    s.hold("A", get_task(1, 0b01, 1), EXECUTOR);
+    s.send(get_task(1, 0xff, 2), EXECUTOR_B);
+    s.resume("A");
+    s.send(get_task(1, 0xff, 3), EXECUTOR_B).send(get_task(1, 0xff, 4), EXECUTOR_B);
+    all.push(s);
+
+    let mut s = Scenario::new(
+        "swap_budget",
+        "the pass budget ends a search that would need more SWAP steps; nothing is lost",
+        1,
+        4,
+        false,
+    );
+    s.send(submit(10, &[task(800, 1, 1), task(801, 1, 1), task(802, 1, 1), task(803, 1, 1), task(804, 1, 1)]), CLIENT);
+    s.send(submit(11, &[task(805, 1, 0)]), CLIENT);
+    s.send(get_task(1, 0, 1), EXECUTOR).send(get_task(1, 0xff, 2), EXECUTOR);
+    all.push(s);
+
+    let mut s = Scenario::new(
+        "refill",
+        "a host asks for 18 tasks: a full batch of 16 and one of 2, highest priority first, matching only",
+        LEVELS,
+        1024,
+        false,
+    );
+    let tasks: Vec<Task> =
+        (0..24).map(|i| task(900 + i, (i % 4 + 1) as u8, if i % 7 == 3 { 0b1000 } else { 0 })).collect();
+    s.send(submit(12, &tasks[..12]), CLIENT).send(submit(13, &tasks[12..]), CLIENT);
+    s.send(refill_req(0b0111, 18), HOST).send(refill_req(0b0111, 8), HOST).send(refill_req(0b0111, 8), HOST);
+    all.push(s);
+
+    let other = |tid: u32, prio: u8, pad: [u8; 2]| {
+        let mut e = Entry::new(40, 41, task(tid, prio, 0), OTHER_CLIENT.ip().octets(), OTHER_CLIENT.port());
+        e.pad = pad;
+        e
+    };
+    let mut s = Scenario::new(
+        "return",
+        "a host gives entries back; they queue like SUBMIT, keep their client, and bounce to it when full",
+        1,
+        1024,
+        false,
+    );
+    let seven: Vec<Task> = (0..7).map(|i| task(1000 + i, 1, 0)).collect();
+    s.send(submit(14, &seven), CLIENT);
+    s.send(return_entries(&[other(1100, 1, [0xab, 0xcd]), other(1101, 1, [0, 0]), other(1102, 1, [0, 0])]), HOST);
+    for seq in 0..9 {
+        s.send(get_task(1, 0, seq), EXECUTOR);
+    }
+    all.push(s);
+
+    all
+}
+
+fn generate() -> String {
+    let scenarios: Vec<Value> = scenarios().iter().map(Scenario::json).collect();
+    let doc = json!({
+        "about": "Golden vectors for p4/bolt.p4, produced by the Bolt model (scheduler-user/src/queue). \
+                  Payloads are UDP payloads in hex. After each step: the packets the model sent, \
+                  per-level occupancy and pointers, and the model's QueueStats.",
+        "generator": "scheduler-user/tests/p4_vectors.rs (BOLT_REGENERATE_VECTORS=1 to rewrite)",
+        "switch": SWITCH.to_string(),
+        "p4_build": { "QUEUE_INDEX_BITS": CAPACITY.trailing_zeros(), "QUEUE_LEVEL_BITS": LEVELS.trailing_zeros() },
+        "scenarios": scenarios,
+    });
+    serde_json::to_string_pretty(&doc).unwrap() + "\n"
+}
+
+#[test]
+fn committed_vectors_match_the_model() {
+    let now = generate();
+    let path = vectors_path();
+    if std::env::var("BOLT_REGENERATE_VECTORS").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &now).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; generate it with BOLT_REGENERATE_VECTORS=1", path.display()));
+    if committed != now {
+        let line = committed.lines().zip(now.lines()).position(|(a, b)| a != b).map_or(0, |l| l + 1);
+        panic!(
+            "{} differs from the model (first at line {line}); if the change is intended, \
+             regenerate with BOLT_REGENERATE_VECTORS=1",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn vectors_cover_every_operation_the_p4_program_handles() {
+    let all = scenarios();
+    let stats: Vec<_> = all.iter().map(|s| s.model.pipeline.stats().clone()).collect();
+    let sum = |f: fn(&scheduler_user::queue::QueueStats) -> u64| stats.iter().map(f).sum::<u64>();
+    assert!(sum(|s| s.assigns) > 0, "no ASSIGN");
+    assert!(sum(|s| s.noops) > 0, "no NOOP");
+    assert!(sum(|s| s.queue_full_packets) > 0, "no QUEUE_FULL");
+    assert!(sum(|s| s.repairs_add) > 0, "no add_ptr REPAIR");
+    assert!(sum(|s| s.repairs_retrieve) > 0, "no retrieve_ptr REPAIR");
+    assert!(sum(|s| s.swaps) > 0, "no SWAP");
+    assert!(sum(|s| s.reinserts) > 0, "no reinsertion");
+    assert!(sum(|s| s.budget_exhausted) > 0, "no spent pass budget");
+    assert!(sum(|s| s.refill_packets) > 1, "no REFILL batches");
+    assert!(sum(|s| s.returned_tasks) > 0, "no RETURN");
+    // A full REFILL batch that is not the last one (the P4 fork), and a bounced RETURN
+    // entry with more after it (the other fork).
+    let refill = all.iter().find(|s| s.name == "refill").unwrap();
+    let batches: Vec<usize> = refill
+        .steps
+        .iter()
+        .flat_map(|st| st["outputs"].as_array().unwrap().iter())
+        .filter(|o| o["op"] == "REFILL")
+        .map(|o| (o["payload"].as_str().unwrap().len() / 2 - 8) / 40)
+        .collect();
+    assert_eq!(batches[..2], [16, 2]);
+    let ret = all.iter().find(|s| s.name == "return").unwrap();
+    let bounced = ret.steps[1]["outputs"].as_array().unwrap();
+    assert_eq!(bounced.len(), 2, "two RETURN entries bounce to their client");
+    assert!(bounced.iter().all(|o| o["to"] == OTHER_CLIENT.to_string()));
+    // The restart really restarted: the held search ended in a NOOP after task 701 left.
+    let restart = all.iter().find(|s| s.name == "swap_restart").unwrap();
+    assert_eq!(restart.steps[3]["outputs"][0]["op"], "NOOP");
+}
