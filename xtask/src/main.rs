@@ -4,6 +4,7 @@
 
 mod demo;
 mod ebpf;
+mod p4;
 mod run;
 mod setup;
 mod test;
@@ -38,6 +39,8 @@ enum Task {
     /// Set up, build everything including the XDP object, and run `cargo test --workspace`
     /// (kernel tests included: they need root).
     Test(test::TestArgs),
+    /// The Tofino P4 program: check, build (needs $SDE), test (PTF) and deploy.
+    P4(p4::P4Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,5 +49,6 @@ fn main() -> anyhow::Result<()> {
         Task::Setup(args) => setup::run(&args),
         Task::BuildEbpf(args) => ebpf::build(&args).map(|object| println!("{}", object.display())),
         Task::Test(args) => test::run(&args),
+        Task::P4(args) => p4::run(args),
     }
 }

@@ -17,11 +17,37 @@ pub struct BenchArgs {
 pub enum Experiment {
     /// Scheduling decisions per second with no-op executors (thesis Figure 11).
     Noop(noop::NoopArgs),
+    /// ns per packet of the XDP program (GET_TASK hit and miss, REFILL per task) with
+    /// BPF_PROG_TEST_RUN. Needs root.
+    Xdp(XdpArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct XdpArgs {
+    /// Runs per measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub repeat: u32,
+    /// Tasks per REFILL frame (1..=16).
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
     match args.experiment {
-        Experiment::Noop(a) => noop::print(&noop::run(&a)?, a.json),
+        Experiment::Noop(a) => noop::print(&noop::run_compared(&a)?, a.json),
+        Experiment::Xdp(a) => {
+            let opts = crate::xdp::bench::BenchOptions { repeat: a.repeat, refill_batch: a.batch };
+            let report = crate::xdp::bench::run(opts)?;
+            if a.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                println!("{report}");
+            }
+            Ok(())
+        }
     }
 }
 

@@ -59,6 +59,22 @@ pub struct NoopResult {
     /// The same pipeline driven in memory, without sockets, in this run: the cost of
     /// the algorithm alone.
     pub in_memory_decisions_per_s: f64,
+    /// In refill mode: the one-level GET_TASK rate measured in the same run, and this
+    /// mode's rate over it.
+    pub one_level_decisions_per_s: Option<f64>,
+    pub speedup_over_one_level: Option<f64>,
+}
+
+/// Runs the experiment; in refill mode also the one-level GET_TASK mode, right after,
+/// with the same executors and duration, so the ratio comes from one run.
+pub fn run_compared(args: &NoopArgs) -> anyhow::Result<NoopResult> {
+    let mut result = run(args)?;
+    if args.refill_batch > 0 {
+        let one_level = run(&NoopArgs { refill_batch: 0, ..args.clone() })?;
+        result.one_level_decisions_per_s = Some(one_level.decisions_per_s);
+        result.speedup_over_one_level = Some(result.decisions_per_s / one_level.decisions_per_s.max(1.0));
+    }
+    Ok(result)
 }
 
 /// Executors whose GET_TASK was answered by NOOP wait here until their back-off ends.
@@ -198,6 +214,8 @@ pub fn run(args: &NoopArgs) -> anyhow::Result<NoopResult> {
         queue_full_tasks: queue_full,
         switch_decisions_per_s: switch_rate,
         recirculations_per_decision: recirc,
+        one_level_decisions_per_s: None,
+        speedup_over_one_level: None,
     })
 }
 
@@ -314,5 +332,8 @@ pub fn print(r: &NoopResult, json: bool) -> anyhow::Result<()> {
     }
     println!("noops                {}", r.noops);
     println!("in-memory decisions/s {:.0}", r.in_memory_decisions_per_s);
+    if let (Some(one), Some(x)) = (r.one_level_decisions_per_s, r.speedup_over_one_level) {
+        println!("one-level decisions/s {one:.0} (this mode: {x:.1}x)");
+    }
     Ok(())
 }

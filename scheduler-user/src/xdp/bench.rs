@@ -38,7 +38,7 @@ impl Default for BenchOptions {
 }
 
 /// Results, in nanoseconds.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct XdpBenchReport {
     pub repeat: u32,
     pub refill_batch: usize,
