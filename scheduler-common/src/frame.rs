@@ -295,15 +295,26 @@ pub fn parse_udp(frame: &[u8]) -> Result<UdpFrame<'_>, FrameError> {
     Ok(UdpFrame { eth, ip, udp, payload: &datagram[UDP_HLEN..] })
 }
 
-/// The IPv4 fields a frame keeps from what it answers (or gets by default).
-struct IpFields {
-    tos: u8,
-    id: u16,
-    frag: u16,
-    ttl: u8,
+/// The IPv4 header fields a sender chooses; a reply keeps the request's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpFields {
+    pub tos: u8,
+    pub id: u16,
+    /// Flags and fragment offset (IPV4_FRAG_DF = don't fragment).
+    pub frag: u16,
+    pub ttl: u8,
 }
 
-fn write_frame(
+impl Default for IpFields {
+    /// What a host's stack sends: TOS 0, DF set, TTL 64.
+    fn default() -> Self {
+        IpFields { tos: 0, id: 0, frag: IPV4_FRAG_DF, ttl: DEFAULT_TTL }
+    }
+}
+
+/// Writes an Ethernet/IPv4/UDP frame with the given IPv4 fields (a 20-byte header, its
+/// checksum set) and, if asked, the UDP checksum. Returns the frame length.
+pub fn write_frame(
     buf: &mut [u8],
     src: Endpoint,
     dst: Endpoint,

@@ -113,56 +113,28 @@ impl Batch {
     /// Receives up to a batch of datagrams: blocks until at least one arrives (or the
     /// socket's read timeout passes: returns 0), then takes whatever else is queued.
     pub fn recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
+        self.recv_flags(sock, libc::MSG_WAITFORONE)
+    }
+
+    /// Non-blocking receive of whatever is queued now.
+    pub fn try_recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
+        self.recv_flags(sock, libc::MSG_DONTWAIT)
+    }
+
+    fn recv_flags(&mut self, sock: &UdpSocket, flags: libc::c_int) -> io::Result<usize> {
         for i in 0..self.bufs.len() {
             self.iovs[i].iov_len = SLOT_BYTES;
             self.hdrs[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
         }
         // SAFETY: hdrs are wired to live buffers of the stated sizes.
         let n = unsafe {
-            libc::recvmmsg(
-                sock.as_raw_fd(),
-                self.hdrs.as_mut_ptr(),
-                self.hdrs.len() as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
+            libc::recvmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, flags, std::ptr::null_mut())
         };
         if n < 0 {
-            let e = io::Error::last_os_error();
             self.len = 0;
+            let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
-        }
-        self.len = n as usize;
-        for i in 0..self.len {
-            self.lens[i] = self.hdrs[i].msg_len as usize;
-        }
-        Ok(self.len)
-    }
-
-    /// Non-blocking receive of whatever is queued now.
-    pub fn try_recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
-        for i in 0..self.bufs.len() {
-            self.iovs[i].iov_len = SLOT_BYTES;
-            self.hdrs[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        }
-        // SAFETY: as in `recv`.
-        let n = unsafe {
-            libc::recvmmsg(
-                sock.as_raw_fd(),
-                self.hdrs.as_mut_ptr(),
-                self.hdrs.len() as u32,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            self.len = 0;
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
                 _ => Err(e),
             };
         }

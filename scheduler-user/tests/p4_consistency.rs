@@ -353,7 +353,9 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
         .filter(|&count| {
             let len = message_len(op, count as usize);
             let mut buf = vec![0u8; len];
-            buf[..Header::LEN].copy_from_slice(scheduler_common::as_bytes(&Header::new(op, count, 1, 0, 0)));
+            // Only GET_TASK gives the header's prio a meaning; elsewhere it must be zero.
+            let prio = if op == Op::GetTask { 1 } else { 0 };
+            buf[..Header::LEN].copy_from_slice(scheduler_common::as_bytes(&Header::new(op, count, prio, 0, 0)));
             let body = &mut buf[Header::LEN..];
             // Valid content where decode checks it: priorities 1, REFILL_REQ want 1.
             match op {

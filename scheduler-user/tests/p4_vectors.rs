@@ -119,8 +119,7 @@ impl Model {
     /// One packet from outside, processed with every pass it causes.
     fn message(&mut self, payload: &[u8], src: SocketAddrV4) -> Step {
         let msg = decode(payload).expect("vector inputs are valid messages");
-        let pkt = Scheduler::admit(self.pipeline.config(), &msg, src).expect("vector inputs go to the switch");
-        self.pipeline.count_packet(msg.op());
+        let pkt = self.pipeline.admit(&msg, src).expect("vector inputs go to the switch");
         let mut out = Collect::default();
         self.run_fifo(pkt, &mut out);
         if let Some(s) = self.scheduler.as_mut() {
@@ -137,8 +136,7 @@ impl Model {
     fn first_pass(&mut self, id: &str, payload: &[u8], src: SocketAddrV4) -> Step {
         assert!(self.scheduler.is_none(), "held packets cannot be mirrored by Scheduler");
         let msg = decode(payload).unwrap();
-        let pkt = Scheduler::admit(self.pipeline.config(), &msg, src).unwrap();
-        self.pipeline.count_packet(msg.op());
+        let pkt = self.pipeline.admit(&msg, src).unwrap();
         let mut out = Collect::default();
         let PassOutput { recirculate, spawn } = self.pipeline.pass(pkt, &mut out);
         assert!(spawn.is_none(), "a held first pass must not spawn");
@@ -352,11 +350,7 @@ fn scenarios() -> Vec<Scenario> {
     s.send(refill_req(0b0111, 18), HOST).send(refill_req(0b0111, 8), HOST).send(refill_req(0b0111, 8), HOST);
     all.push(s);
 
-    let other = |tid: u32, prio: u8, pad: [u8; 2]| {
-        let mut e = Entry::new(40, 41, task(tid, prio, 0), OTHER_CLIENT.ip().octets(), OTHER_CLIENT.port());
-        e.pad = pad;
-        e
-    };
+    let other = |tid: u32, prio: u8| Entry::new(40, 41, task(tid, prio, 0), OTHER_CLIENT.ip().octets(), OTHER_CLIENT.port());
     let mut s = Scenario::new(
         "return",
         "a host gives entries back; they queue like SUBMIT, keep their client, and bounce to it when full",
@@ -366,7 +360,7 @@ fn scenarios() -> Vec<Scenario> {
     );
     let seven: Vec<Task> = (0..7).map(|i| task(1000 + i, 1, 0)).collect();
     s.send(submit(14, &seven), CLIENT);
-    s.send(return_entries(&[other(1100, 1, [0xab, 0xcd]), other(1101, 1, [0, 0]), other(1102, 1, [0, 0])]), HOST);
+    s.send(return_entries(&[other(1100, 1), other(1101, 1), other(1102, 1)]), HOST);
     for seq in 0..9 {
         s.send(get_task(1, 0, seq), EXECUTOR);
     }

@@ -1,16 +1,15 @@
-//! Building Ethernet/IPv4/UDP frames around Bolt messages, for BPF_PROG_TEST_RUN (tests,
-//! benchmarks) and for anything that injects raw frames. Written independently of the
-//! XDP program's rewrite code, so tests can check one against the other.
+//! Ethernet/IPv4/UDP frames around Bolt messages for BPF_PROG_TEST_RUN (tests,
+//! benchmarks) and for anything that injects raw frames. The bytes come from
+//! scheduler-common's frame writer, which the XDP program's in-place rewrite is tested
+//! against; this module only adapts socket addresses and allows hostile IPv4 fields.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-pub const ETH_LEN: usize = 14;
-pub const IPV4_LEN: usize = 20;
-pub const UDP_LEN: usize = 8;
+use scheduler_common::frame::{self, Endpoint, IpFields};
+
+pub use scheduler_common::frame::{ETH_HLEN as ETH_LEN, IPV4_HLEN as IPV4_LEN, UDP_HLEN as UDP_LEN};
 /// Offset of the UDP payload in a frame built here.
-pub const PAYLOAD_OFF: usize = ETH_LEN + IPV4_LEN + UDP_LEN;
-pub const ETHERTYPE_IPV4: u16 = 0x0800;
-pub const IPPROTO_UDP: u8 = 17;
+pub const PAYLOAD_OFF: usize = frame::offset::PAYLOAD;
 
 /// The two ends of a UDP datagram on an Ethernet link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,68 +27,30 @@ impl Endpoints {
     }
 }
 
-/// IPv4 header fields a sender chooses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ipv4Fields {
-    pub tos: u8,
-    pub id: u16,
-    /// Flags and fragment offset (0x4000 = don't fragment).
-    pub frag: u16,
-    pub ttl: u8,
-}
+/// IPv4 header fields a sender chooses; `Default` is what a host stack sends.
+pub type Ipv4Fields = IpFields;
 
-impl Default for Ipv4Fields {
-    fn default() -> Self {
-        Ipv4Fields { tos: 0, id: 0x1234, frag: 0x4000, ttl: 64 }
-    }
-}
-
-/// The Internet checksum of `bytes` (RFC 1071).
-pub fn internet_checksum(bytes: &[u8]) -> u16 {
-    let mut sum: u32 = bytes
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
-        .sum();
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
+fn endpoint(mac: [u8; 6], addr: SocketAddrV4) -> Endpoint {
+    Endpoint { mac, ip: addr.ip().octets(), port: addr.port() }
 }
 
 /// An Ethernet frame carrying `payload` in UDP over IPv4, UDP checksum zero.
 pub fn udp_frame(ends: &Endpoints, ip: Ipv4Fields, payload: &[u8]) -> Vec<u8> {
-    let ip_len = IPV4_LEN + UDP_LEN + payload.len();
-    let mut f = Vec::with_capacity(ETH_LEN + ip_len);
-    f.extend_from_slice(&ends.dst_mac);
-    f.extend_from_slice(&ends.src_mac);
-    f.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
-    let ip_start = f.len();
-    f.push(0x45);
-    f.push(ip.tos);
-    f.extend_from_slice(&(ip_len as u16).to_be_bytes());
-    f.extend_from_slice(&ip.id.to_be_bytes());
-    f.extend_from_slice(&ip.frag.to_be_bytes());
-    f.push(ip.ttl);
-    f.push(IPPROTO_UDP);
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(&ends.src.ip().octets());
-    f.extend_from_slice(&ends.dst.ip().octets());
-    let sum = internet_checksum(&f[ip_start..ip_start + IPV4_LEN]);
-    f[ip_start + 10..ip_start + 12].copy_from_slice(&sum.to_be_bytes());
-    f.extend_from_slice(&ends.src.port().to_be_bytes());
-    f.extend_from_slice(&ends.dst.port().to_be_bytes());
-    f.extend_from_slice(&((UDP_LEN + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(payload);
+    let mut f = vec![0u8; frame::HEADERS_LEN + payload.len()];
+    let src = endpoint(ends.src_mac, ends.src);
+    let dst = endpoint(ends.dst_mac, ends.dst);
+    let n = frame::write_frame(&mut f, src, dst, ip, payload, false)
+        .expect("buffer sized for the frame; test payloads are below the UDP limit");
+    f.truncate(n);
     f
 }
 
 /// Sets the IPv4 header checksum of an Ethernet/IPv4 frame after its header was edited.
-pub fn fix_ipv4_checksum(frame: &mut [u8]) {
-    let ihl = ((frame[ETH_LEN] & 0x0F) as usize) * 4;
-    frame[ETH_LEN + 10..ETH_LEN + 12].copy_from_slice(&[0, 0]);
-    let sum = internet_checksum(&frame[ETH_LEN..ETH_LEN + ihl]);
-    frame[ETH_LEN + 10..ETH_LEN + 12].copy_from_slice(&sum.to_be_bytes());
+pub fn fix_ipv4_checksum(f: &mut [u8]) {
+    let ihl = ((f[ETH_LEN] & 0x0F) as usize) * 4;
+    f[ETH_LEN + 10..ETH_LEN + 12].copy_from_slice(&[0, 0]);
+    let sum = frame::fold_checksum(frame::sum_words(&f[ETH_LEN..ETH_LEN + ihl], 0));
+    f[ETH_LEN + 10..ETH_LEN + 12].copy_from_slice(&sum.to_be_bytes());
 }
 
 /// Addresses used by tests and benchmarks: an executor talking to the switch through a
@@ -110,16 +71,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn checksum_of_a_known_header() {
-        // The RFC 1071 style example header from Wikipedia's IPv4 article.
-        let h = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0,
-            0xa8, 0x00, 0xc7,
-        ];
-        assert_eq!(internet_checksum(&h), 0xb861);
-    }
-
-    #[test]
     fn frame_lengths_and_checksum_verify() {
         let (ends, _) = sample_endpoints(7171);
         let f = udp_frame(&ends, Ipv4Fields::default(), &[1, 2, 3]);
@@ -127,6 +78,7 @@ mod tests {
         assert_eq!(u16::from_be_bytes([f[16], f[17]]), 31);
         assert_eq!(u16::from_be_bytes([f[38], f[39]]), 11);
         // A header with a correct checksum sums to zero.
-        assert_eq!(internet_checksum(&f[ETH_LEN..ETH_LEN + IPV4_LEN]), 0);
+        assert_eq!(frame::fold_checksum(frame::sum_words(&f[ETH_LEN..ETH_LEN + IPV4_LEN], 0)), 0);
+        assert!(frame::parse_udp(&f).is_ok());
     }
 }
