@@ -564,7 +564,9 @@ impl Pipeline {
     }
 
     /// Ends a retrieval: NOOP for an executor that got nothing; the last REFILL batch
-    /// for a host (an empty one if it got nothing at all, so it can back off).
+    /// for a host. A host knows the answer is complete when `want` tasks came or a
+    /// REFILL has fewer than 16 entries, so one that got fewer than it wanted always
+    /// ends with a short batch, if need be an empty one (which also tells it to back off).
     fn finish(&mut self, mut r: Retrieval, out: &mut impl Sink) {
         match r.asker {
             Asker::Executor { addr, who } => {
@@ -572,7 +574,7 @@ impl Pipeline {
                 out.noop(addr, who);
             }
             Asker::Host { addr, .. } => {
-                if r.batch.is_some() || r.batches_sent == 0 {
+                if r.batch.is_some() || r.want > 0 {
                     self.send_refill(addr, &mut r, out);
                 }
             }

@@ -116,3 +116,78 @@ fn refuses_bad_configuration() {
     assert!(bad(SwitchConfig { priorities: 9, ..base.clone() }).contains("priority levels"));
     assert!(bad(SwitchConfig { listen: "[::1]:0".parse().unwrap(), ..base }).contains("IPv4"));
 }
+
+/// A test agent: asks for a REFILL batch, gets the tasks its node can run in batches of
+/// at most 16, and RETURNs some of them, which queue again with their client kept.
+#[test]
+fn refill_and_return_with_a_test_agent() {
+    let sw = start(64);
+    let client = client_socket();
+    let agent = client_socket();
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let tasks: Vec<Task> = (0..20)
+        .map(|i| {
+            // Every fifth task needs resource bit 3, which the agent's node lacks.
+            let mut t = Task { prio: 1 + (i % 4) as u8, rsrc: if i % 5 == 0 { 0b1000 } else { 0 }, ..Task::default() };
+            t.set_tid(i);
+            t
+        })
+        .collect();
+    for (jid, chunk) in tasks.chunks(MAX_LIST).enumerate() {
+        let n = encode_submit(&mut buf, JobRef::new(5, jid as u32), 0, chunk).unwrap();
+        client.send_to(&buf[..n], sw.local_addr()).unwrap();
+    }
+    // Wait until both SUBMITs are queued (the queue depth is published every 100 ms).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while sw.stats().queue_depth.iter().sum::<u32>() < 20 {
+        assert!(std::time::Instant::now() < deadline, "tasks never queued");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let n = encode_refill_req(&mut buf, 0b0111, RefillRequest::new(9, 100)).unwrap();
+    agent.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let mut got: Vec<Entry> = Vec::new();
+    loop {
+        let n = recv(&agent, &mut buf);
+        match decode(&buf[..n]).unwrap() {
+            Message::Refill(entries) => {
+                assert!(entries.len() <= MAX_LIST);
+                got.extend_from_slice(entries);
+                if entries.len() < MAX_LIST {
+                    break;
+                }
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(got.len(), 16, "every task the node can run, and none it cannot");
+    assert!(got.iter().all(|e| e.task.rsrc == 0));
+    assert!(got.windows(2).all(|w| w[0].task.prio <= w[1].task.prio), "highest priority first");
+
+    // The agent drains: it gives three back. They queue again and keep their client.
+    let n = encode_return(&mut buf, &got[..3]).unwrap();
+    agent.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(9, 100)).unwrap();
+    let mut again: Vec<Entry> = Vec::new();
+    for _ in 0..100 {
+        agent.send_to(&buf[..n], sw.local_addr()).unwrap();
+        let mut rb = [0u8; MAX_MESSAGE_LEN];
+        let m = recv(&agent, &mut rb);
+        if let Ok(Message::Refill(entries)) = decode(&rb[..m]) {
+            again.extend_from_slice(entries);
+        }
+        if again.len() >= 7 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut tids: Vec<u32> = again.iter().map(|e| e.task.tid()).collect();
+    tids.sort();
+    let mut expect: Vec<u32> = got[..3].iter().map(|e| e.task.tid()).chain([0, 5, 10, 15]).collect();
+    expect.sort();
+    assert_eq!(tids, expect, "returned tasks and the constrained ones, each once");
+    assert!(again.iter().all(|e| e.client_port() == client.local_addr().unwrap().port()));
+    let stats = sw.shutdown().unwrap();
+    assert_eq!(stats.queue.returned_tasks, 3);
+    assert_eq!(stats.queue.refill_tasks, 23);
+}
