@@ -252,6 +252,20 @@ header swap_state_h {
     bit<32> pkt_retrieve_ptr;
 }
 
+/* Completion (32 B): COMPLETE body; parsed only to validate it (status, pads) */
+header completion_h {
+    bit<32> uid;
+    bit<32> jid;
+    bit<32> tid;
+    bit<8>  status;
+    bit<8>  pad;
+    bit<16> node;
+    bit<16> executor;
+    bit<16> pad2;
+    bit<32> run_ns;
+    bit<64> start_unix_ns;
+}
+
 /* RepairState (8 B) */
 header repair_state_h {
     bit<8>  target;
@@ -289,6 +303,7 @@ struct headers_t {
     job_ref_h                 job_ref;
     requester_h               requester;
     refill_request_h          refill_request;
+    completion_h              completion;     /* COMPLETE, front panel: validated, never answered */
     task_h[MAX_LIST]          tasks_before;   /* SUBMIT: tasks refused so far, in order */
     task_h                    task_cur;       /* SUBMIT: the task this pass enqueues */
     task_h[MAX_LIST - 1]      tasks_after;    /* SUBMIT, first pass: the rest, validated */
@@ -430,7 +445,11 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* decode_header(): magic, version, op, internal op, flags; then the count. */
+    /* decode(), in its order: check_header (magic, version, op, internal op, the op's
+     * header flags), then frame (count; the length is checked by the control; header prio
+     * and rsrc), then the body. Every op a client or executor can send is parsed to the
+     * end, including those that do not go to a switch (counted as wrong direction once
+     * valid), so that what passes here is exactly what decode() accepts. */
     state parse_bolt {
         pkt.extract(hdr.bolt);
         items.set(hdr.bolt.count);
@@ -449,33 +468,48 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
+    /* shape(op).flags: SUBMIT may carry KNOWN_HEADER_FLAGS (0xFC = its complement),
+     * every other op none. */
     state check_flags {
-        transition select(hdr.bolt.flags) {
-            0x00 &&& 0xFC : check_count;
-            default       : unknown_flags;
+        transition select(hdr.bolt.op, hdr.bolt.flags) {
+            (OP_SUBMIT, 0x00 &&& 0xFC) : check_count;
+            (_, 0x00)                  : check_count;
+            default                    : unknown_flags;
         }
     }
 
-    /* Shape::min..=max per op (message.rs shape()). Ops that travel away from the
-     * switch stop here: the control counts them as wrong direction. */
+    /* Shape::min..=max per op (message.rs shape()). */
     state check_count {
         transition select(hdr.bolt.op, hdr.bolt.count) {
-            (OP_SUBMIT, 1 .. 16)     : parse_submit_first;
-            (OP_SUBMIT, _)           : bad_count;
-            (OP_GET_TASK, 0)         : check_rtrv_prio;
-            (OP_GET_TASK, _)         : bad_count;
-            (OP_REFILL_REQ, 0)       : parse_refill_request_first;
-            (OP_REFILL_REQ, _)       : bad_count;
-            (OP_RETURN, 1 .. 16)     : parse_return_first;
-            (OP_RETURN, _)           : bad_count;
-            default                  : accept;
+            (OP_SUBMIT, 1 .. 16)     : check_header_bytes;
+            (OP_GET_TASK, 0)         : check_header_bytes;
+            (OP_ASSIGN, 1)           : check_header_bytes;
+            (OP_NOOP, 0)             : check_header_bytes;
+            (OP_COMPLETE, 0)         : check_header_bytes;
+            (OP_QUEUE_FULL, 1 .. 16) : check_header_bytes;
+            (OP_REFILL_REQ, 0)       : check_header_bytes;
+            (OP_REFILL, 0 .. 16)     : check_header_bytes;
+            (OP_RETURN, 1 .. 16)     : check_header_bytes;
+            default                  : bad_count;
         }
     }
 
-    state check_rtrv_prio {
-        transition select(hdr.bolt.prio) {
-            1 .. 8  : parse_requester;
-            default : bad_priority;
+    /* frame(): header prio is a priority on GET_TASK (check_priority) and 0 on every
+     * other external op; header rsrc is free on GET_TASK and REFILL_REQ and 0 elsewhere.
+     * Then the op's body. */
+    state check_header_bytes {
+        transition select(hdr.bolt.op, hdr.bolt.prio, hdr.bolt.rsrc) {
+            (OP_GET_TASK, 1 .. 8, _)   : parse_requester;
+            (OP_GET_TASK, _, _)        : bad_priority;
+            (OP_REFILL_REQ, 0, _)      : parse_refill_request_first;
+            (OP_SUBMIT, 0, 0)          : parse_submit_first;
+            (OP_QUEUE_FULL, 0, 0)      : parse_submit_first;
+            (OP_RETURN, 0, 0)          : parse_return_first;
+            (OP_ASSIGN, 0, 0)          : parse_return_first;
+            (OP_REFILL, 0, 0)          : parse_refill_first;
+            (OP_NOOP, 0, 0)            : parse_requester;
+            (OP_COMPLETE, 0, 0)        : parse_completion;
+            default                    : bad_field;
         }
     }
 
@@ -484,15 +518,26 @@ parser BoltIngressParser(packet_in pkt,
         transition accept;
     }
 
+    /* REFILL_REQ: want 1..255 and a zero pad. */
     state parse_refill_request_first {
         pkt.extract(hdr.refill_request);
-        transition select(hdr.refill_request.want) {
-            0       : bad_field;
-            default : accept;
+        transition select(hdr.refill_request.want, hdr.refill_request.pad) {
+            (1 .. 255, 0) : accept;
+            default       : bad_field;
         }
     }
 
-    /* SUBMIT: every task is checked before any is queued, as decode() does. */
+    /* COMPLETE: status STATUS_OK, STATUS_FAILED or STATUS_REFUSED, both pads zero. */
+    state parse_completion {
+        pkt.extract(hdr.completion);
+        transition select(hdr.completion.status, hdr.completion.pad, hdr.completion.pad2) {
+            (0 .. 2, 0, 0) : accept;
+            default        : bad_field;
+        }
+    }
+
+    /* SUBMIT and QUEUE_FULL: every task is checked before any is queued, as decode()
+     * does: prio, then flags. */
     state parse_submit_first {
         pkt.extract(hdr.job_ref);
         pkt.extract(hdr.task_cur);
@@ -521,14 +566,24 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* RETURN: every entry's task is checked first, as decode() does. */
+    /* REFILL may list no entry. */
+    state parse_refill_first {
+        transition select(hdr.bolt.count) {
+            0       : accept;
+            default : parse_return_first;
+        }
+    }
+
+    /* RETURN, ASSIGN and REFILL: every entry is checked first, as check_entry() does:
+     * its task's prio, then flags, then the pad, which must be zero. */
     state parse_return_first {
         pkt.extract(hdr.entry_cur);
         items.decrement(1);
-        transition select(hdr.entry_cur.prio, hdr.entry_cur.flags) {
-            (1 .. 8, 0x00 &&& 0xFE) : return_rest;
-            (1 .. 8, _)             : unknown_flags;
-            default                 : bad_priority;
+        transition select(hdr.entry_cur.prio, hdr.entry_cur.flags, hdr.entry_cur.pad) {
+            (1 .. 8, 0x00 &&& 0xFE, 0) : return_rest;
+            (1 .. 8, 0x00 &&& 0xFE, _) : bad_field;
+            (1 .. 8, _, _)             : unknown_flags;
+            default                    : bad_priority;
         }
     }
 
@@ -542,10 +597,11 @@ parser BoltIngressParser(packet_in pkt,
     state parse_entry_after {
         pkt.extract(hdr.entries.next);
         items.decrement(1);
-        transition select(hdr.entries.last.prio, hdr.entries.last.flags) {
-            (1 .. 8, 0x00 &&& 0xFE) : return_rest;
-            (1 .. 8, _)             : unknown_flags;
-            default                 : bad_priority;
+        transition select(hdr.entries.last.prio, hdr.entries.last.flags, hdr.entries.last.pad) {
+            (1 .. 8, 0x00 &&& 0xFE, 0) : return_rest;
+            (1 .. 8, 0x00 &&& 0xFE, _) : bad_field;
+            (1 .. 8, _, _)             : unknown_flags;
+            default                    : bad_priority;
         }
     }
 
@@ -1243,7 +1299,8 @@ control BoltIngress(inout headers_t hdr,
             priority_clamped.count(0);
         }
 
-        /* The ENTRY an enqueue or swap writes. */
+        /* The ENTRY an enqueue or swap writes. Its pad is stored as zero whatever the
+         * packet held (the parser refuses a non-zero one), so none is ever sent. */
         if (ig_md.step == STEP_SUBMIT) {
             /* Entry::new(job.uid, job.jid, task, client ip, client port) */
             ig_md.entry_in.uid = hdr.job_ref.uid;
@@ -1268,7 +1325,7 @@ control BoltIngress(inout headers_t hdr,
             ig_md.entry_in.desc_2 = hdr.entry_cur.desc_2;
             ig_md.entry_in.desc_3 = hdr.entry_cur.desc_3;
             ig_md.entry_in.client_ip = hdr.entry_cur.client_ip;
-            ig_md.entry_in.client_port_pad = hdr.entry_cur.client_port ++ hdr.entry_cur.pad;
+            ig_md.entry_in.client_port_pad = hdr.entry_cur.client_port ++ 16w0;
         } else {
             ig_md.entry_in.uid = hdr.swap_held.uid;
             ig_md.entry_in.jid = hdr.swap_held.jid;
@@ -1280,7 +1337,7 @@ control BoltIngress(inout headers_t hdr,
             ig_md.entry_in.desc_2 = hdr.swap_held.desc_2;
             ig_md.entry_in.desc_3 = hdr.swap_held.desc_3;
             ig_md.entry_in.client_ip = hdr.swap_held.client_ip;
-            ig_md.entry_in.client_port_pad = hdr.swap_held.client_port ++ hdr.swap_held.pad;
+            ig_md.entry_in.client_port_pad = hdr.swap_held.client_port ++ 16w0;
         }
 
         if (ig_md.step == STEP_SUBMIT || ig_md.step == STEP_RETURN || ig_md.step == STEP_REINSERT) {
@@ -1435,7 +1492,7 @@ control BoltIngress(inout headers_t hdr,
         hdr.entry_out.class = ig_md.got_task_word[15:8];
         hdr.entry_out.flags = ig_md.got_task_word[7:0];
         hdr.entry_out.client_port = ig_md.got_client_port_pad[31:16];
-        hdr.entry_out.pad = ig_md.got_client_port_pad[15:0];
+        hdr.entry_out.pad = 0;
 
         /* resources_match(task_rsrc, exec_rsrc): task_rsrc & !exec_rsrc == 0 */
         if ((ig_md.slot_rsrc & ~ig_md.exec_rsrc) == 0) {
@@ -1835,6 +1892,7 @@ control BoltIngressDeparser(packet_out pkt,
         pkt.emit(hdr.job_ref);
         pkt.emit(hdr.requester);
         pkt.emit(hdr.refill_request);
+        pkt.emit(hdr.completion);
         pkt.emit(hdr.tasks_before);
         pkt.emit(hdr.task_cur);
         pkt.emit(hdr.tasks_after);
@@ -1891,9 +1949,13 @@ control BoltEgress(inout egress_headers_t hdr,
                 hdr.pass.parse_path = hdr.pass.spawn_path;
             }
             if (hdr.pass.copy == PASS_SPAWN && (hdr.pass.flags & PF_SPAWN_REPAIR) != 0) {
-                /* Packet::Repair: the pointer, its level, the value to restore */
+                /* Packet::Repair (encode_repair): the pointer, its level, the value to
+                 * restore; the header bytes REPAIR does not use are zero. */
                 hdr.bolt.op = OP_REPAIR;
+                hdr.bolt.count = 0;
                 hdr.bolt.prio = hdr.pass.repair_level + 1;
+                hdr.bolt.rsrc = 0;
+                hdr.bolt.flags = 0;
                 hdr.repair_state.setValid();
                 hdr.repair_state.target = hdr.pass.repair_target;
                 hdr.repair_state.pad = 0;

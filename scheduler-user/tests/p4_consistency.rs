@@ -3,16 +3,20 @@
 //! stack sizes, the priority and queue geometry, and the message lengths it checks and
 //! writes. bolt.p4 is read as text; Rust has no reflection, so each layout's fields are
 //! listed here once, and `offset_of!`/`size_of` check that list against the structs so
-//! the list itself cannot drift.
+//! the list itself cannot drift. The front-panel parser is also run, state by state, on
+//! messages built by scheduler-common's encoders with one byte changed, and must refuse
+//! exactly what `decode()` refuses, under the same `DecodeError` index.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 
 use scheduler_common::{
-    decode, message_len, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester, SwapState,
-    Task, DEFAULT_PORT, DEFAULT_PRIORITIES, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_PRIORITIES,
-    REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, VERSION,
+    decode, decode_packet, encode_assign, encode_complete, encode_get_task, encode_noop, encode_queue_full,
+    encode_refill, encode_refill_req, encode_repair, encode_return, encode_submit, message_len, Completion,
+    DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester, SwapState, Task, DEFAULT_PORT,
+    DEFAULT_PRIORITIES, FLAG_RESUBMIT, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN,
+    MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
 use scheduler_user::queue::{QueueConfig, DRIFT_LIMIT};
 
@@ -256,8 +260,27 @@ fn message_bodies_match_scheduler_common() {
         ],
         "repair_state_h",
     );
-    // Completion is not parsed by the switch: COMPLETE goes from executor to client and
-    // is only length-checked (and dropped) if it is addressed to the scheduler.
+    // COMPLETE goes from executor to client; the switch parses it only to refuse what
+    // decode() refuses (status, pads) before counting it as wrong direction.
+    check_layout(
+        &p4,
+        "Completion",
+        size_of::<Completion>(),
+        Completion::LEN,
+        &[
+            field!(Completion, uid, 4, [("uid", 32)]),
+            field!(Completion, jid, 4, [("jid", 32)]),
+            field!(Completion, tid, 4, [("tid", 32)]),
+            field!(Completion, status, 1, [("status", 8)]),
+            field!(Completion, pad, 1, [("pad", 8)]),
+            field!(Completion, node, 2, [("node", 16)]),
+            field!(Completion, executor, 2, [("executor", 16)]),
+            field!(Completion, pad2, 2, [("pad2", 16)]),
+            field!(Completion, run_ns, 4, [("run_ns", 32)]),
+            field!(Completion, start_unix_ns, 8, [("start_unix_ns", 64)]),
+        ],
+        "completion_h",
+    );
 }
 
 #[test]
@@ -460,5 +483,370 @@ fn parser_states_and_parse_paths_are_closed() {
         let written = src.matches(&format!("parse_path = {path};")).count()
             + src.matches(&format!("spawn_path = {path};")).count();
         assert!(written > 0, "parse path {path} is never written by a pass");
+    }
+}
+
+/// One state of bolt.p4's ingress parser: its statements and its transition.
+struct ParserState {
+    stmts: Vec<String>,
+    /// The select expressions; empty for a plain `transition NEXT;`.
+    key: Vec<String>,
+    /// (keyset elements, target); a plain transition is one arm with no keyset.
+    arms: Vec<(Vec<String>, String)>,
+}
+
+/// Splits on commas that are not inside parentheses.
+fn split_top(s: &str) -> Vec<String> {
+    let (mut out, mut depth, mut cur) = (Vec::new(), 0, String::new());
+    for c in s.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(cur.trim().to_string());
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur.trim().to_string());
+    out
+}
+
+/// A runner for the front-panel part of the ingress parser: extracts from a byte buffer,
+/// the `items` ParserCounter, and select transitions with exact, range (`a .. b`), mask
+/// (`v &&& m`) and don't-care keysets. It knows only the statements that part uses and
+/// fails on any other, so a construct it does not model cannot pass unnoticed.
+struct ParserRunner {
+    states: BTreeMap<String, ParserState>,
+    consts: BTreeMap<String, u64>,
+    /// headers_t member -> (header type, stack size if a stack)
+    members: BTreeMap<String, (String, Option<u64>)>,
+    /// header type -> fields (name, bits)
+    layouts: BTreeMap<String, Vec<(String, u32)>>,
+}
+
+impl ParserRunner {
+    fn load() -> ParserRunner {
+        let p4 = P4::load();
+        let src = &p4.src;
+        let start = src.find("parser BoltIngressParser").expect("no ingress parser");
+        let end = start + src[start..].find("\ncontrol ").expect("parser not followed by a control");
+        let parser = &src[start..end];
+        let mut states = BTreeMap::new();
+        for chunk in parser.split("state ").skip(1) {
+            let name = chunk.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap().to_string();
+            let body = &chunk[chunk.find('{').unwrap() + 1..];
+            let t = body.find("transition").unwrap_or_else(|| panic!("state {name} has no transition"));
+            let stmts = body[..t].split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+            let rest = body[t + "transition".len()..].trim_start();
+            let (key, arms) = if let Some(sel) = rest.strip_prefix("select") {
+                let open = sel.find('{').unwrap();
+                let key = sel[..open].trim();
+                let key = &key[key.find('(').unwrap() + 1..key.rfind(')').unwrap()];
+                let block = &sel[open + 1..sel.find('}').unwrap()];
+                let arms = block
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| {
+                        let (keyset, target) = a.rsplit_once(':').unwrap();
+                        let keyset = keyset.trim();
+                        let elems = match keyset.strip_prefix('(').and_then(|k| k.strip_suffix(')')) {
+                            Some(tuple) => split_top(tuple),
+                            None => vec![keyset.to_string()],
+                        };
+                        (elems, target.trim().to_string())
+                    })
+                    .collect();
+                (split_top(key), arms)
+            } else {
+                (Vec::new(), vec![(Vec::new(), rest.split(';').next().unwrap().trim().to_string())])
+            };
+            states.insert(name, ParserState { stmts, key, arms });
+        }
+        let consts = p4.consts();
+        let mut members = BTreeMap::new();
+        let mut layouts = BTreeMap::new();
+        for (ty, name) in p4.struct_fields("headers_t") {
+            let (base, size) = match ty.split_once('[') {
+                Some((base, n)) => {
+                    let n = n.trim_end_matches(']');
+                    let size = match n.split_once('-') {
+                        Some((a, b)) => consts[a.trim()] - parse_int(b),
+                        None => consts[n.trim()],
+                    };
+                    (base.to_string(), Some(size))
+                }
+                None => (ty.clone(), None),
+            };
+            layouts.entry(base.clone()).or_insert_with(|| p4.header(&base));
+            members.insert(name, (base, size));
+        }
+        ParserRunner { states, consts, members, layouts }
+    }
+
+    fn value(&self, v: &str) -> u64 {
+        let v = v.trim();
+        if v.starts_with(|c: char| c.is_ascii_digit()) {
+            parse_int(v)
+        } else {
+            *self.consts.get(v).unwrap_or_else(|| panic!("bolt.p4 parser uses {v}, not a literal const"))
+        }
+    }
+
+    fn matches(&self, keyset: &str, v: u64) -> bool {
+        let k = keyset.trim();
+        if k == "_" || k == "default" {
+            true
+        } else if let Some((a, m)) = k.split_once("&&&") {
+            v & self.value(m) == self.value(a) & self.value(m)
+        } else if let Some((lo, hi)) = k.split_once("..") {
+            (self.value(lo)..=self.value(hi)).contains(&v)
+        } else {
+            v == self.value(k)
+        }
+    }
+
+    /// Runs the parser from `state` on `buf` (the UDP payload). Ok when it accepts with
+    /// no decode error; Err(DecodeError index) when it reaches an error state, or
+    /// DE_TRUNCATED (the control's reading of a parser error) when it reads past the end.
+    fn run(&self, state: &str, buf: &[u8]) -> Result<(), usize> {
+        let truncated = self.consts["DE_TRUNCATED"] as usize;
+        let mut fields: BTreeMap<String, u64> = BTreeMap::new();
+        let mut stack_len: BTreeMap<String, u64> = BTreeMap::new();
+        let (mut at, mut items, mut error) = (0usize, 0i64, None);
+        let mut state = state.to_string();
+        for _ in 0..64 {
+            let s = self.states.get(&state).unwrap_or_else(|| panic!("no parser state {state}"));
+            for stmt in &s.stmts {
+                if let Some(h) = stmt.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')) {
+                    let (member, prefix) = match h.strip_suffix(".next") {
+                        Some(m) => (m, format!("{m}.last")),
+                        None => (h, h.to_string()),
+                    };
+                    let (ty, size) = &self.members[member];
+                    if let Some(size) = size {
+                        let n = stack_len.entry(member.to_string()).or_default();
+                        *n += 1;
+                        if *n > *size {
+                            return Err(truncated); // stack overflow: a parser error too
+                        }
+                    }
+                    for (f, bits) in &self.layouts[ty] {
+                        let bytes = (*bits / 8) as usize;
+                        assert_eq!(*bits % 8, 0, "{ty}.{f} is not whole bytes");
+                        let Some(b) = buf.get(at..at + bytes) else { return Err(truncated) };
+                        fields.insert(format!("{prefix}.{f}"), b.iter().fold(0u64, |acc, &x| acc << 8 | x as u64));
+                        at += bytes;
+                    }
+                } else if let Some(e) = stmt.strip_prefix("items.set(").and_then(|e| e.strip_suffix(')')) {
+                    items = fields[e.trim().strip_prefix("hdr.").unwrap()] as i64;
+                } else if let Some(n) = stmt.strip_prefix("items.decrement(").and_then(|e| e.strip_suffix(')')) {
+                    items -= parse_int(n) as i64;
+                } else if let Some(e) = stmt.strip_prefix("ig_md.decode_error =") {
+                    error = Some(self.value(e) as usize);
+                } else if stmt != "ig_md.malformed = 1" {
+                    panic!("state {state}: the test cannot run {stmt:?}");
+                }
+            }
+            let key: Vec<u64> = s
+                .key
+                .iter()
+                .map(|k| match k.as_str() {
+                    "(bit<1>)items.is_zero()" => (items == 0) as u64,
+                    k => *fields
+                        .get(k.strip_prefix("hdr.").unwrap_or_else(|| panic!("select on {k}")))
+                        .unwrap_or_else(|| panic!("state {state} selects on {k} before extracting it")),
+                })
+                .collect();
+            let target = s
+                .arms
+                .iter()
+                .find(|(keyset, _)| match keyset.as_slice() {
+                    [] => true,
+                    [one] if one == "default" => true,
+                    ks => {
+                        assert_eq!(ks.len(), key.len(), "state {state}: keyset {ks:?} against {} keys", key.len());
+                        ks.iter().zip(&key).all(|(k, v)| self.matches(k, *v))
+                    }
+                })
+                .map(|(_, t)| t.clone())
+                .unwrap_or_else(|| "reject".to_string());
+            match target.as_str() {
+                "accept" => return error.map_or(Ok(()), Err),
+                "reject" => return Err(truncated),
+                _ => state = target,
+            }
+        }
+        panic!("the parser did not finish in 64 states");
+    }
+}
+
+fn test_task(tid: u32, prio: u8, rsrc: u8, flags: u8) -> Task {
+    let mut t = Task { prio, rsrc, flags, ..Task::default() };
+    t.set_tid(tid);
+    t
+}
+
+/// One valid message of every op a client or executor sends, from the encoders.
+fn valid_messages() -> Vec<(Op, Vec<u8>)> {
+    let tasks = [test_task(1, 1, 0, 0), test_task(2, 3, 0b101, TASK_FLAG_EXACTLY_ONCE)];
+    let entries: Vec<Entry> = tasks.iter().map(|t| Entry::new(7, 9, *t, [192, 0, 2, 9], 5000)).collect();
+    let mut completion = Completion { status: STATUS_FAILED, ..Completion::default() };
+    completion.set_tid(3);
+    let job = JobRef::new(7, 9);
+    let from = Requester::new(1, 2, 3);
+    let mut out = Vec::new();
+    let mut put = |op: Op, f: &dyn Fn(&mut [u8]) -> usize| {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = f(&mut buf);
+        out.push((op, buf[..n].to_vec()));
+    };
+    put(Op::Submit, &|b| encode_submit(b, job, FLAG_RESUBMIT, &tasks).unwrap());
+    put(Op::GetTask, &|b| encode_get_task(b, 2, 0b11, from).unwrap());
+    put(Op::Assign, &|b| encode_assign(b, &entries[1]).unwrap());
+    put(Op::Noop, &|b| encode_noop(b, from).unwrap());
+    put(Op::Complete, &|b| encode_complete(b, &completion).unwrap());
+    put(Op::QueueFull, &|b| encode_queue_full(b, job, &tasks).unwrap());
+    put(Op::RefillReq, &|b| encode_refill_req(b, 0b1, RefillRequest::new(4, 3)).unwrap());
+    put(Op::Refill, &|b| encode_refill(b, &entries).unwrap());
+    put(Op::Refill, &|b| encode_refill(b, &[]).unwrap());
+    put(Op::Return, &|b| encode_return(b, &entries).unwrap());
+    out
+}
+
+/// How `decode()` treats each op's header prio, rsrc and flags, found by trying every
+/// value: whether some non-zero prio and rsrc pass, and the union of flag bits that pass.
+fn header_use(runs: impl Fn(&[u8]) -> bool) -> BTreeMap<String, (bool, bool, u8)> {
+    let mut out = BTreeMap::new();
+    for (op, msg) in valid_messages() {
+        let accepts = |at: usize, v: u8| {
+            let mut b = msg.clone();
+            b[at] = v;
+            runs(&b)
+        };
+        let prio = (1..=255).any(|v| accepts(5, v));
+        let rsrc = (1..=255).any(|v| accepts(6, v));
+        let flags = (0..=255u8).filter(|&v| accepts(7, v)).fold(0, |a, v| a | v);
+        out.insert(op.name().to_string(), (prio, rsrc, flags));
+    }
+    out
+}
+
+/// Every byte of every valid message but op and count (which change the layout), set to
+/// every value: bolt.p4's front-panel parser accepts it iff `decode()` does, and refuses
+/// it under the same DecodeError index. This covers the header bytes an op does not use
+/// (prio, rsrc, flags), every pad (ENTRY, COMPLETE, REFILL_REQ), and the rest of the body
+/// checks. The control's length check is not involved: no length changes.
+#[test]
+fn front_panel_parser_refuses_what_decode_refuses() {
+    let runner = ParserRunner::load();
+    let mut refused: BTreeMap<usize, usize> = BTreeMap::new();
+    for (op, msg) in valid_messages() {
+        assert_eq!(runner.run("parse_bolt", &msg), Ok(()), "{}: a valid message is refused", op.name());
+        for at in (0..msg.len()).filter(|&at| at != 3 && at != 4) {
+            for v in 0..=255u8 {
+                let mut b = msg.clone();
+                b[at] = v;
+                let want = decode(&b).map(|_| ()).map_err(|e| e.index());
+                let got = runner.run("parse_bolt", &b);
+                assert_eq!(
+                    got.map_err(|i| DecodeError::NAMES[i]),
+                    want.map_err(|i| DecodeError::NAMES[i]),
+                    "{} with byte {at} = {v:#04x}: bolt.p4 and decode() disagree",
+                    op.name()
+                );
+                if let Err(i) = want {
+                    *refused.entry(i).or_default() += 1;
+                }
+            }
+        }
+    }
+    // The zero-byte rules are among what was compared.
+    for e in [DecodeError::BadField, DecodeError::UnknownFlags(0), DecodeError::BadPriority(0)] {
+        assert!(refused.get(&e.index()).is_some_and(|&n| n > 0), "no message was refused as {}", e.name());
+    }
+    // The same per-op table of header use, from both sides.
+    let from_decode = header_use(|b| decode(b).is_ok());
+    let from_p4 = header_use(|b| runner.run("parse_bolt", b).is_ok());
+    assert_eq!(from_p4, from_decode, "header prio/rsrc/flags use per op: bolt.p4 vs decode()");
+    assert_eq!(from_decode["SUBMIT"], (false, false, KNOWN_HEADER_FLAGS));
+}
+
+/// What bolt.p4 writes itself must also be what the decoders accept: the REPAIR packets
+/// its egress makes set every byte `decode_packet()` constrains (found by changing each
+/// byte of an encoded REPAIR), and ENTRY pads are stored and sent as zero.
+#[test]
+fn bolt_p4_writes_no_bytes_the_decoder_refuses() {
+    let p4 = P4::load();
+    let src = &p4.src;
+
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let mut state = RepairState { target: REPAIR_RETRIEVE_PTR, ..RepairState::default() };
+    state.set_value(77);
+    let n = encode_repair(&mut buf, 3, &state).unwrap();
+    let msg = &buf[..n];
+    // P4 field of every byte of the REPAIR message, from the checked field lists.
+    let header_fields = header_fields();
+    let repair_fields = vec![
+        field!(RepairState, target, 1, [("target", 8)]),
+        field!(RepairState, pad, 3, [("pad", 24)]),
+        field!(RepairState, value, 4, [("value", 32)]),
+    ];
+    let byte_field = |at: usize| -> String {
+        let (hdr, fields, off) = if at < Header::LEN {
+            ("bolt", &header_fields, at)
+        } else {
+            ("repair_state", &repair_fields, at - Header::LEN)
+        };
+        let f = fields.iter().find(|f| (f.offset..f.offset + f.bytes).contains(&off)).unwrap();
+        format!("hdr.{hdr}.{}", f.p4[0].0)
+    };
+    // Each constrained byte (some value refused) and whether 0 is the only value accepted.
+    let mut constrained: BTreeMap<String, bool> = BTreeMap::new();
+    for at in 3..n {
+        // magic and version (bytes 0..3) come from the admitted packet
+        let accepted: Vec<u8> = (0..=255u8)
+            .filter(|&v| {
+                let mut b = msg.to_vec();
+                b[at] = v;
+                decode_packet(&b).is_ok()
+            })
+            .collect();
+        if accepted.len() < 256 {
+            *constrained.entry(byte_field(at)).or_insert(true) &= accepted == [0];
+        }
+    }
+    assert_eq!(constrained.get("hdr.repair_state.pad"), Some(&true));
+    assert_eq!(constrained.get("hdr.bolt.rsrc"), Some(&true));
+    let egress = &src[src.find("control BoltEgress(").expect("no egress control")..];
+    let egress = &egress[..egress.find("\ncontrol ").unwrap()];
+    let block = &egress[egress.find("hdr.bolt.op = OP_REPAIR;").expect("egress makes no REPAIR")..];
+    let block = &block[..block.find('}').unwrap()];
+    for (field, zero_only) in &constrained {
+        if *zero_only {
+            assert!(block.contains(&format!("{field} = 0;")), "the egress REPAIR does not zero {field}");
+        } else {
+            assert!(block.contains(&format!("{field} =")), "the egress REPAIR leaves {field} as it was");
+        }
+    }
+
+    // Every pad bolt.p4 assigns is assigned zero, every stored client_port|pad word has a
+    // zero pad half, and the entry a pass takes out is sent with a zero pad.
+    let assigns: Vec<&str> =
+        src.lines().map(str::trim).filter(|l| l.contains(".pad = ") || l.contains(".pad2 = ")).collect();
+    assert!(!assigns.is_empty());
+    for line in &assigns {
+        assert!(line.ends_with("= 0;"), "a pad assigned something other than zero: {line}");
+    }
+    assert!(assigns.contains(&"hdr.entry_out.pad = 0;"), "entry_out.pad is not set to zero");
+    let stored: Vec<&str> =
+        src.lines().map(str::trim).filter(|l| l.starts_with("ig_md.entry_in.client_port_pad =")).collect();
+    assert_eq!(stored.len(), 3, "an enqueue, RETURN or swap writes client_port_pad some other way");
+    for line in stored {
+        assert!(line.ends_with("++ 16w0;"), "a stored pad is not zero: {line}");
     }
 }
