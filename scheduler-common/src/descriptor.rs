@@ -32,6 +32,24 @@ pub enum DescriptorError {
     Malformed,
 }
 
+impl DescriptorError {
+    /// Number of kinds, for counter arrays.
+    pub const KINDS: usize = 2;
+    /// Counter names, indexed by [`DescriptorError::index`].
+    pub const NAMES: [&'static str; Self::KINDS] = ["unknown_handler", "malformed"];
+
+    pub const fn index(&self) -> usize {
+        match self {
+            DescriptorError::UnknownHandler(_) => 0,
+            DescriptorError::Malformed => 1,
+        }
+    }
+
+    pub const fn name(&self) -> &'static str {
+        Self::NAMES[self.index()]
+    }
+}
+
 impl core::fmt::Display for DescriptorError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {

@@ -24,7 +24,9 @@ pub enum DecodeError {
     BadLength { expected: u16, actual: u16 },
     /// A priority of 0 or above [`crate::MAX_PRIORITIES`].
     BadPriority(u8),
-    /// A field outside its allowed values (COMPLETE status, REFILL_REQ want of 0).
+    /// A field outside its allowed values: a header byte the op does not use (prio,
+    /// rsrc) or a pad byte that is not zero, a COMPLETE status above 2, a REFILL_REQ
+    /// want of 0, a REPAIR target other than 0 or 1.
     BadField,
 }
 
@@ -93,13 +95,25 @@ pub enum EncodeError {
     BufferTooSmall { needed: usize },
     /// The list is empty where the op needs at least one entry, or longer than MAX_LIST.
     BadListLength(usize),
+    /// The message would be refused by the decoder, for this reason.
+    Invalid(DecodeError),
+    /// A frame payload longer than an IPv4 total length can describe.
+    PayloadTooLong(usize),
 }
 
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EncodeError::BufferTooSmall { needed } => write!(f, "buffer too small: {needed} bytes needed"),
-            EncodeError::BadListLength(n) => write!(f, "list of {n} entries not allowed for this op"),
+            EncodeError::BufferTooSmall { needed } => {
+                write!(f, "buffer too small: {needed} bytes needed")
+            }
+            EncodeError::BadListLength(n) => {
+                write!(f, "list of {n} entries not allowed for this op")
+            }
+            EncodeError::Invalid(e) => write!(f, "message would be refused: {e}"),
+            EncodeError::PayloadTooLong(n) => {
+                write!(f, "payload of {n} bytes does not fit one IPv4 datagram")
+            }
         }
     }
 }

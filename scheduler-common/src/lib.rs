@@ -9,6 +9,7 @@
 
 pub mod descriptor;
 pub mod error;
+pub mod frame;
 pub mod layout;
 pub mod maps;
 pub mod message;

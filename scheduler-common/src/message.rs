@@ -35,28 +35,51 @@ impl Message<'_> {
 }
 
 /// How an op's body is laid out: a fixed part and a list of `item` bytes per entry,
-/// with the counts the op allows.
+/// the counts the op allows, and which header bytes it gives a meaning. Header bytes an
+/// op does not use must be zero, so that every message has exactly one encoding and no
+/// two tiers can read meaning into bytes the others ignore.
 struct Shape {
     fixed: usize,
     item: usize,
     min: u8,
     max: u8,
+    /// Header prio is a priority (1..=MAX_PRIORITIES) rather than zero.
+    uses_prio: bool,
+    /// Header rsrc is a resource bitmap rather than zero.
+    uses_rsrc: bool,
+    /// Header flag bits this op may carry.
+    flags: u8,
+}
+
+const fn fixed_body(fixed: usize) -> Shape {
+    Shape { fixed, item: 0, min: 0, max: 0, uses_prio: false, uses_rsrc: false, flags: 0 }
+}
+
+const fn list_body(fixed: usize, item: usize, min: u8, max: u8) -> Shape {
+    Shape { fixed, item, min, max, uses_prio: false, uses_rsrc: false, flags: 0 }
 }
 
 const fn shape(op: Op) -> Shape {
     let list = MAX_LIST as u8;
     match op {
-        Op::Submit => Shape { fixed: JobRef::LEN, item: Task::LEN, min: 1, max: list },
-        Op::GetTask | Op::Noop => Shape { fixed: Requester::LEN, item: 0, min: 0, max: 0 },
-        Op::Assign => Shape { fixed: 0, item: Entry::LEN, min: 1, max: 1 },
-        Op::Complete => Shape { fixed: Completion::LEN, item: 0, min: 0, max: 0 },
-        Op::QueueFull => Shape { fixed: JobRef::LEN, item: Task::LEN, min: 1, max: list },
-        Op::RefillReq => Shape { fixed: RefillRequest::LEN, item: 0, min: 0, max: 0 },
-        Op::Refill => Shape { fixed: 0, item: Entry::LEN, min: 0, max: list },
-        Op::Return => Shape { fixed: 0, item: Entry::LEN, min: 1, max: list },
-        Op::Swap => Shape { fixed: SwapState::LEN, item: 0, min: 0, max: 0 },
-        Op::Repair => Shape { fixed: RepairState::LEN, item: 0, min: 0, max: 0 },
+        Op::Submit => Shape { flags: KNOWN_HEADER_FLAGS, ..list_body(JobRef::LEN, Task::LEN, 1, list) },
+        Op::GetTask => Shape { uses_prio: true, uses_rsrc: true, ..fixed_body(Requester::LEN) },
+        Op::Noop => fixed_body(Requester::LEN),
+        Op::Assign => list_body(0, Entry::LEN, 1, 1),
+        Op::Complete => fixed_body(Completion::LEN),
+        Op::QueueFull => list_body(JobRef::LEN, Task::LEN, 1, list),
+        Op::RefillReq => Shape { uses_rsrc: true, ..fixed_body(RefillRequest::LEN) },
+        Op::Refill => list_body(0, Entry::LEN, 0, list),
+        Op::Return => list_body(0, Entry::LEN, 1, list),
+        Op::Swap => Shape { uses_prio: true, uses_rsrc: true, ..fixed_body(SwapState::LEN) },
+        Op::Repair => Shape { uses_prio: true, ..fixed_body(RepairState::LEN) },
     }
+}
+
+/// The list counts `op` allows, inclusive.
+pub const fn count_range(op: Op) -> (u8, u8) {
+    let s = shape(op);
+    (s.min, s.max)
 }
 
 /// The exact length of a message of `op` listing `count` entries.
@@ -87,12 +110,20 @@ fn check_tasks(ts: &[Task]) -> Result<(), DecodeError> {
     ts.iter().try_for_each(check_task)
 }
 
-fn check_entries(es: &[Entry]) -> Result<(), DecodeError> {
-    es.iter().try_for_each(|e| check_task(&e.task))
+fn check_entry(e: &Entry) -> Result<(), DecodeError> {
+    check_task(&e.task)?;
+    if e.pad != [0; 2] {
+        return Err(DecodeError::BadField);
+    }
+    Ok(())
 }
 
-/// Checks the header alone: magic, version, op (external ops only), flags.
-pub fn decode_header(buf: &[u8]) -> Result<(&Header, Op), DecodeError> {
+fn check_entries(es: &[Entry]) -> Result<(), DecodeError> {
+    es.iter().try_for_each(check_entry)
+}
+
+/// Magic, version, op and the op's flags. Internal ops pass only when `allow_internal`.
+fn check_header(buf: &[u8], allow_internal: bool) -> Result<(&Header, Op), DecodeError> {
     let h: &Header = view(buf).ok_or(DecodeError::Truncated)?;
     if h.magic_u16() != MAGIC {
         return Err(DecodeError::BadMagic);
@@ -101,24 +132,36 @@ pub fn decode_header(buf: &[u8]) -> Result<(&Header, Op), DecodeError> {
         return Err(DecodeError::BadVersion(h.version));
     }
     let op = Op::from_u8(h.op).ok_or(DecodeError::UnknownOp(h.op))?;
-    if op.is_internal() {
+    if op.is_internal() && !allow_internal {
         return Err(DecodeError::InternalOp(h.op));
     }
-    if h.flags & !KNOWN_HEADER_FLAGS != 0 {
+    if h.flags & !shape(op).flags != 0 {
         return Err(DecodeError::UnknownFlags(h.flags));
     }
     Ok((h, op))
 }
 
-/// Decodes one message. `buf` must be exactly the UDP payload.
-pub fn decode(buf: &[u8]) -> Result<Message<'_>, DecodeError> {
-    let (h, op) = decode_header(buf)?;
+/// Checks the header alone: magic, version, op (external ops only), and that the flags
+/// are ones this op defines (only SUBMIT carries header flags).
+pub fn decode_header(buf: &[u8]) -> Result<(&Header, Op), DecodeError> {
+    check_header(buf, false)
+}
+
+/// A message split into its fixed body and its list of `count` items, once count,
+/// length and the op's use of the header's prio and rsrc bytes are checked.
+struct Framed<'a> {
+    fixed: &'a [u8],
+    list: &'a [u8],
+    count: usize,
+}
+
+fn frame<'a>(buf: &'a [u8], h: &Header, op: Op) -> Result<Framed<'a>, DecodeError> {
     let s = shape(op);
     if h.count < s.min || h.count > s.max {
         return Err(DecodeError::BadCount(h.count));
     }
-    let n = h.count as usize;
-    let expected = Header::LEN + s.fixed + s.item * n;
+    let count = h.count as usize;
+    let expected = Header::LEN + s.fixed + s.item * count;
     if buf.len() != expected {
         if buf.len() < Header::LEN + s.fixed {
             return Err(DecodeError::Truncated);
@@ -128,30 +171,47 @@ pub fn decode(buf: &[u8]) -> Result<Message<'_>, DecodeError> {
             actual: buf.len().min(u16::MAX as usize) as u16,
         });
     }
-    let body = &buf[Header::LEN..];
-    let (fixed, list) = body.split_at(s.fixed);
-    // The lengths were checked above, so these views cannot fail; map to an error anyway
-    // rather than assume it.
+    if s.uses_prio {
+        check_priority(h.prio)?;
+    } else if h.prio != 0 {
+        return Err(DecodeError::BadField);
+    }
+    if !s.uses_rsrc && h.rsrc != 0 {
+        return Err(DecodeError::BadField);
+    }
+    let (fixed, list) = buf[Header::LEN..].split_at(s.fixed);
+    Ok(Framed { fixed, list, count })
+}
+
+/// Decodes one message. `buf` must be exactly the UDP payload. SWAP and REPAIR are
+/// refused: a receiver facing the network never accepts them.
+pub fn decode(buf: &[u8]) -> Result<Message<'_>, DecodeError> {
+    let (h, op) = check_header(buf, false)?;
+    let f = frame(buf, h, op)?;
+    decode_external(h, op, &f)
+}
+
+fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>, DecodeError> {
+    // The lengths were checked by `frame`, so these views cannot fail; map to an error
+    // anyway rather than assume it.
     let bad = || DecodeError::Truncated;
+    let (fixed, list, n) = (f.fixed, f.list, f.count);
     Ok(match op {
         Op::Submit => {
             let tasks = view_list::<Task>(list, n).ok_or_else(bad)?;
             check_tasks(tasks)?;
             Message::Submit { job: *view::<JobRef>(fixed).ok_or_else(bad)?, flags: h.flags, tasks }
         }
-        Op::GetTask => {
-            check_priority(h.prio)?;
-            Message::GetTask { rtrv_prio: h.prio, exec_rsrc: h.rsrc, from: *view(fixed).ok_or_else(bad)? }
-        }
+        Op::GetTask => Message::GetTask { rtrv_prio: h.prio, exec_rsrc: h.rsrc, from: *view(fixed).ok_or_else(bad)? },
         Op::Assign => {
             let e = view::<Entry>(list).ok_or_else(bad)?;
-            check_task(&e.task)?;
+            check_entry(e)?;
             Message::Assign(e)
         }
         Op::Noop => Message::Noop(*view(fixed).ok_or_else(bad)?),
         Op::Complete => {
             let c = view::<Completion>(fixed).ok_or_else(bad)?;
-            if c.status > STATUS_REFUSED {
+            if c.status > STATUS_REFUSED || c.pad != 0 || c.pad2 != [0; 2] {
                 return Err(DecodeError::BadField);
             }
             Message::Complete(c)
@@ -163,7 +223,7 @@ pub fn decode(buf: &[u8]) -> Result<Message<'_>, DecodeError> {
         }
         Op::RefillReq => {
             let req = *view::<RefillRequest>(fixed).ok_or_else(bad)?;
-            if req.want == 0 {
+            if req.want == 0 || req.pad != 0 {
                 return Err(DecodeError::BadField);
             }
             Message::RefillReq { node_rsrc: h.rsrc, req }
@@ -182,7 +242,51 @@ pub fn decode(buf: &[u8]) -> Result<Message<'_>, DecodeError> {
     })
 }
 
-/// Writes header, fixed body and list into `buf`; returns the message length.
+/// A packet as the switch pipeline sees it: a message from outside, or one of the
+/// internal packets it recirculates to itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packet<'a> {
+    External(Message<'a>),
+    /// Resource-constraint search in the queue of priority `queue_prio` for an
+    /// executor offering `exec_rsrc`.
+    Swap {
+        queue_prio: u8,
+        exec_rsrc: u8,
+        state: &'a SwapState,
+    },
+    /// Reset of one pointer of the queue of priority `queue_prio`.
+    Repair {
+        queue_prio: u8,
+        state: &'a RepairState,
+    },
+}
+
+/// Decodes a packet inside the switch pipeline, where SWAP and REPAIR are legal. Only
+/// recirculated packets may go through this; packets from a port go through [`decode`].
+pub fn decode_packet(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
+    let (h, op) = check_header(buf, true)?;
+    let f = frame(buf, h, op)?;
+    let bad = || DecodeError::Truncated;
+    Ok(match op {
+        Op::Swap => {
+            let state = view::<SwapState>(f.fixed).ok_or_else(bad)?;
+            check_entry(&state.held)?;
+            Packet::Swap { queue_prio: h.prio, exec_rsrc: h.rsrc, state }
+        }
+        Op::Repair => {
+            let state = view::<RepairState>(f.fixed).ok_or_else(bad)?;
+            if state.target > REPAIR_RETRIEVE_PTR || state.pad != [0; 3] {
+                return Err(DecodeError::BadField);
+            }
+            Packet::Repair { queue_prio: h.prio, state }
+        }
+        _ => Packet::External(decode_external(h, op, &f)?),
+    })
+}
+
+/// Writes header, fixed body and list into `buf` and returns the message length. The
+/// result goes through the decoder before it is handed out, so an encoder never emits
+/// bytes a receiver would refuse (a priority of 0, an unknown flag, a bad status...).
 fn put(buf: &mut [u8], header: Header, fixed: &[u8], list: &[u8]) -> Result<usize, EncodeError> {
     let len = Header::LEN + fixed.len() + list.len();
     if buf.len() < len {
@@ -191,6 +295,7 @@ fn put(buf: &mut [u8], header: Header, fixed: &[u8], list: &[u8]) -> Result<usiz
     buf[..Header::LEN].copy_from_slice(as_bytes(&header));
     buf[Header::LEN..Header::LEN + fixed.len()].copy_from_slice(fixed);
     buf[Header::LEN + fixed.len()..len].copy_from_slice(list);
+    decode_packet(&buf[..len]).map_err(EncodeError::Invalid)?;
     Ok(len)
 }
 
@@ -229,12 +334,10 @@ pub fn encode_queue_full(buf: &mut [u8], job: JobRef, tasks: &[Task]) -> Result<
 }
 
 pub fn encode_refill_req(buf: &mut [u8], node_rsrc: u8, req: RefillRequest) -> Result<usize, EncodeError> {
-    if req.want == 0 {
-        return Err(EncodeError::BadListLength(0));
-    }
     put(buf, Header::new(Op::RefillReq, 0, 0, node_rsrc, 0), as_bytes(&req), &[])
 }
 
+/// A REFILL may list no entry: the switch's answer that it has nothing for this node.
 pub fn encode_refill(buf: &mut [u8], entries: &[Entry]) -> Result<usize, EncodeError> {
     let n = list_count(Op::Refill, entries.len())?;
     put(buf, Header::new(Op::Refill, n, 0, 0, 0), &[], slice_as_bytes(entries))
@@ -243,6 +346,44 @@ pub fn encode_refill(buf: &mut [u8], entries: &[Entry]) -> Result<usize, EncodeE
 pub fn encode_return(buf: &mut [u8], entries: &[Entry]) -> Result<usize, EncodeError> {
     let n = list_count(Op::Return, entries.len())?;
     put(buf, Header::new(Op::Return, n, 0, 0, 0), &[], slice_as_bytes(entries))
+}
+
+/// Encodes a SWAP packet; only the switch pipeline sends these (to itself).
+pub fn encode_swap(buf: &mut [u8], queue_prio: u8, exec_rsrc: u8, state: &SwapState) -> Result<usize, EncodeError> {
+    put(buf, Header::new(Op::Swap, 0, queue_prio, exec_rsrc, 0), as_bytes(state), &[])
+}
+
+/// Encodes a REPAIR packet; only the switch pipeline sends these (to itself).
+pub fn encode_repair(buf: &mut [u8], queue_prio: u8, state: &RepairState) -> Result<usize, EncodeError> {
+    put(buf, Header::new(Op::Repair, 0, queue_prio, 0, 0), as_bytes(state), &[])
+}
+
+impl Message<'_> {
+    /// Encodes this message with the encoder of its op.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
+        match *self {
+            Message::Submit { job, flags, tasks } => encode_submit(buf, job, flags, tasks),
+            Message::GetTask { rtrv_prio, exec_rsrc, from } => encode_get_task(buf, rtrv_prio, exec_rsrc, from),
+            Message::Assign(e) => encode_assign(buf, e),
+            Message::Noop(to) => encode_noop(buf, to),
+            Message::Complete(c) => encode_complete(buf, c),
+            Message::QueueFull { job, tasks } => encode_queue_full(buf, job, tasks),
+            Message::RefillReq { node_rsrc, req } => encode_refill_req(buf, node_rsrc, req),
+            Message::Refill(es) => encode_refill(buf, es),
+            Message::Return(es) => encode_return(buf, es),
+        }
+    }
+}
+
+impl Packet<'_> {
+    /// Encodes this packet with the encoder of its op.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
+        match *self {
+            Packet::External(m) => m.encode(buf),
+            Packet::Swap { queue_prio, exec_rsrc, state } => encode_swap(buf, queue_prio, exec_rsrc, state),
+            Packet::Repair { queue_prio, state } => encode_repair(buf, queue_prio, state),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -298,6 +439,91 @@ mod tests {
             encode_assign(&mut small, &Entry::default()),
             Err(EncodeError::BufferTooSmall { needed: 48 })
         ));
+    }
+
+    fn entry(tid: u32) -> Entry {
+        Entry::new(1, 2, task(tid, 1, 0), [192, 0, 2, 9], 5000)
+    }
+
+    #[test]
+    fn header_bytes_an_op_does_not_use_must_be_zero() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = encode_assign(&mut buf, &entry(1)).unwrap();
+        for (at, v, want) in [
+            (5, 1, DecodeError::BadField),                                // prio on ASSIGN
+            (6, 0x80, DecodeError::BadField),                             // rsrc on ASSIGN
+            (7, FLAG_RESUBMIT, DecodeError::UnknownFlags(FLAG_RESUBMIT)), // flags only on SUBMIT
+        ] {
+            let mut b = buf;
+            b[at] = v;
+            assert_eq!(decode(&b[..n]), Err(want), "byte {at} = {v}");
+        }
+        let n = encode_noop(&mut buf, Requester::new(1, 2, 3)).unwrap();
+        buf[5] = 2;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::BadField), "prio on NOOP");
+    }
+
+    #[test]
+    fn pad_bytes_must_be_zero() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = encode_refill(&mut buf, &[entry(1), entry(2)]).unwrap();
+        // The second entry's pad: header, one entry, then 38 bytes into the second.
+        buf[Header::LEN + Entry::LEN + 38] = 1;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::BadField));
+        let c = Completion { pad2: [0, 1], ..Completion::default() };
+        assert_eq!(encode_complete(&mut buf, &c), Err(EncodeError::Invalid(DecodeError::BadField)));
+        let mut r = RefillRequest::new(1, 4);
+        r.pad = 1;
+        assert_eq!(encode_refill_req(&mut buf, 0, r), Err(EncodeError::Invalid(DecodeError::BadField)));
+    }
+
+    #[test]
+    fn encoders_refuse_what_decoders_refuse() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let from = Requester::new(1, 2, 3);
+        assert_eq!(encode_get_task(&mut buf, 0, 0, from), Err(EncodeError::Invalid(DecodeError::BadPriority(0))));
+        assert_eq!(
+            encode_submit(&mut buf, JobRef::new(1, 1), 0x80, &[task(1, 1, 0)]),
+            Err(EncodeError::Invalid(DecodeError::UnknownFlags(0x80)))
+        );
+        assert_eq!(
+            encode_return(&mut buf, &[Entry::default()]),
+            Err(EncodeError::Invalid(DecodeError::BadPriority(0)))
+        );
+        assert_eq!(
+            encode_refill_req(&mut buf, 0, RefillRequest::new(1, 0)),
+            Err(EncodeError::Invalid(DecodeError::BadField))
+        );
+    }
+
+    #[test]
+    fn empty_refill_is_a_message() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = encode_refill(&mut buf, &[]).unwrap();
+        assert_eq!(n, Header::LEN);
+        assert_eq!(decode(&buf[..n]), Ok(Message::Refill(&[])));
+        assert_eq!(encode_return(&mut buf, &[]), Err(EncodeError::BadListLength(0)));
+    }
+
+    #[test]
+    fn pipeline_decodes_internal_packets() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let mut swap = SwapState { held: entry(5), ..SwapState::default() };
+        swap.set_swap_idx(12);
+        swap.set_pkt_retrieve_ptr(0x0001_000b);
+        let n = encode_swap(&mut buf, 2, 0b11, &swap).unwrap();
+        assert_eq!(decode_packet(&buf[..n]), Ok(Packet::Swap { queue_prio: 2, exec_rsrc: 0b11, state: &swap }));
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::InternalOp(Op::Swap as u8)));
+
+        let mut repair = RepairState { target: REPAIR_RETRIEVE_PTR, ..RepairState::default() };
+        repair.set_value(77);
+        let n = encode_repair(&mut buf, 4, &repair).unwrap();
+        assert_eq!(decode_packet(&buf[..n]), Ok(Packet::Repair { queue_prio: 4, state: &repair }));
+        buf[Header::LEN] = 2;
+        assert_eq!(decode_packet(&buf[..n]), Err(DecodeError::BadField));
+
+        let n = encode_noop(&mut buf, Requester::new(1, 2, 3)).unwrap();
+        assert_eq!(decode_packet(&buf[..n]), Ok(Packet::External(Message::Noop(Requester::new(1, 2, 3)))));
     }
 
     #[test]

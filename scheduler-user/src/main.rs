@@ -1,7 +1,7 @@
 //! `bolt`: run and inspect the Bolt two-level task scheduler.
 
 use clap::{Parser, Subcommand};
-use scheduler_user::telemetry;
+use scheduler_user::{bench, client, executor, switch, telemetry};
 
 #[derive(Parser)]
 #[command(name = "bolt", version, about = "Bolt: a two-level in-network task scheduler", long_about = None)]
@@ -11,10 +11,24 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Run executors that pull tasks (GET_TASK), run them and report COMPLETE to clients.
+    Executor(executor::ExecutorArgs),
+    /// Submit jobs of tasks to the switch, track them to completion and report latencies.
+    Submit(client::SubmitArgs),
+    /// Run the software switch: tier 2's global priority queues over UDP.
+    Switch(switch::SwitchArgs),
+    /// Run a benchmark (see `bolt bench help`).
+    Bench(bench::BenchArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     telemetry::init_logging();
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Executor(args) => executor::run(args),
+        Command::Submit(args) => client::run(args),
+        Command::Switch(args) => switch::run_cli(args),
+        Command::Bench(args) => bench::run_cli(args),
+    }
 }

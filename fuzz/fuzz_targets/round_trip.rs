@@ -1,0 +1,169 @@
+//! Structure-aware round trip: arbitrary field values (valid or not) for every op go to
+//! the encoder. The encoder must accept exactly the values the protocol rules allow
+//! (restated below from docs/protocol.md, independently of the decoder); what it
+//! accepts must decode to the same packet, and travel inside an Ethernet/IPv4/UDP frame
+//! and its reply unchanged.
+#![no_main]
+
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use scheduler_common::frame::{self, Endpoint};
+use scheduler_common::*;
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+struct TaskIn {
+    tid: u32,
+    prio: u8,
+    rsrc: u8,
+    class: u8,
+    flags: u8,
+    desc: [u8; 16],
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+struct EntryIn {
+    uid: u32,
+    jid: u32,
+    task: TaskIn,
+    client_ip: [u8; 4],
+    client_port: u16,
+    pad: [u8; 2],
+}
+
+#[derive(Arbitrary, Debug)]
+enum Input {
+    Submit { uid: u32, jid: u32, flags: u8, tasks: Vec<TaskIn> },
+    GetTask { prio: u8, rsrc: u8, node: u16, executor: u16, seq: u32 },
+    Assign(EntryIn),
+    Noop { node: u16, executor: u16, seq: u32 },
+    Complete { ids: [u32; 3], status: u8, pad: u8, node: u16, executor: u16, pad2: [u8; 2], run_ns: u32, start: u64 },
+    QueueFull { uid: u32, jid: u32, tasks: Vec<TaskIn> },
+    RefillReq { rsrc: u8, node: u16, want: u8, pad: u8 },
+    Refill(Vec<EntryIn>),
+    Return(Vec<EntryIn>),
+    Swap { prio: u8, rsrc: u8, swap_idx: u32, retrieve_ptr: u32, held: EntryIn },
+    Repair { prio: u8, target: u8, pad: [u8; 3], value: u32 },
+}
+
+#[derive(Arbitrary, Debug)]
+struct Case {
+    input: Input,
+    a: ([u8; 6], [u8; 4], u16),
+    b: ([u8; 6], [u8; 4], u16),
+    ip_id: u16,
+}
+
+fn task(t: &TaskIn) -> Task {
+    let mut task = Task { prio: t.prio, rsrc: t.rsrc, class: t.class, flags: t.flags, desc: t.desc, ..Task::default() };
+    task.set_tid(t.tid);
+    task
+}
+
+fn entry(e: &EntryIn) -> Entry {
+    Entry { pad: e.pad, ..Entry::new(e.uid, e.jid, task(&e.task), e.client_ip, e.client_port) }
+}
+
+// The rules, as docs/protocol.md states them.
+fn prio_ok(p: u8) -> bool {
+    (1..=8).contains(&p)
+}
+fn task_ok(t: &TaskIn) -> bool {
+    prio_ok(t.prio) && t.flags & !0x01 == 0
+}
+fn entry_ok(e: &EntryIn) -> bool {
+    task_ok(&e.task) && e.pad == [0, 0]
+}
+fn list_ok<T>(items: &[T], min: usize, ok: impl Fn(&T) -> bool) -> bool {
+    (min..=16).contains(&items.len()) && items.iter().all(ok)
+}
+
+fn allowed(input: &Input) -> bool {
+    match input {
+        Input::Submit { flags, tasks, .. } => flags & !0x03 == 0 && list_ok(tasks, 1, task_ok),
+        Input::GetTask { prio, .. } => prio_ok(*prio),
+        Input::Assign(e) => entry_ok(e),
+        Input::Noop { .. } => true,
+        Input::Complete { status, pad, pad2, .. } => *status <= 2 && *pad == 0 && *pad2 == [0, 0],
+        Input::QueueFull { tasks, .. } => list_ok(tasks, 1, task_ok),
+        Input::RefillReq { want, pad, .. } => *want != 0 && *pad == 0,
+        Input::Refill(es) => list_ok(es, 0, entry_ok),
+        Input::Return(es) => list_ok(es, 1, entry_ok),
+        Input::Swap { prio, held, .. } => prio_ok(*prio) && entry_ok(held),
+        Input::Repair { prio, target, pad, .. } => prio_ok(*prio) && *target <= 1 && *pad == [0; 3],
+    }
+}
+
+/// Encodes `input` with the encoder of its op; returns the bytes or the refusal.
+fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
+    match input {
+        Input::Submit { uid, jid, flags, tasks } => {
+            let ts: Vec<Task> = tasks.iter().map(task).collect();
+            encode_submit(buf, JobRef::new(*uid, *jid), *flags, &ts)
+        }
+        Input::GetTask { prio, rsrc, node, executor, seq } => {
+            encode_get_task(buf, *prio, *rsrc, Requester::new(*node, *executor, *seq))
+        }
+        Input::Assign(e) => encode_assign(buf, &entry(e)),
+        Input::Noop { node, executor, seq } => encode_noop(buf, Requester::new(*node, *executor, *seq)),
+        Input::Complete { ids, status, pad, node, executor, pad2, run_ns, start } => {
+            let mut c = Completion { status: *status, pad: *pad, pad2: *pad2, ..Completion::default() };
+            c.set_uid(ids[0]);
+            c.set_jid(ids[1]);
+            c.set_tid(ids[2]);
+            c.set_node(*node);
+            c.set_executor(*executor);
+            c.set_run_ns(*run_ns);
+            c.set_start_unix_ns(*start);
+            encode_complete(buf, &c)
+        }
+        Input::QueueFull { uid, jid, tasks } => {
+            let ts: Vec<Task> = tasks.iter().map(task).collect();
+            encode_queue_full(buf, JobRef::new(*uid, *jid), &ts)
+        }
+        Input::RefillReq { rsrc, node, want, pad } => {
+            encode_refill_req(buf, *rsrc, RefillRequest { pad: *pad, ..RefillRequest::new(*node, *want) })
+        }
+        Input::Refill(es) => encode_refill(buf, &es.iter().map(entry).collect::<Vec<_>>()),
+        Input::Return(es) => encode_return(buf, &es.iter().map(entry).collect::<Vec<_>>()),
+        Input::Swap { prio, rsrc, swap_idx, retrieve_ptr, held } => {
+            let mut s = SwapState { held: entry(held), ..SwapState::default() };
+            s.set_swap_idx(*swap_idx);
+            s.set_pkt_retrieve_ptr(*retrieve_ptr);
+            encode_swap(buf, *prio, *rsrc, &s)
+        }
+        Input::Repair { prio, target, pad, value } => {
+            let mut r = RepairState { target: *target, pad: *pad, ..RepairState::default() };
+            r.set_value(*value);
+            encode_repair(buf, *prio, &r)
+        }
+    }
+}
+
+fuzz_target!(|case: Case| {
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let encoded = encode_input(&case.input, &mut buf);
+    assert_eq!(encoded.is_ok(), allowed(&case.input), "encoder verdict {encoded:?} for {:?}", case.input);
+    let Ok(n) = encoded else { return };
+    let bytes = &buf[..n];
+
+    let packet = decode_packet(bytes).expect("encoded bytes decode");
+    let mut again = [0u8; MAX_MESSAGE_LEN];
+    let m = packet.encode(&mut again).expect("decoded packet encodes");
+    assert_eq!(&again[..m], bytes);
+    match packet {
+        Packet::External(msg) => assert_eq!(decode(bytes), Ok(msg)),
+        _ => assert!(matches!(decode(bytes), Err(DecodeError::InternalOp(_)))),
+    }
+
+    let a = Endpoint { mac: case.a.0, ip: case.a.1, port: case.a.2 };
+    let b = Endpoint { mac: case.b.0, ip: case.b.1, port: case.b.2 };
+    let mut frame_buf = [0u8; frame::HEADERS_LEN + MAX_MESSAGE_LEN];
+    let len = frame::build_udp(&mut frame_buf, a, b, case.ip_id, bytes).expect("frame fits");
+    let f = frame::parse_udp(&frame_buf[..len]).expect("built frame parses");
+    assert_eq!((f.src(), f.dst(), f.ip.id(), f.payload), (a, b, case.ip_id, bytes));
+    assert_eq!(decode_packet(f.payload), Ok(packet));
+    let mut reply_buf = [0u8; frame::HEADERS_LEN + MAX_MESSAGE_LEN];
+    let len = frame::build_reply(&mut reply_buf, &f, bytes).expect("reply fits");
+    let r = frame::parse_udp(&reply_buf[..len]).expect("reply parses");
+    assert_eq!((r.src(), r.dst(), r.payload), (b, a, bytes));
+});

@@ -1,0 +1,56 @@
+//! Helpers shared by the integration tests of this crate.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use scheduler_common::*;
+
+/// A message or internal packet that owns its lists, so vectors can be built from JSON.
+#[derive(Clone, Debug)]
+pub enum Owned {
+    Submit { job: JobRef, flags: u8, tasks: Vec<Task> },
+    GetTask { rtrv_prio: u8, exec_rsrc: u8, from: Requester },
+    Assign(Entry),
+    Noop(Requester),
+    Complete(Completion),
+    QueueFull { job: JobRef, tasks: Vec<Task> },
+    RefillReq { node_rsrc: u8, req: RefillRequest },
+    Refill(Vec<Entry>),
+    Return(Vec<Entry>),
+    Swap { queue_prio: u8, exec_rsrc: u8, state: SwapState },
+    Repair { queue_prio: u8, state: RepairState },
+}
+
+impl Owned {
+    pub fn packet(&self) -> Packet<'_> {
+        Packet::External(match self {
+            Owned::Submit { job, flags, tasks } => Message::Submit { job: *job, flags: *flags, tasks },
+            Owned::GetTask { rtrv_prio, exec_rsrc, from } => {
+                Message::GetTask { rtrv_prio: *rtrv_prio, exec_rsrc: *exec_rsrc, from: *from }
+            }
+            Owned::Assign(e) => Message::Assign(e),
+            Owned::Noop(r) => Message::Noop(*r),
+            Owned::Complete(c) => Message::Complete(c),
+            Owned::QueueFull { job, tasks } => Message::QueueFull { job: *job, tasks },
+            Owned::RefillReq { node_rsrc, req } => Message::RefillReq { node_rsrc: *node_rsrc, req: *req },
+            Owned::Refill(es) => Message::Refill(es),
+            Owned::Return(es) => Message::Return(es),
+            Owned::Swap { queue_prio, exec_rsrc, state } => {
+                return Packet::Swap { queue_prio: *queue_prio, exec_rsrc: *exec_rsrc, state }
+            }
+            Owned::Repair { queue_prio, state } => return Packet::Repair { queue_prio: *queue_prio, state },
+        })
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = self.packet().encode(&mut buf).unwrap_or_else(|e| panic!("encoding {self:?}: {e}"));
+        buf[..n].to_vec()
+    }
+}
+
+pub fn packet_op(p: &Packet<'_>) -> Op {
+    match p {
+        Packet::External(m) => m.op(),
+        Packet::Swap { .. } => Op::Swap,
+        Packet::Repair { .. } => Op::Repair,
+    }
+}

@@ -1,0 +1,39 @@
+//! `bolt bench`: the measurements behind docs/benchmarks.md. Each experiment runs alone
+//! and prints a table or, with --json, one JSON object.
+
+pub mod noop;
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub experiment: Experiment,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Experiment {
+    /// Scheduling decisions per second with no-op executors (thesis Figure 11).
+    Noop(noop::NoopArgs),
+}
+
+pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
+    match args.experiment {
+        Experiment::Noop(a) => noop::print(&noop::run(&a)?, a.json),
+    }
+}
+
+/// A progress bar over `total`, drawn only when stderr is a terminal.
+pub(crate) fn progress_bar(total: Duration) -> ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total.as_millis() as u64);
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed_precise} [{bar:40}] {percent}%") {
+        bar.set_style(style);
+    }
+    bar
+}

@@ -1,0 +1,292 @@
+//! `bolt submit`: submit jobs from the command line and report what happened.
+
+use std::io::IsTerminal;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use scheduler_common::descriptor::{valid_exec_name, Handler};
+
+use super::{Client, ClientConfig, Summary, TaskSpec, TrackerConfig};
+use crate::executor::{parse_addr, parse_resources};
+
+/// Which registered handler the tasks run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HandlerKind {
+    /// Return at once (measures pure scheduling cost).
+    Noop,
+    /// Sleep --duration-us microseconds.
+    Sleep,
+    /// Burn CPU for --duration-us microseconds.
+    Spin,
+    /// Run the command the executors allow under --command NAME.
+    Exec,
+}
+
+/// Arguments of `bolt submit`.
+#[derive(Args, Debug, Clone)]
+pub struct SubmitArgs {
+    /// Switch to submit to, as IP:PORT, IP or HOST[:PORT] (port defaults to 7171).
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr, default_value = "127.0.0.1:7171")]
+    pub switch: SocketAddr,
+
+    /// Tasks per job.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub tasks: u32,
+
+    /// Handler every task runs.
+    #[arg(long, value_name = "H", value_enum)]
+    pub handler: HandlerKind,
+
+    /// How long each sleep or spin task runs, in microseconds.
+    #[arg(long, value_name = "D", default_value_t = 0)]
+    pub duration_us: u32,
+
+    /// For --handler exec: the name the executors allow with --allow-exec NAME=...
+    #[arg(long, value_name = "NAME")]
+    pub command: Option<String>,
+
+    /// Task priority, 1 (highest) to 8 (the switch runs 1..=4 unless configured otherwise).
+    #[arg(long, value_name = "P", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub priority: u8,
+
+    /// Resources each task needs, as an 8-bit bitmap; it runs only on executors that
+    /// offer every bit. Decimal, 0x hex or 0b binary.
+    #[arg(long, value_name = "BITS", default_value = "0", value_parser = parse_resources)]
+    pub resources: u8,
+
+    /// Task class (for per-class accounting).
+    #[arg(long, value_name = "C", default_value_t = 0)]
+    pub class: u8,
+
+    /// Number of jobs to submit.
+    #[arg(long, value_name = "J", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: u32,
+
+    /// Time between the starts of consecutive jobs, in milliseconds (0: all at once).
+    #[arg(long, value_name = "I", default_value_t = 0)]
+    pub interval_ms: u64,
+
+    /// A task not complete this long after it was sent is resubmitted (or, on its last
+    /// attempt, failed), in milliseconds. Cover the queueing time of a deep queue.
+    #[arg(long, value_name = "MS", default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+
+    /// Attempts per task: a failed, refused or timed-out attempt is resubmitted until
+    /// this many have been made; QUEUE_FULL bounces do not count.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..))]
+    pub max_attempts: u8,
+
+    /// Most tasks in flight (sent, not complete) at once.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub window: u32,
+
+    /// First back-off after QUEUE_FULL, in microseconds; it doubles per bounce of the
+    /// same task, up to 20 ms.
+    #[arg(long, value_name = "US", default_value_t = 200)]
+    pub queue_full_backoff_us: u64,
+
+    /// QUEUE_FULL bounces after which a task is failed.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_queue_full_bounces: u32,
+
+    /// Give up on tasks not final after this many seconds; they count as unfinished.
+    #[arg(long, value_name = "S", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub deadline_s: u64,
+
+    /// User id carried in SUBMIT (default: random).
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<u32>,
+
+    /// Local IP to send from (COMPLETE and QUEUE_FULL come back to it).
+    #[arg(long, value_name = "IP")]
+    pub bind: Option<IpAddr>,
+
+    /// Print one JSON object instead of the readable summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl SubmitArgs {
+    /// The task every job is made of.
+    pub fn task(&self) -> anyhow::Result<TaskSpec> {
+        let name = self.command.as_deref().unwrap_or("");
+        let handler = match self.handler {
+            HandlerKind::Noop => Handler::Noop,
+            HandlerKind::Sleep => Handler::Sleep { micros: self.duration_us },
+            HandlerKind::Spin => Handler::Spin { micros: self.duration_us },
+            HandlerKind::Exec => {
+                if self.command.is_none() {
+                    anyhow::bail!("--handler exec needs --command NAME");
+                }
+                if !valid_exec_name(name.as_bytes()) {
+                    anyhow::bail!("--command {name:?}: 1 to 14 characters of A-Z a-z 0-9 _ . -");
+                }
+                Handler::Exec { name: name.as_bytes() }
+            }
+        };
+        if self.command.is_some() && self.handler != HandlerKind::Exec {
+            anyhow::bail!("--command is only for --handler exec");
+        }
+        let mut spec = TaskSpec::new(handler, self.priority, self.resources)?;
+        spec.class = self.class;
+        Ok(spec)
+    }
+
+    pub fn to_config(&self) -> ClientConfig {
+        let mut tracker = TrackerConfig::new(self.uid.unwrap_or_else(rand::random));
+        tracker.task_timeout = Duration::from_millis(self.timeout_ms);
+        tracker.max_attempts = self.max_attempts;
+        tracker.window = self.window as usize;
+        tracker.queue_full_backoff = Duration::from_micros(self.queue_full_backoff_us);
+        tracker.max_queue_full_bounces = self.max_queue_full_bounces;
+        ClientConfig { switch: self.switch, bind: self.bind.map(|ip| SocketAddr::new(ip, 0)), tracker }
+    }
+}
+
+/// Runs `bolt submit`. Fails (non-zero exit) when any task failed or did not finish.
+pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
+    let spec = args.task()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let summary = runtime.block_on(submit_jobs(&args, spec))?;
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print_summary(&summary);
+    }
+    if summary.failed > 0 || summary.unfinished > 0 {
+        anyhow::bail!("{} tasks failed, {} did not finish", summary.failed, summary.unfinished);
+    }
+    Ok(())
+}
+
+async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summary> {
+    let mut client = Client::bind(args.to_config()).await?;
+    let total = args.tasks as u64 * args.jobs as u64;
+    tracing::info!(
+        switch = %args.switch,
+        local = %client.local_addr()?,
+        uid = client.tracker().config().uid,
+        jobs = args.jobs,
+        tasks_per_job = args.tasks,
+        "submitting"
+    );
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = interrupted.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            flag.store(true, Ordering::Relaxed);
+        }
+    });
+    let progress = progress_bar(total);
+    let specs = vec![spec; args.tasks as usize];
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(args.deadline_s);
+    // Between jobs and while waiting, drive in short slices to update the progress bar
+    // and notice ctrl-c.
+    let slice = Duration::from_millis(100);
+    'jobs: for j in 0..args.jobs {
+        let at = start + Duration::from_millis(args.interval_ms.saturating_mul(j as u64));
+        while Instant::now() < at {
+            if interrupted.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                break 'jobs;
+            }
+            client.drive_until(at.min(Instant::now() + slice)).await?;
+            update(&progress, &client);
+        }
+        client.submit(&specs).await?;
+    }
+    while !interrupted.load(Ordering::Relaxed) && Instant::now() < deadline {
+        let idle = client.wait_idle(deadline.min(Instant::now() + slice)).await?;
+        update(&progress, &client);
+        if idle {
+            break;
+        }
+    }
+    progress.finish_and_clear();
+    if interrupted.load(Ordering::Relaxed) {
+        tracing::warn!("interrupted; unfinished tasks are reported as such");
+    }
+    let summary = client.summary();
+    if summary.submitted < total {
+        tracing::warn!(submitted = summary.submitted, planned = total, "not every job was submitted");
+    }
+    Ok(summary)
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} tasks final ({per_sec}) {msg}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn update(bar: &ProgressBar, client: &Client) {
+    if bar.is_hidden() {
+        return;
+    }
+    let s = client.tracker().stats();
+    bar.set_position(s.done + s.failed + s.canceled);
+    bar.set_message(format!("{} failed, {} resubmitted, {} in flight", s.failed, s.resubmitted, client.tracker().running()));
+}
+
+fn print_summary(s: &Summary) {
+    println!(
+        "{} tasks in {} jobs: {} completed, {} failed ({} lost), {} unfinished",
+        s.submitted, s.jobs, s.completed, s.failed, s.lost, s.unfinished
+    );
+    println!(
+        "resubmitted {}, timeouts {}, QUEUE_FULL bounces {}, duplicate completions {}",
+        s.resubmitted, s.timeouts, s.queue_full_bounces, s.duplicates
+    );
+    println!("scheduling delay: p50 {:.1} us, p99 {:.1} us", s.p50_sched_delay_us, s.p99_sched_delay_us);
+    println!("job completion:   p50 {:.2} ms, p99 {:.2} ms", s.p50_job_ms, s.p99_job_ms);
+    println!("task run time:    p50 {:.1} us", s.p50_run_us);
+    println!("throughput:       {:.0} tasks/s over {:.3} s", s.throughput_tasks_per_s, s.elapsed_s);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SubmitArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<SubmitArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("submit").chain(argv.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn builds_the_task_from_the_flags() {
+        let a = parse(&["--tasks", "10", "--handler", "spin", "--duration-us", "250", "--priority", "2", "--resources", "0b11"])
+            .unwrap();
+        let t = a.task().unwrap();
+        assert_eq!((t.priority, t.resources), (2, 3));
+        assert_eq!(Handler::decode(&t.descriptor).unwrap(), Handler::Spin { micros: 250 });
+        let e = parse(&["--tasks", "1", "--handler", "exec", "--command", "wc"]).unwrap();
+        assert_eq!(Handler::decode(&e.task().unwrap().descriptor).unwrap(), Handler::Exec { name: b"wc" });
+    }
+
+    #[test]
+    fn refuses_inconsistent_flags() {
+        assert!(parse(&["--tasks", "0", "--handler", "noop"]).is_err());
+        assert!(parse(&["--tasks", "1", "--handler", "noop", "--priority", "9"]).is_err());
+        assert!(parse(&["--tasks", "1", "--handler", "nothing"]).is_err());
+        assert!(parse(&["--tasks", "1", "--handler", "exec"]).unwrap().task().is_err());
+        assert!(parse(&["--tasks", "1", "--handler", "exec", "--command", "rm -rf"]).unwrap().task().is_err());
+        assert!(parse(&["--tasks", "1", "--handler", "noop", "--command", "x"]).unwrap().task().is_err());
+    }
+}

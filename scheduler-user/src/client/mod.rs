@@ -1,0 +1,350 @@
+//! The Bolt client library: submit jobs of independent tasks to the switch and track
+//! them until every task is final.
+//!
+//! A [`Client`] owns one UDP socket. Its SUBMITs leave from that socket, so the switch
+//! records that address in every ENTRY and both QUEUE_FULL (from the switch) and
+//! COMPLETE (from executors) come back to it. The bookkeeping lives in [`Tracker`]
+//! (no I/O; see its module for the retry and duplicate rules) and task state in
+//! [`TaskStates`], one roaring bitmap per [`TaskState`].
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use scheduler_user::client::{Client, ClientConfig, TaskSpec};
+//! use scheduler_common::descriptor::Handler;
+//! let mut client = Client::bind(ClientConfig::new("127.0.0.1:7171".parse()?)).await?;
+//! let task = TaskSpec::new(Handler::Sleep { micros: 100 }, 1, 0)?;
+//! client.submit(&vec![task; 1000]).await?;
+//! let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+//! let all_final = client.wait_idle(deadline).await?;
+//! println!("{all_final} {:?}", client.summary());
+//! # Ok(()) }
+//! ```
+
+mod cli;
+mod state;
+mod stats;
+mod tracker;
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use scheduler_common::{decode, encode_submit, Message, Task, MAX_LIST, MAX_MESSAGE_LEN};
+use serde::Serialize;
+use tokio::net::UdpSocket;
+
+use crate::executor::unix_now_ns;
+
+pub use cli::{run, HandlerKind, SubmitArgs};
+pub use state::{TaskState, TaskStates};
+pub use stats::{ClientStats, Latencies};
+pub use tracker::{CompletionEffect, JobProgress, JobReport, Packet, TaskSpec, Tracker, TrackerConfig};
+
+/// Where a client sends and how it tracks.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// The switch's SUBMIT address.
+    pub switch: SocketAddr,
+    /// Local address of the client socket; `None`: loopback port 0 for a loopback
+    /// switch, otherwise the unspecified address, port 0.
+    pub bind: Option<SocketAddr>,
+    pub tracker: TrackerConfig,
+}
+
+impl ClientConfig {
+    /// Defaults with a random uid.
+    pub fn new(switch: SocketAddr) -> ClientConfig {
+        ClientConfig { switch, bind: None, tracker: TrackerConfig::new(rand::random()) }
+    }
+
+    fn bind_addr(&self) -> SocketAddr {
+        self.bind.unwrap_or_else(|| {
+            let ip = match self.switch.ip() {
+                IpAddr::V4(ip) if ip.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                IpAddr::V6(ip) if ip.is_loopback() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+                IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            };
+            SocketAddr::new(ip, 0)
+        })
+    }
+}
+
+/// The numbers `bolt submit` reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    /// Distinct tasks submitted.
+    pub submitted: u64,
+    /// Tasks Done.
+    pub completed: u64,
+    /// Tasks Failed (attempts exhausted, refused everywhere, lost, or rejected by a full queue).
+    pub failed: u64,
+    /// Task sends flagged FLAG_RESUBMIT.
+    pub resubmitted: u64,
+    /// Submit → executor start, median and 99th percentile, in microseconds.
+    pub p50_sched_delay_us: f64,
+    pub p99_sched_delay_us: f64,
+    /// Job added → last task final, in milliseconds.
+    pub p50_job_ms: f64,
+    pub p99_job_ms: f64,
+    /// Tasks done per second between the first send and the last completion.
+    pub throughput_tasks_per_s: f64,
+    /// Tasks not final yet (Pending or Running) when the summary was taken.
+    pub unfinished: u64,
+    /// Failed tasks whose attempts all timed out (no executor ever answered).
+    pub lost: u64,
+    pub canceled: u64,
+    /// Completions ignored because the task was already final.
+    pub duplicates: u64,
+    pub timeouts: u64,
+    pub queue_full_bounces: u64,
+    pub jobs: u64,
+    pub jobs_finished: u64,
+    /// Handler run time reported by executors, median, in microseconds.
+    pub p50_run_us: f64,
+    /// First send → last completion, in seconds.
+    pub elapsed_s: f64,
+}
+
+/// Most SUBMITs sent in one go before the client looks at its socket again.
+const FLUSH_BURST: usize = 256;
+/// Most messages handled in one go before the client looks at its timers again.
+const RECEIVE_BURST: usize = 512;
+/// Receive buffer asked for, so bursts of COMPLETEs are not dropped (the kernel caps
+/// it at net.core.rmem_max).
+const RECEIVE_BUFFER_BYTES: usize = 4 << 20;
+
+/// A client: one socket, one tracker.
+pub struct Client {
+    socket: UdpSocket,
+    switch: SocketAddr,
+    tracker: Tracker,
+    rx: Box<[u8; MAX_MESSAGE_LEN + 1]>,
+    tx: [u8; MAX_MESSAGE_LEN],
+    out: [Task; MAX_LIST],
+}
+
+impl Client {
+    /// Binds the client's socket.
+    pub async fn bind(cfg: ClientConfig) -> anyhow::Result<Client> {
+        if cfg.tracker.max_attempts == 0 {
+            anyhow::bail!("max attempts must be at least 1");
+        }
+        if cfg.tracker.window == 0 {
+            anyhow::bail!("the window must allow at least one task");
+        }
+        let addr = cfg.bind_addr();
+        let std_socket =
+            std::net::UdpSocket::bind(addr).with_context(|| format!("binding the client socket to {addr}"))?;
+        grow_receive_buffer(&std_socket, RECEIVE_BUFFER_BYTES);
+        std_socket.set_nonblocking(true)?;
+        let socket = UdpSocket::from_std(std_socket)?;
+        tracing::debug!(local = %socket.local_addr()?, switch = %cfg.switch, uid = cfg.tracker.uid, "client bound");
+        Ok(Client {
+            socket,
+            switch: cfg.switch,
+            tracker: Tracker::new(cfg.tracker),
+            rx: Box::new([0; MAX_MESSAGE_LEN + 1]),
+            tx: [0; MAX_MESSAGE_LEN],
+            out: [Task::default(); MAX_LIST],
+        })
+    }
+
+    /// The address COMPLETE and QUEUE_FULL come back to.
+    pub fn local_addr(&self) -> anyhow::Result<SocketAddr> {
+        Ok(self.socket.local_addr()?)
+    }
+
+    pub fn tracker(&self) -> &Tracker {
+        &self.tracker
+    }
+
+    /// Adds a job without sending yet (the next [`Client::flush`] or drive sends it).
+    pub fn add_job(&mut self, tasks: &[TaskSpec]) -> anyhow::Result<u32> {
+        self.tracker.add_job(tasks, Instant::now())
+    }
+
+    /// Adds a job and sends as much of it as the window allows. Returns the job id.
+    pub async fn submit(&mut self, tasks: &[TaskSpec]) -> anyhow::Result<u32> {
+        let jid = self.add_job(tasks)?;
+        self.flush().await;
+        Ok(jid)
+    }
+
+    /// Cancels a job's unfinished tasks (client side only; see [`Tracker::cancel_job`]).
+    pub fn cancel_job(&mut self, jid: u32) -> u32 {
+        self.tracker.cancel_job(jid, Instant::now())
+    }
+
+    /// Reports of jobs finished since the last call.
+    pub fn take_finished(&mut self) -> Vec<JobReport> {
+        self.tracker.take_finished()
+    }
+
+    /// Sends SUBMITs for Pending tasks, as far as the window allows (at most a burst).
+    pub async fn flush(&mut self) {
+        for _ in 0..FLUSH_BURST {
+            let Some(p) = self.tracker.next_packet(Instant::now(), unix_now_ns(), &mut self.out) else { return };
+            let n = match encode_submit(&mut self.tx, p.job, p.flags, &self.out[..p.count]) {
+                Ok(n) => n,
+                Err(e) => {
+                    // Cannot happen (at most 16 tasks, a full-size buffer); the tasks
+                    // time out and are resent if it ever does.
+                    tracing::error!(error = %e, "encoding SUBMIT failed");
+                    continue;
+                }
+            };
+            if let Err(e) = self.socket.send_to(&self.tx[..n], self.switch).await {
+                // The tasks stay Running and are resent when they time out.
+                let stats = self.tracker.stats_mut();
+                stats.send_errors += 1;
+                if stats.send_errors == 1 {
+                    tracing::warn!(switch = %self.switch, error = %e, "sending SUBMIT failed; will resend on timeout");
+                }
+            }
+        }
+    }
+
+    /// Handles messages, timeouts and back-offs until `until`.
+    pub async fn drive_until(&mut self, until: Instant) -> anyhow::Result<()> {
+        self.drive(until, false).await.map(|_| ())
+    }
+
+    /// Handles messages, timeouts and back-offs until every job added so far is
+    /// finished (returns true) or `deadline` passes (returns false).
+    pub async fn wait_idle(&mut self, deadline: Instant) -> anyhow::Result<bool> {
+        self.drive(deadline, true).await
+    }
+
+    async fn drive(&mut self, until: Instant, stop_when_idle: bool) -> anyhow::Result<bool> {
+        loop {
+            let now = Instant::now();
+            self.tracker.on_tick(now);
+            self.flush().await;
+            if stop_when_idle && self.tracker.is_idle() {
+                return Ok(true);
+            }
+            if now >= until {
+                return Ok(self.tracker.is_idle());
+            }
+            // Wake for the next timer, or soon if the window is open and tasks wait.
+            let mut wake = self.tracker.next_deadline().map_or(until, |d| d.min(until));
+            if self.tracker.has_ready() {
+                wake = wake.min(now + Duration::from_millis(1));
+            }
+            let received = tokio::select! {
+                r = self.socket.recv_from(&mut self.rx[..]) => Some(r),
+                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => None,
+            };
+            match received {
+                Some(Ok((n, from))) => {
+                    self.handle(n, from);
+                    self.receive_ready();
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "client receive failed");
+                    // Do not spin on a persistent error.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Handles what is already queued on the socket without waiting.
+    fn receive_ready(&mut self) {
+        for _ in 0..RECEIVE_BURST {
+            match self.socket.try_recv_from(&mut self.rx[..]) {
+                Ok((n, from)) => self.handle(n, from),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "client receive failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, n: usize, from: SocketAddr) {
+        let now = Instant::now();
+        match decode(&self.rx[..n]) {
+            Ok(Message::Complete(c)) => {
+                let c = *c;
+                self.tracker.on_complete(&c, now);
+            }
+            Ok(Message::QueueFull { job, tasks }) if from == self.switch => {
+                self.tracker.on_queue_full(job, tasks, now);
+            }
+            Ok(Message::QueueFull { .. }) => {
+                self.tracker.stats_mut().foreign += 1;
+                tracing::debug!(%from, "QUEUE_FULL from an address other than the switch ignored");
+            }
+            Ok(other) => {
+                self.tracker.stats_mut().unexpected += 1;
+                tracing::debug!(%from, op = other.op().name(), "unexpected message ignored");
+            }
+            Err(e) => {
+                self.tracker.stats_mut().decode_errors += 1;
+                tracing::debug!(%from, error = %e, "malformed message dropped");
+            }
+        }
+    }
+
+    /// The numbers of this client so far.
+    pub fn summary(&self) -> Summary {
+        summarize(&self.tracker)
+    }
+}
+
+/// The summary of a tracker's work.
+pub fn summarize(t: &Tracker) -> Summary {
+    let s = t.stats();
+    let l = t.latencies();
+    let states = t.states();
+    let q = stats::quantile;
+    Summary {
+        submitted: s.tasks_added,
+        completed: s.done,
+        failed: s.failed,
+        resubmitted: s.resubmitted,
+        p50_sched_delay_us: q(&l.sched_delay_ns, 0.5) as f64 / 1e3,
+        p99_sched_delay_us: q(&l.sched_delay_ns, 0.99) as f64 / 1e3,
+        p50_job_ms: q(&l.job_us, 0.5) as f64 / 1e3,
+        p99_job_ms: q(&l.job_us, 0.99) as f64 / 1e3,
+        throughput_tasks_per_s: l.throughput(s.done),
+        unfinished: states.count(TaskState::Pending) + states.count(TaskState::Running),
+        lost: s.lost,
+        canceled: s.canceled,
+        duplicates: s.duplicates,
+        timeouts: s.timeouts,
+        queue_full_bounces: s.queue_full_bounces,
+        jobs: s.jobs_added,
+        jobs_finished: s.jobs_finished,
+        p50_run_us: q(&l.run_ns, 0.5) as f64 / 1e3,
+        elapsed_s: l.span().as_secs_f64(),
+    }
+}
+
+/// Asks for a larger receive buffer; a smaller one only costs resends, so failure is
+/// logged, not fatal.
+fn grow_receive_buffer(socket: &std::net::UdpSocket, bytes: usize) {
+    let v = bytes as libc::c_int;
+    // SAFETY: a valid socket fd and a pointer to a c_int of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "could not grow the client receive buffer");
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,602 @@
+//! The client's bookkeeping, without I/O: which tasks to send next, what a COMPLETE,
+//! a QUEUE_FULL or a timeout does to a task, and when a job is finished. Time comes in
+//! as arguments, so every rule can be tested without a network or a clock.
+//!
+//! Rules:
+//! - Task ids are unique per client and allocated in job order, so a job is a
+//!   contiguous range of ids and the state vectors are indexed by task id directly.
+//! - An *attempt* is a send the switch did not bounce. It ends with a COMPLETE or with
+//!   the task timeout. A task gets at most `max_attempts` attempts: STATUS_OK makes it
+//!   Done; STATUS_FAILED / STATUS_REFUSED (another executor may have the command or the
+//!   resources) and timeouts send it again with FLAG_RESUBMIT while attempts remain,
+//!   and make it Failed after the last one.
+//! - QUEUE_FULL takes back the attempt it bounces (the switch never queued the task)
+//!   and retries after an exponential, jittered back-off. After `max_queue_full_bounces`
+//!   bounces the task is Failed (the switch is persistently full).
+//! - Done, Failed and Canceled are final. A COMPLETE for a final task is a duplicate and
+//!   only counted; an OK completion from an earlier attempt makes a task Done whatever
+//!   attempt it is on. A job is finished when every task is final.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::time::{Duration, Instant};
+
+use scheduler_common::descriptor::Handler;
+use scheduler_common::{
+    Completion, JobRef, Task, FLAG_RESUBMIT, MAX_LIST, MAX_PRIORITIES, STATUS_OK, STATUS_REFUSED,
+    TASK_FLAG_EXACTLY_ONCE,
+};
+
+use super::state::{TaskState, TaskStates};
+use super::stats::{ClientStats, Latencies};
+
+/// How a client retries and paces its tasks.
+#[derive(Clone, Debug)]
+pub struct TrackerConfig {
+    /// The client's user id, carried in SUBMIT and echoed in COMPLETE and QUEUE_FULL.
+    pub uid: u32,
+    /// An attempt with no COMPLETE after this long is resent (or failed, if it was the last).
+    pub task_timeout: Duration,
+    /// Attempts per task (at least 1).
+    pub max_attempts: u8,
+    /// At most this many tasks Running at once; the rest wait as Pending.
+    pub window: usize,
+    /// First QUEUE_FULL back-off; doubles with every bounce of the same task.
+    pub queue_full_backoff: Duration,
+    /// Longest QUEUE_FULL back-off.
+    pub queue_full_backoff_max: Duration,
+    /// Bounces after which a task is Failed.
+    pub max_queue_full_bounces: u32,
+}
+
+impl TrackerConfig {
+    pub fn new(uid: u32) -> TrackerConfig {
+        TrackerConfig {
+            uid,
+            task_timeout: Duration::from_secs(2),
+            max_attempts: 3,
+            window: 1024,
+            queue_full_backoff: Duration::from_micros(200),
+            queue_full_backoff_max: Duration::from_millis(20),
+            max_queue_full_bounces: 1000,
+        }
+    }
+}
+
+/// One task as the caller describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskSpec {
+    /// 1 (highest) ..= 8.
+    pub priority: u8,
+    /// Resources the task needs (8-bit bitmap); it runs only on executors offering all.
+    pub resources: u8,
+    /// Task class, for per-class accounting and learned allocation.
+    pub class: u8,
+    /// Ask for at-most-once execution (TASK_FLAG_EXACTLY_ONCE).
+    pub exactly_once: bool,
+    /// Encoded handler and arguments.
+    pub descriptor: [u8; 16],
+}
+
+impl TaskSpec {
+    pub fn new(handler: Handler<'_>, priority: u8, resources: u8) -> anyhow::Result<TaskSpec> {
+        if priority == 0 || priority > MAX_PRIORITIES {
+            anyhow::bail!("priority {priority} is outside 1..={MAX_PRIORITIES}");
+        }
+        let descriptor = handler.encode().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(TaskSpec { priority, resources, class: 0, exactly_once: false, descriptor })
+    }
+}
+
+/// What a finished job came to.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct JobReport {
+    pub jid: u32,
+    pub tasks: u32,
+    pub done: u32,
+    pub failed: u32,
+    pub canceled: u32,
+    /// Job added → last task final.
+    pub elapsed: Duration,
+}
+
+/// The progress of a job not yet finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobProgress {
+    pub tasks: u32,
+    pub done: u32,
+    pub failed: u32,
+    pub canceled: u32,
+    /// First task id; the job's tasks are `first_tid .. first_tid + tasks`.
+    pub first_tid: u32,
+}
+
+/// What a COMPLETE did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompletionEffect {
+    Done,
+    /// Failed or refused; the task goes out again.
+    Retry,
+    /// Failed or refused on the last attempt.
+    Failed,
+    /// A task already final, a late failure, or not this client's: counted, ignored.
+    Ignored,
+}
+
+/// A SUBMIT to send: the job, header flags and the first `count` tasks of the buffer
+/// passed to [`Tracker::next_packet`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet {
+    pub job: JobRef,
+    pub flags: u8,
+    pub count: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    task: Task,
+    jid: u32,
+    /// Wall-clock time of the first send (0: never sent), for the scheduling delay.
+    first_sent_unix_ns: u64,
+    /// Attempts begun (sends not bounced).
+    attempts: u8,
+    bounces: u32,
+    /// Bumped on every send, so a timeout entry can tell whether it is still current.
+    send_stamp: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Job {
+    first_tid: u32,
+    tasks: u32,
+    done: u32,
+    failed: u32,
+    canceled: u32,
+    created: Instant,
+}
+
+impl Job {
+    fn is_finished(&self) -> bool {
+        self.done + self.failed + self.canceled == self.tasks
+    }
+}
+
+/// The client state machine.
+#[derive(Debug)]
+pub struct Tracker {
+    cfg: TrackerConfig,
+    states: TaskStates,
+    /// Per-task data of unfinished jobs, indexed by `tid - base_tid`. Finished jobs at
+    /// the front are dropped; their ids stay in the final state vectors.
+    slots: VecDeque<Slot>,
+    base_tid: u32,
+    next_tid: u32,
+    next_jid: u32,
+    jobs: BTreeMap<u32, Job>,
+    unfinished_jobs: usize,
+    /// Pending tasks to send as soon as the window allows, in order. May hold ids that
+    /// are no longer Pending (completed meanwhile); those are skipped.
+    ready: VecDeque<u32>,
+    /// Bounced tasks and when they may go out again.
+    backoff: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// (deadline, tid, send stamp) per attempt, in send order (the timeout is fixed, so
+    /// deadlines are ordered too).
+    timeouts: VecDeque<(Instant, u32, u32)>,
+    running: usize,
+    finished: Vec<JobReport>,
+    stats: ClientStats,
+    latency: Latencies,
+    rng: u64,
+}
+
+impl Tracker {
+    pub fn new(cfg: TrackerConfig) -> Tracker {
+        let rng = 0x2545_F491_4F6C_DD1D ^ (cfg.uid as u64) << 17 | 1;
+        Tracker {
+            cfg,
+            states: TaskStates::new(),
+            slots: VecDeque::new(),
+            base_tid: 0,
+            next_tid: 0,
+            next_jid: 1,
+            jobs: BTreeMap::new(),
+            unfinished_jobs: 0,
+            ready: VecDeque::new(),
+            backoff: BinaryHeap::new(),
+            timeouts: VecDeque::new(),
+            running: 0,
+            finished: Vec::new(),
+            stats: ClientStats::default(),
+            latency: Latencies::default(),
+            rng,
+        }
+    }
+
+    pub fn config(&self) -> &TrackerConfig {
+        &self.cfg
+    }
+
+    /// The state bit vectors.
+    pub fn states(&self) -> &TaskStates {
+        &self.states
+    }
+
+    pub fn stats(&self) -> &ClientStats {
+        &self.stats
+    }
+
+    /// For the I/O layer's own counters (malformed input, send errors).
+    pub(crate) fn stats_mut(&mut self) -> &mut ClientStats {
+        &mut self.stats
+    }
+
+    pub fn latencies(&self) -> &Latencies {
+        &self.latency
+    }
+
+    /// Tasks Running now.
+    pub fn running(&self) -> usize {
+        self.running
+    }
+
+    /// True when every job added so far is finished.
+    pub fn is_idle(&self) -> bool {
+        self.unfinished_jobs == 0
+    }
+
+    /// Progress of an unfinished job (finished jobs are reported by
+    /// [`Tracker::take_finished`]).
+    pub fn job(&self, jid: u32) -> Option<JobProgress> {
+        self.jobs.get(&jid).map(|j| JobProgress {
+            tasks: j.tasks,
+            done: j.done,
+            failed: j.failed,
+            canceled: j.canceled,
+            first_tid: j.first_tid,
+        })
+    }
+
+    /// Reports of the jobs finished since the last call.
+    pub fn take_finished(&mut self) -> Vec<JobReport> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Adds a job; its tasks are Pending until [`Tracker::next_packet`] sends them.
+    /// Returns the job id.
+    pub fn add_job(&mut self, specs: &[TaskSpec], now: Instant) -> anyhow::Result<u32> {
+        if specs.is_empty() {
+            anyhow::bail!("a job needs at least one task");
+        }
+        let n = u32::try_from(specs.len()).map_err(|_| anyhow::anyhow!("too many tasks in one job"))?;
+        let first = self.next_tid;
+        let end = first.checked_add(n).ok_or_else(|| anyhow::anyhow!("this client has used up its task ids"))?;
+        if let Some(bad) = specs.iter().find(|s| s.priority == 0 || s.priority > MAX_PRIORITIES) {
+            anyhow::bail!("priority {} is outside 1..={MAX_PRIORITIES}", bad.priority);
+        }
+        let jid = self.next_jid;
+        self.states.add_pending(first..end).map_err(|e| anyhow::anyhow!(e))?;
+        self.next_jid = self.next_jid.wrapping_add(1);
+        self.next_tid = end;
+        for (tid, spec) in (first..end).zip(specs) {
+            let mut task = Task {
+                prio: spec.priority,
+                rsrc: spec.resources,
+                class: spec.class,
+                flags: if spec.exactly_once { TASK_FLAG_EXACTLY_ONCE } else { 0 },
+                desc: spec.descriptor,
+                ..Task::default()
+            };
+            task.set_tid(tid);
+            self.slots.push_back(Slot { task, jid, first_sent_unix_ns: 0, attempts: 0, bounces: 0, send_stamp: 0 });
+            self.ready.push_back(tid);
+        }
+        self.jobs.insert(jid, Job { first_tid: first, tasks: n, done: 0, failed: 0, canceled: 0, created: now });
+        self.unfinished_jobs += 1;
+        self.stats.jobs_added += 1;
+        self.stats.tasks_added += n as u64;
+        Ok(jid)
+    }
+
+    /// Fills `out` with the next SUBMIT's tasks: up to 16 Pending tasks of one job, all
+    /// first sends or all resubmissions, as far as the window allows. They become
+    /// Running. `None` when nothing can be sent now.
+    pub fn next_packet(&mut self, now: Instant, now_unix_ns: u64, out: &mut [Task; MAX_LIST]) -> Option<Packet> {
+        self.promote_backoffs(now);
+        let mut count = 0usize;
+        let mut group: Option<(u32, bool)> = None;
+        while count < MAX_LIST && self.running < self.cfg.window {
+            let Some(&tid) = self.ready.front() else { break };
+            if self.states.state_of(tid) != Some(TaskState::Pending) {
+                self.ready.pop_front();
+                continue;
+            }
+            let Some(slot) = self.slot(tid) else {
+                // Cannot happen: a Pending task belongs to an unfinished job.
+                self.ready.pop_front();
+                continue;
+            };
+            let key = (slot.jid, slot.attempts > 0);
+            if group.is_some_and(|g| g != key) {
+                break;
+            }
+            group = Some(key);
+            self.ready.pop_front();
+            out[count] = self.begin_attempt(tid, now, now_unix_ns);
+            count += 1;
+        }
+        let (jid, resubmit) = group?;
+        self.stats.packets_sent += 1;
+        if resubmit {
+            self.stats.resubmitted += count as u64;
+        }
+        Some(Packet {
+            job: JobRef::new(self.cfg.uid, jid),
+            flags: if resubmit { FLAG_RESUBMIT } else { 0 },
+            count,
+        })
+    }
+
+    fn begin_attempt(&mut self, tid: u32, now: Instant, now_unix_ns: u64) -> Task {
+        self.states.transition(tid, TaskState::Pending, TaskState::Running);
+        self.running += 1;
+        self.stats.tasks_sent += 1;
+        let deadline = now + self.cfg.task_timeout;
+        let slot = self.slot_mut(tid).expect("caller checked the slot");
+        if slot.first_sent_unix_ns == 0 {
+            slot.first_sent_unix_ns = now_unix_ns.max(1);
+        }
+        slot.attempts = slot.attempts.saturating_add(1);
+        slot.send_stamp = slot.send_stamp.wrapping_add(1);
+        let (stamp, task) = (slot.send_stamp, slot.task);
+        self.timeouts.push_back((deadline, tid, stamp));
+        self.latency.first_send.get_or_insert(now);
+        task
+    }
+
+    /// Applies a COMPLETE.
+    pub fn on_complete(&mut self, c: &Completion, now: Instant) -> CompletionEffect {
+        if c.uid() != self.cfg.uid {
+            self.stats.foreign += 1;
+            return CompletionEffect::Ignored;
+        }
+        let tid = c.tid();
+        let state = match self.states.state_of(tid) {
+            None => {
+                self.stats.unknown += 1;
+                return CompletionEffect::Ignored;
+            }
+            Some(TaskState::Canceled) => {
+                self.stats.after_cancel += 1;
+                return CompletionEffect::Ignored;
+            }
+            Some(TaskState::Done | TaskState::Failed) => {
+                self.stats.duplicates += 1;
+                return CompletionEffect::Ignored;
+            }
+            Some(s) => s,
+        };
+        let Some(slot) = self.slot(tid).copied().filter(|s| s.jid == c.jid()) else {
+            self.stats.unknown += 1;
+            return CompletionEffect::Ignored;
+        };
+        if c.status == STATUS_OK {
+            self.states.transition(tid, state, TaskState::Done);
+            if state == TaskState::Running {
+                self.running -= 1;
+            }
+            if slot.first_sent_unix_ns != 0 {
+                let delay = c.start_unix_ns().saturating_sub(slot.first_sent_unix_ns);
+                self.latency.sched_delay_ns.saturating_record(delay);
+            }
+            self.latency.run_ns.saturating_record(c.run_ns() as u64);
+            self.latency.last_done = Some(now);
+            self.finish_task(slot.jid, TaskState::Done, now);
+            return CompletionEffect::Done;
+        }
+        if c.status == STATUS_REFUSED {
+            self.stats.attempts_refused += 1;
+        } else {
+            self.stats.attempts_failed += 1;
+        }
+        if state == TaskState::Pending {
+            // Already waiting to go out again (after a timeout or a bounce).
+            self.stats.late_failures += 1;
+            return CompletionEffect::Ignored;
+        }
+        self.running -= 1;
+        if slot.attempts >= self.cfg.max_attempts {
+            self.states.transition(tid, TaskState::Running, TaskState::Failed);
+            self.finish_task(slot.jid, TaskState::Failed, now);
+            CompletionEffect::Failed
+        } else {
+            self.states.transition(tid, TaskState::Running, TaskState::Pending);
+            self.ready.push_back(tid);
+            CompletionEffect::Retry
+        }
+    }
+
+    /// Applies a QUEUE_FULL: the listed tasks were not queued.
+    pub fn on_queue_full(&mut self, job: JobRef, tasks: &[Task], now: Instant) {
+        if job.uid() != self.cfg.uid {
+            self.stats.foreign += 1;
+            return;
+        }
+        self.stats.queue_full_messages += 1;
+        for t in tasks {
+            let tid = t.tid();
+            if self.states.state_of(tid) != Some(TaskState::Running) {
+                self.stats.stale_queue_full += 1;
+                continue;
+            }
+            let max_bounces = self.cfg.max_queue_full_bounces;
+            let Some(slot) = self.slot_mut(tid).filter(|s| s.jid == job.jid()) else {
+                self.stats.unknown += 1;
+                continue;
+            };
+            slot.attempts = slot.attempts.saturating_sub(1);
+            slot.bounces += 1;
+            let bounces = slot.bounces;
+            self.running -= 1;
+            self.stats.queue_full_bounces += 1;
+            if bounces > max_bounces {
+                self.stats.rejected += 1;
+                self.states.transition(tid, TaskState::Running, TaskState::Failed);
+                self.finish_task(job.jid(), TaskState::Failed, now);
+            } else {
+                self.states.transition(tid, TaskState::Running, TaskState::Pending);
+                let at = now + self.backoff_for(bounces);
+                self.backoff.push(Reverse((at, tid)));
+            }
+        }
+    }
+
+    /// Exponential back-off for the n-th bounce, with ±50 % jitter so bounced tasks of
+    /// many clients do not return in lockstep.
+    fn backoff_for(&mut self, bounces: u32) -> Duration {
+        let base = self.cfg.queue_full_backoff.as_nanos() as u64;
+        let cap = self.cfg.queue_full_backoff_max.as_nanos() as u64;
+        let exp = base.saturating_mul(1u64 << bounces.saturating_sub(1).min(20)).min(cap);
+        // xorshift64: cheap, and the jitter needs no quality.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let jitter = if exp == 0 { 0 } else { self.rng % exp.max(1) };
+        Duration::from_nanos(exp / 2 + jitter)
+    }
+
+    /// Expires attempts past their timeout and releases bounced tasks whose back-off
+    /// is over. Call whenever time has passed.
+    pub fn on_tick(&mut self, now: Instant) {
+        while let Some(&(deadline, tid, stamp)) = self.timeouts.front() {
+            if deadline > now {
+                break;
+            }
+            self.timeouts.pop_front();
+            if self.states.state_of(tid) != Some(TaskState::Running) {
+                continue;
+            }
+            let Some(slot) = self.slot(tid).copied() else { continue };
+            if slot.send_stamp != stamp {
+                continue;
+            }
+            self.running -= 1;
+            self.stats.timeouts += 1;
+            if slot.attempts >= self.cfg.max_attempts {
+                self.stats.lost += 1;
+                self.states.transition(tid, TaskState::Running, TaskState::Failed);
+                self.finish_task(slot.jid, TaskState::Failed, now);
+            } else {
+                self.states.transition(tid, TaskState::Running, TaskState::Pending);
+                self.ready.push_back(tid);
+            }
+        }
+        self.promote_backoffs(now);
+    }
+
+    fn promote_backoffs(&mut self, now: Instant) {
+        while let Some(&Reverse((at, tid))) = self.backoff.peek() {
+            if at > now {
+                break;
+            }
+            self.backoff.pop();
+            self.ready.push_back(tid);
+        }
+    }
+
+    /// When [`Tracker::on_tick`] next has something to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let t = self.timeouts.front().map(|e| e.0);
+        let b = self.backoff.peek().map(|Reverse((at, _))| *at);
+        match (t, b) {
+            (Some(t), Some(b)) => Some(t.min(b)),
+            (t, b) => t.or(b),
+        }
+    }
+
+    /// True when Pending tasks could be sent right now (window permitting).
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty() && self.running < self.cfg.window
+    }
+
+    /// Cancels the job's unfinished tasks (client side: the protocol has no cancel
+    /// message, so queued copies may still run; their completions are ignored).
+    /// Returns how many tasks were canceled.
+    pub fn cancel_job(&mut self, jid: u32, now: Instant) -> u32 {
+        let Some(job) = self.jobs.get(&jid) else { return 0 };
+        let range = job.first_tid..job.first_tid + job.tasks;
+        let mut canceled = 0;
+        for tid in range {
+            let from = match self.states.state_of(tid) {
+                Some(s @ (TaskState::Pending | TaskState::Running)) => s,
+                _ => continue,
+            };
+            self.states.transition(tid, from, TaskState::Canceled);
+            if from == TaskState::Running {
+                self.running -= 1;
+            }
+            canceled += 1;
+            self.finish_task(jid, TaskState::Canceled, now);
+        }
+        canceled
+    }
+
+    fn finish_task(&mut self, jid: u32, outcome: TaskState, now: Instant) {
+        let Some(job) = self.jobs.get_mut(&jid) else { return };
+        match outcome {
+            TaskState::Done => {
+                job.done += 1;
+                self.stats.done += 1;
+            }
+            TaskState::Failed => {
+                job.failed += 1;
+                self.stats.failed += 1;
+            }
+            TaskState::Canceled => {
+                job.canceled += 1;
+                self.stats.canceled += 1;
+            }
+            TaskState::Pending | TaskState::Running => return,
+        }
+        if !job.is_finished() {
+            return;
+        }
+        let elapsed = now.saturating_duration_since(job.created);
+        self.finished.push(JobReport {
+            jid,
+            tasks: job.tasks,
+            done: job.done,
+            failed: job.failed,
+            canceled: job.canceled,
+            elapsed,
+        });
+        self.latency.job_us.saturating_record(elapsed.as_micros() as u64);
+        self.unfinished_jobs -= 1;
+        self.stats.jobs_finished += 1;
+        self.reclaim();
+    }
+
+    /// Drops the per-task data of finished jobs at the front (their final states stay
+    /// in the vectors, so late duplicates are still recognised).
+    fn reclaim(&mut self) {
+        while let Some((&jid, job)) = self.jobs.first_key_value() {
+            if !job.is_finished() || job.first_tid != self.base_tid {
+                break;
+            }
+            let n = job.tasks;
+            self.slots.drain(..n as usize);
+            self.base_tid += n;
+            self.jobs.remove(&jid);
+        }
+    }
+
+    fn slot(&self, tid: u32) -> Option<&Slot> {
+        self.slots.get(tid.checked_sub(self.base_tid)? as usize)
+    }
+
+    fn slot_mut(&mut self, tid: u32) -> Option<&mut Slot> {
+        self.slots.get_mut(tid.checked_sub(self.base_tid)? as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,368 @@
+//! The client's rules, driven with synthetic messages and a synthetic clock.
+
+use super::*;
+use scheduler_common::{STATUS_FAILED, STATUS_REFUSED};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn cfg() -> TrackerConfig {
+    let mut c = TrackerConfig::new(7);
+    c.task_timeout = 100 * MS;
+    c.max_attempts = 3;
+    c.window = 1000;
+    c.queue_full_backoff = MS;
+    c.queue_full_backoff_max = 8 * MS;
+    c.max_queue_full_bounces = 5;
+    c
+}
+
+fn specs(n: usize) -> Vec<TaskSpec> {
+    (0..n).map(|i| TaskSpec::new(Handler::Noop, 1 + (i % 4) as u8, (i % 3) as u8).unwrap()).collect()
+}
+
+/// Sends everything sendable; returns (job, flags, tids) per packet.
+fn drain(t: &mut Tracker, now: Instant) -> Vec<(JobRef, u8, Vec<u32>)> {
+    let mut out = [Task::default(); MAX_LIST];
+    let mut packets = Vec::new();
+    for _ in 0..100_000 {
+        let Some(p) = t.next_packet(now, 1_000, &mut out) else { return packets };
+        packets.push((p.job, p.flags, out[..p.count].iter().map(|t| t.tid()).collect()));
+    }
+    panic!("next_packet never ran dry");
+}
+
+fn complete(uid: u32, jid: u32, tid: u32, status: u8, start_unix_ns: u64) -> Completion {
+    let mut c = Completion { status, ..Completion::default() };
+    c.set_uid(uid);
+    c.set_jid(jid);
+    c.set_tid(tid);
+    c.set_run_ns(500);
+    c.set_start_unix_ns(start_unix_ns);
+    c
+}
+
+fn task_with_tid(tid: u32) -> Task {
+    let mut t = Task { prio: 1, ..Task::default() };
+    t.set_tid(tid);
+    t
+}
+
+fn check_invariants(t: &Tracker) {
+    let s = t.states();
+    let total: u64 = TaskState::ALL.iter().map(|&st| s.count(st)).sum();
+    assert_eq!(total, t.stats().tasks_added, "every task is in exactly one state vector");
+    for tid in 0..t.stats().tasks_added as u32 {
+        let n = TaskState::ALL.iter().filter(|&&st| s.vector(st).contains(tid)).count();
+        assert_eq!(n, 1, "task {tid} in {n} vectors");
+    }
+    assert_eq!(s.count(TaskState::Running), t.running() as u64);
+    assert_eq!(s.count(TaskState::Done), t.stats().done);
+    assert_eq!(s.count(TaskState::Failed), t.stats().failed);
+    assert_eq!(s.count(TaskState::Canceled), t.stats().canceled);
+}
+
+#[test]
+fn jobs_go_out_in_packets_of_at_most_sixteen_tasks_of_one_job() {
+    let now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let a = t.add_job(&specs(40), now).unwrap();
+    let b = t.add_job(&specs(3), now).unwrap();
+    let packets = drain(&mut t, now);
+    let sizes: Vec<_> = packets.iter().map(|p| (p.0.jid(), p.2.len())).collect();
+    assert_eq!(sizes, vec![(a, 16), (a, 16), (a, 8), (b, 3)]);
+    assert!(packets.iter().all(|p| p.0.uid() == 7 && p.1 == 0));
+    let tids: Vec<u32> = packets.iter().flat_map(|p| p.2.clone()).collect();
+    assert_eq!(tids, (0..43).collect::<Vec<_>>());
+    assert_eq!(t.states().count(TaskState::Running), 43);
+    assert_eq!(t.stats().packets_sent, 4);
+    check_invariants(&t);
+}
+
+#[test]
+fn the_window_caps_tasks_running() {
+    let now = Instant::now();
+    let mut t = Tracker::new(TrackerConfig { window: 10, ..cfg() });
+    let jid = t.add_job(&specs(25), now).unwrap();
+    assert_eq!(drain(&mut t, now).iter().map(|p| p.2.len()).sum::<usize>(), 10);
+    assert_eq!(t.states().count(TaskState::Pending), 15);
+    // Completions open the window again.
+    for tid in 0..4 {
+        assert_eq!(t.on_complete(&complete(7, jid, tid, STATUS_OK, 2_000), now), CompletionEffect::Done);
+    }
+    assert_eq!(drain(&mut t, now).iter().map(|p| p.2.len()).sum::<usize>(), 4);
+    check_invariants(&t);
+}
+
+#[test]
+fn a_task_is_done_once_and_duplicates_are_only_counted() {
+    let now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let jid = t.add_job(&specs(2), now).unwrap();
+    drain(&mut t, now);
+    let c = complete(7, jid, 0, STATUS_OK, 5_000);
+    assert_eq!(t.on_complete(&c, now), CompletionEffect::Done);
+    assert_eq!(t.on_complete(&c, now), CompletionEffect::Ignored);
+    assert_eq!(t.on_complete(&complete(7, jid, 0, STATUS_FAILED, 0), now), CompletionEffect::Ignored);
+    assert_eq!((t.stats().done, t.stats().duplicates), (1, 2));
+    assert!(t.take_finished().is_empty());
+    assert_eq!(t.on_complete(&complete(7, jid, 1, STATUS_OK, 5_000), now + 3 * MS), CompletionEffect::Done);
+    let reports = t.take_finished();
+    assert_eq!(reports, vec![JobReport { jid, tasks: 2, done: 2, failed: 0, canceled: 0, elapsed: 3 * MS }]);
+    assert!(t.is_idle());
+    // The job's per-task data is gone, but a late duplicate is still recognised.
+    assert_eq!(t.job(jid), None);
+    assert_eq!(t.on_complete(&c, now), CompletionEffect::Ignored);
+    assert_eq!((t.stats().done, t.stats().duplicates), (2, 3));
+    check_invariants(&t);
+}
+
+#[test]
+fn the_scheduling_delay_runs_from_first_send_to_start() {
+    let now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let jid = t.add_job(&specs(1), now).unwrap();
+    drain(&mut t, now); // sent at unix 1_000 ns
+    t.on_complete(&complete(7, jid, 0, STATUS_OK, 251_000), now);
+    let h = &t.latencies().sched_delay_ns;
+    assert_eq!(h.len(), 1);
+    assert!(h.equivalent(h.max(), 250_000), "max {} min {}", h.max(), h.min());
+}
+
+#[test]
+fn timeouts_resubmit_and_a_late_first_completion_still_counts() {
+    let now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let jid = t.add_job(&specs(3), now).unwrap();
+    drain(&mut t, now);
+    t.on_tick(now + 99 * MS);
+    assert_eq!(t.stats().timeouts, 0);
+    let later = now + 100 * MS;
+    t.on_tick(later);
+    assert_eq!(t.stats().timeouts, 3);
+    assert_eq!(t.states().count(TaskState::Pending), 3);
+    let again = drain(&mut t, later);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].1, FLAG_RESUBMIT);
+    assert_eq!(t.stats().resubmitted, 3);
+    // The first attempt's completion arrives late: the task is done; the second
+    // attempt's completion is a duplicate.
+    assert_eq!(t.on_complete(&complete(7, jid, 1, STATUS_OK, 9), later), CompletionEffect::Done);
+    assert_eq!(t.on_complete(&complete(7, jid, 1, STATUS_OK, 9), later), CompletionEffect::Ignored);
+    assert_eq!(t.stats().duplicates, 1);
+    // The stale timeout entry of the first attempt does not expire the second one.
+    t.on_tick(later + 50 * MS);
+    assert_eq!(t.stats().timeouts, 3);
+    check_invariants(&t);
+}
+
+#[test]
+fn a_task_fails_after_max_attempts_of_timeouts() {
+    let mut now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    t.add_job(&specs(1), now).unwrap();
+    for attempt in 1..=3 {
+        let sent = drain(&mut t, now);
+        assert_eq!(sent.len(), 1, "attempt {attempt}");
+        assert_eq!(sent[0].1, if attempt == 1 { 0 } else { FLAG_RESUBMIT });
+        now += 100 * MS;
+        t.on_tick(now);
+    }
+    assert!(drain(&mut t, now).is_empty());
+    assert_eq!(t.states().state_of(0), Some(TaskState::Failed));
+    assert_eq!((t.stats().timeouts, t.stats().lost, t.stats().failed), (3, 1, 1));
+    let r = t.take_finished();
+    assert_eq!((r[0].done, r[0].failed), (0, 1));
+    assert!(t.is_idle());
+    check_invariants(&t);
+}
+
+#[test]
+fn failures_and_refusals_retry_until_the_last_attempt() {
+    let now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let jid = t.add_job(&specs(2), now).unwrap();
+    drain(&mut t, now);
+    assert_eq!(t.on_complete(&complete(7, jid, 0, STATUS_FAILED, 1), now), CompletionEffect::Retry);
+    assert_eq!(t.on_complete(&complete(7, jid, 1, STATUS_REFUSED, 1), now), CompletionEffect::Retry);
+    // A second failure report for a task already waiting to go out again is ignored.
+    assert_eq!(t.on_complete(&complete(7, jid, 0, STATUS_FAILED, 1), now), CompletionEffect::Ignored);
+    assert_eq!(t.stats().late_failures, 1);
+    let p = drain(&mut t, now);
+    assert_eq!((p.len(), p[0].1), (1, FLAG_RESUBMIT));
+    assert_eq!(t.on_complete(&complete(7, jid, 1, STATUS_OK, 1), now), CompletionEffect::Done);
+    assert_eq!(t.on_complete(&complete(7, jid, 0, STATUS_FAILED, 1), now), CompletionEffect::Retry);
+    drain(&mut t, now);
+    assert_eq!(t.on_complete(&complete(7, jid, 0, STATUS_FAILED, 1), now), CompletionEffect::Failed);
+    assert_eq!(t.states().state_of(0), Some(TaskState::Failed));
+    assert_eq!((t.stats().attempts_failed, t.stats().attempts_refused), (4, 1));
+    let r = t.take_finished();
+    assert_eq!((r[0].done, r[0].failed), (1, 1));
+    check_invariants(&t);
+}
+
+#[test]
+fn queue_full_backs_off_without_using_an_attempt() {
+    let now = Instant::now();
+    let mut t = Tracker::new(TrackerConfig { max_attempts: 1, ..cfg() });
+    let jid = t.add_job(&specs(4), now).unwrap();
+    drain(&mut t, now);
+    let bounced = [task_with_tid(1), task_with_tid(3)];
+    t.on_queue_full(JobRef::new(7, jid), &bounced, now);
+    assert_eq!(t.states().count(TaskState::Pending), 2);
+    assert_eq!(t.running(), 2);
+    // Not before the back-off (at least half the 1 ms base).
+    assert!(drain(&mut t, now).is_empty());
+    assert!(t.next_deadline().unwrap() <= now + MS + MS / 2);
+    let later = now + 2 * MS;
+    t.on_tick(later);
+    let mut p = drain(&mut t, later);
+    p[0].2.sort();
+    // Not a resubmission: the switch never queued them.
+    assert_eq!(p, vec![(JobRef::new(7, jid), 0, vec![1, 3])]);
+    // The attempt was given back, so the one allowed attempt is still there.
+    for tid in 0..4 {
+        assert_eq!(t.on_complete(&complete(7, jid, tid, STATUS_OK, 1), later), CompletionEffect::Done);
+    }
+    assert_eq!((t.stats().queue_full_bounces, t.stats().queue_full_messages), (2, 1));
+    // A QUEUE_FULL for tasks no longer Running changes nothing.
+    t.on_queue_full(JobRef::new(7, jid), &bounced, later);
+    assert_eq!(t.stats().stale_queue_full, 2);
+    check_invariants(&t);
+}
+
+#[test]
+fn a_task_the_switch_keeps_refusing_fails() {
+    let mut now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let jid = t.add_job(&specs(1), now).unwrap();
+    for _ in 0..=5 {
+        let p = drain(&mut t, now);
+        assert_eq!(p.len(), 1);
+        t.on_queue_full(JobRef::new(7, jid), &[task_with_tid(0)], now);
+        now += 20 * MS;
+        t.on_tick(now);
+    }
+    assert_eq!(t.states().state_of(0), Some(TaskState::Failed));
+    assert_eq!((t.stats().rejected, t.stats().queue_full_bounces), (1, 6));
+    assert!(t.is_idle());
+    check_invariants(&t);
+}
+
+#[test]
+fn backoff_grows_and_is_capped() {
+    let mut t = Tracker::new(cfg());
+    for bounce in 1..30 {
+        let d = t.backoff_for(bounce);
+        let full = (MS * (1 << (bounce - 1).min(20))).min(8 * MS);
+        assert!(d >= full / 2 && d < full + full / 2, "bounce {bounce}: {d:?}");
+    }
+}
+
+#[test]
+fn cancel_finishes_the_job_and_late_completions_are_ignored() {
+    let now = Instant::now();
+    let mut t = Tracker::new(TrackerConfig { window: 2, ..cfg() });
+    let jid = t.add_job(&specs(5), now).unwrap();
+    drain(&mut t, now);
+    t.on_complete(&complete(7, jid, 0, STATUS_OK, 1), now);
+    assert_eq!(t.cancel_job(jid, now), 4);
+    assert_eq!(t.running(), 0);
+    assert_eq!(t.on_complete(&complete(7, jid, 1, STATUS_OK, 1), now), CompletionEffect::Ignored);
+    assert_eq!(t.stats().after_cancel, 1);
+    let r = t.take_finished();
+    assert_eq!((r[0].done, r[0].canceled), (1, 4));
+    assert!(drain(&mut t, now).is_empty());
+    assert_eq!(t.cancel_job(jid, now), 0);
+    check_invariants(&t);
+}
+
+#[test]
+fn messages_for_other_clients_or_unknown_tasks_are_ignored() {
+    let now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let jid = t.add_job(&specs(2), now).unwrap();
+    drain(&mut t, now);
+    assert_eq!(t.on_complete(&complete(8, jid, 0, STATUS_OK, 1), now), CompletionEffect::Ignored);
+    assert_eq!(t.on_complete(&complete(7, jid, 99, STATUS_OK, 1), now), CompletionEffect::Ignored);
+    assert_eq!(t.on_complete(&complete(7, jid + 1, 0, STATUS_OK, 1), now), CompletionEffect::Ignored);
+    t.on_queue_full(JobRef::new(8, jid), &[task_with_tid(0)], now);
+    t.on_queue_full(JobRef::new(7, jid + 1), &[task_with_tid(1)], now);
+    assert_eq!((t.stats().foreign, t.stats().unknown), (2, 3));
+    assert_eq!(t.states().count(TaskState::Running), 2);
+    check_invariants(&t);
+}
+
+#[test]
+fn bad_jobs_are_refused() {
+    let mut t = Tracker::new(cfg());
+    assert!(t.add_job(&[], Instant::now()).is_err());
+    let mut bad = specs(1);
+    bad[0].priority = 9;
+    assert!(t.add_job(&bad, Instant::now()).is_err());
+    assert!(TaskSpec::new(Handler::Noop, 0, 0).is_err());
+    assert_eq!(t.stats().tasks_added, 0);
+}
+
+/// Random interleavings of every event: the invariants hold throughout, and once the
+/// events stop, timeouts bring every task to a final state.
+#[test]
+fn random_event_orders_keep_the_invariants_and_finish_every_task() {
+    for seed in 1..=8u64 {
+        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut now = Instant::now();
+        let mut t = Tracker::new(TrackerConfig { window: 64, ..cfg() });
+        let mut jobs = Vec::new();
+        for _ in 0..6 {
+            let (first, n) = (t.stats().tasks_added as u32, 1 + next(60) as u32);
+            jobs.push((t.add_job(&specs(n as usize), now).unwrap(), first, n));
+        }
+        let total = t.stats().tasks_added as u32;
+        let mut out = [Task::default(); MAX_LIST];
+        for _ in 0..3_000 {
+            let (jid, first, n) = jobs[next(jobs.len() as u64) as usize];
+            let tid = first + next(n as u64) as u32;
+            match next(8) {
+                0 | 1 => {
+                    t.next_packet(now, 1, &mut out);
+                }
+                2 => {
+                    t.on_complete(&complete(7, jid, tid, STATUS_OK, 5), now);
+                }
+                3 => {
+                    t.on_complete(&complete(7, jid, tid, [STATUS_FAILED, STATUS_REFUSED][next(2) as usize], 5), now);
+                }
+                4 => t.on_queue_full(JobRef::new(7, jid), &[task_with_tid(tid)], now),
+                5 => now += Duration::from_millis(next(40)),
+                6 => t.on_tick(now),
+                _ => {
+                    if next(50) == 0 {
+                        t.cancel_job(jid, now);
+                    }
+                }
+            }
+            check_invariants(&t);
+        }
+        // Let everything run its course: send, time out, resend, fail.
+        for _ in 0..10_000 {
+            if t.is_idle() {
+                break;
+            }
+            while t.next_packet(now, 1, &mut out).is_some() {}
+            now += 50 * MS;
+            t.on_tick(now);
+        }
+        assert!(t.is_idle(), "seed {seed}: jobs left unfinished");
+        check_invariants(&t);
+        let s = t.states();
+        assert_eq!(s.count(TaskState::Done) + s.count(TaskState::Failed) + s.count(TaskState::Canceled), total as u64);
+        let reports = t.take_finished();
+        assert_eq!(reports.len(), 6);
+        assert_eq!(reports.iter().map(|r| r.tasks).sum::<u32>(), total);
+    }
+}

@@ -1,0 +1,198 @@
+//! `bolt executor`: command-line arguments and the run-until-signal loop.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use clap::Args;
+use scheduler_common::DEFAULT_PORT;
+
+use super::{spawn, CounterSnapshot, ExecRule, ExecutorConfig, ExecutorPool};
+
+/// Arguments of `bolt executor`.
+#[derive(Args, Debug, Clone)]
+pub struct ExecutorArgs {
+    /// Scheduler to pull tasks from: the switch (tier 2) or this node's host agent
+    /// (tier 1), as IP:PORT, IP or HOST[:PORT] (port defaults to 7171).
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr, default_value = "127.0.0.1:7171")]
+    pub switch: SocketAddr,
+
+    /// Number of executor threads to run (each pulls one task at a time with its own
+    /// socket; typically the number of hardware threads on the node).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub executors: u16,
+
+    /// Node id carried in GET_TASK and reported in COMPLETE.
+    #[arg(long, value_name = "ID", default_value_t = 0)]
+    pub node: u16,
+
+    /// Resources these executors offer, as an 8-bit bitmap (EXEC_RSRC). A task runs
+    /// here only if every bit it needs is set. Decimal (5), hex (0x05) or binary
+    /// (0b0000_0101); underscores are ignored.
+    #[arg(long, value_name = "BITS", value_parser = parse_resources)]
+    pub resources: u8,
+
+    /// Pause after a NOOP (nothing this executor can run is queued) before asking
+    /// again, in microseconds.
+    #[arg(long, value_name = "US", default_value_t = 50)]
+    pub noop_backoff_us: u64,
+
+    /// How long to wait for ASSIGN or NOOP before resending GET_TASK (the request or
+    /// its answer was lost), in milliseconds. A late ASSIGN is still run.
+    #[arg(long, value_name = "MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    pub get_timeout_ms: u64,
+
+    /// Allow `exec` tasks naming NAME to run COMMAND (through /bin/sh -c, no input,
+    /// output discarded; exit 0 is success). Repeat for more commands. Without this
+    /// flag every exec task is refused. NAME: 1 to 14 of A-Z a-z 0-9 _ . -
+    #[arg(long = "allow-exec", value_name = "NAME=COMMAND", value_parser = ExecRule::parse)]
+    pub allow_exec: Vec<ExecRule>,
+
+    /// Longest a task may take, in milliseconds: sleep/spin tasks asking for more are
+    /// refused, commands still running then are killed (and reported as failed).
+    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub task_time_limit_ms: u64,
+
+    /// Local IP to bind the executor sockets to (default: loopback when the switch is
+    /// on loopback, otherwise all addresses).
+    #[arg(long, value_name = "IP")]
+    pub bind: Option<IpAddr>,
+
+    /// Log the counters every this many seconds while they change (0: only at exit).
+    #[arg(long, value_name = "S", default_value_t = 10)]
+    pub stats_interval_s: u64,
+}
+
+impl ExecutorArgs {
+    pub fn to_config(&self) -> ExecutorConfig {
+        ExecutorConfig {
+            switch: self.switch,
+            executors: self.executors,
+            node: self.node,
+            resources: self.resources,
+            noop_backoff: Duration::from_micros(self.noop_backoff_us),
+            get_timeout: Duration::from_millis(self.get_timeout_ms),
+            task_time_limit: Duration::from_millis(self.task_time_limit_ms),
+            allow_exec: self.allow_exec.clone(),
+            bind: self.bind,
+        }
+    }
+}
+
+/// Parses a resource bitmap: decimal, `0x` hex or `0b` binary, at most 8 bits.
+pub fn parse_resources(s: &str) -> Result<u8, String> {
+    let t: String = s.trim().chars().filter(|&c| c != '_').collect();
+    let (digits, radix) = if let Some(r) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        (r, 16)
+    } else if let Some(r) = t.strip_prefix("0b").or_else(|| t.strip_prefix("0B")) {
+        (r, 2)
+    } else {
+        (t.as_str(), 10)
+    };
+    let valid = !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix));
+    valid
+        .then(|| u8::from_str_radix(digits, radix).ok())
+        .flatten()
+        .ok_or_else(|| format!("{s:?} is not an 8-bit resource bitmap (0..=255 as decimal, 0x hex or 0b binary)"))
+}
+
+/// Parses a scheduler address: `IP:PORT`, `IP`, `HOST:PORT` or `HOST` (port 7171).
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, DEFAULT_PORT));
+    }
+    let resolved = if s.contains(':') { s.to_socket_addrs() } else { (s, DEFAULT_PORT).to_socket_addrs() };
+    resolved
+        .map_err(|e| format!("cannot resolve {s:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
+/// Runs `bolt executor` until SIGINT or SIGTERM, then stops cleanly: every executor
+/// finishes its running task (and any task already on its way to it) and reports it.
+pub fn run(args: ExecutorArgs) -> anyhow::Result<()> {
+    let cfg = args.to_config();
+    let allowed: Vec<&str> = cfg.allow_exec.iter().map(|r| r.name.as_str()).collect();
+    tracing::info!(
+        switch = %cfg.switch,
+        executors = cfg.executors,
+        node = cfg.node,
+        resources = format_args!("{:#010b}", cfg.resources),
+        allow_exec = ?allowed,
+        "starting executors"
+    );
+    let pool = spawn(cfg)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let signal = runtime.block_on(wait_for_signal(&pool, args.stats_interval_s))?;
+    tracing::info!(signal, "stopping: finishing running tasks");
+    let total = pool.shutdown();
+    log_counters("executors stopped", &total);
+    Ok(())
+}
+
+async fn wait_for_signal(pool: &ExecutorPool, stats_interval_s: u64) -> anyhow::Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut ticker = tokio::time::interval(Duration::from_secs(stats_interval_s.max(1)));
+    ticker.tick().await;
+    let mut last = CounterSnapshot::default();
+    loop {
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => {
+                r?;
+                return Ok("SIGINT");
+            }
+            _ = term.recv() => return Ok("SIGTERM"),
+            _ = ticker.tick(), if stats_interval_s > 0 => {
+                let now = pool.counters();
+                if now != last {
+                    log_counters("executor counters", &now);
+                    last = now;
+                }
+            }
+        }
+    }
+}
+
+fn log_counters(what: &str, c: &CounterSnapshot) {
+    tracing::info!(
+        tasks_run = c.tasks_run,
+        ok = c.tasks_ok,
+        failed = c.tasks_failed,
+        refused = c.tasks_refused,
+        noops = c.noops,
+        get_timeouts = c.get_timeouts,
+        ignored = c.ignored,
+        decode_errors = c.decode_errors,
+        complete_errors = c.complete_errors,
+        "{what}"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_accept_decimal_hex_and_binary() {
+        assert_eq!(parse_resources("5"), Ok(5));
+        assert_eq!(parse_resources("0x0F"), Ok(15));
+        assert_eq!(parse_resources("0XfF"), Ok(255));
+        assert_eq!(parse_resources("0b101"), Ok(5));
+        assert_eq!(parse_resources("0b1000_0001"), Ok(0x81));
+        assert_eq!(parse_resources(" 0 "), Ok(0));
+        for bad in ["256", "0x100", "0b111111111", "", "0x", "-1", "+1", "0b102", "five"] {
+            assert!(parse_resources(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn addresses_default_to_the_bolt_port() {
+        assert_eq!(parse_addr("127.0.0.1:9000").unwrap(), "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(parse_addr("127.0.0.1").unwrap(), "127.0.0.1:7171".parse().unwrap());
+        assert_eq!(parse_addr("localhost:9").unwrap().port(), 9);
+        assert!(parse_addr("127.0.0.1:notaport").is_err());
+    }
+}

@@ -1,0 +1,98 @@
+//! Per-executor counters. Each executor thread owns one cache-line-aligned block and
+//! bumps it with relaxed atomics; readers sum the blocks into a [`CounterSnapshot`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use scheduler_common::DecodeError;
+use serde::Serialize;
+
+/// The live counters of one executor.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct ExecutorCounters {
+    /// GET_TASK messages sent (first sends and resends).
+    pub gets_sent: AtomicU64,
+    /// Tasks whose handler ran to the end (ok or failed).
+    pub tasks_run: AtomicU64,
+    pub tasks_ok: AtomicU64,
+    pub tasks_failed: AtomicU64,
+    /// Tasks refused without running (bad descriptor, command not allowed, too long).
+    pub tasks_refused: AtomicU64,
+    /// NOOPs answering the current GET_TASK (the executor backed off).
+    pub noops: AtomicU64,
+    /// NOOPs answering an earlier GET_TASK that had already timed out.
+    pub stale_noops: AtomicU64,
+    /// GET_TASKs that got neither ASSIGN nor NOOP in time and were resent.
+    pub get_timeouts: AtomicU64,
+    /// Well-formed messages this executor does not take (wrong op, another requester,
+    /// or from an address other than the switch).
+    pub ignored: AtomicU64,
+    /// COMPLETEs that could not be sent (no client address in the ENTRY, socket error).
+    pub complete_errors: AtomicU64,
+    /// Socket errors other than the receive timeout.
+    pub socket_errors: AtomicU64,
+    /// Malformed input, one counter per kind (see [`DecodeError::NAMES`]).
+    pub decode_errors: [AtomicU64; DecodeError::KINDS],
+}
+
+#[inline(always)]
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The counters of one or more executors, summed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CounterSnapshot {
+    pub gets_sent: u64,
+    pub tasks_run: u64,
+    pub tasks_ok: u64,
+    pub tasks_failed: u64,
+    pub tasks_refused: u64,
+    pub noops: u64,
+    pub stale_noops: u64,
+    pub get_timeouts: u64,
+    pub ignored: u64,
+    pub complete_errors: u64,
+    pub socket_errors: u64,
+    pub decode_errors: u64,
+    /// Malformed input by kind, for the kinds seen.
+    pub decode_errors_by_kind: Vec<(&'static str, u64)>,
+}
+
+impl ExecutorCounters {
+    pub fn snapshot(&self) -> CounterSnapshot {
+        let mut s = CounterSnapshot::default();
+        s.add(self);
+        s
+    }
+}
+
+impl CounterSnapshot {
+    /// Adds one executor's counters to this sum.
+    pub fn add(&mut self, c: &ExecutorCounters) {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        self.gets_sent += r(&c.gets_sent);
+        self.tasks_run += r(&c.tasks_run);
+        self.tasks_ok += r(&c.tasks_ok);
+        self.tasks_failed += r(&c.tasks_failed);
+        self.tasks_refused += r(&c.tasks_refused);
+        self.noops += r(&c.noops);
+        self.stale_noops += r(&c.stale_noops);
+        self.get_timeouts += r(&c.get_timeouts);
+        self.ignored += r(&c.ignored);
+        self.complete_errors += r(&c.complete_errors);
+        self.socket_errors += r(&c.socket_errors);
+        for (i, a) in c.decode_errors.iter().enumerate() {
+            let n = r(a);
+            if n == 0 {
+                continue;
+            }
+            self.decode_errors += n;
+            let name = DecodeError::NAMES[i];
+            match self.decode_errors_by_kind.iter_mut().find(|(k, _)| *k == name) {
+                Some((_, v)) => *v += n,
+                None => self.decode_errors_by_kind.push((name, n)),
+            }
+        }
+    }
+}

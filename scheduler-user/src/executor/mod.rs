@@ -1,0 +1,186 @@
+//! Executors: worker threads that pull tasks from the scheduler and run them.
+//!
+//! Each executor owns one blocking UDP socket and loops:
+//! GET_TASK (RTRV_PRIO = 1, EXEC_RSRC = its resources, Requester = node/executor/seq)
+//! → ASSIGN: run the task's handler, send COMPLETE straight to the client named in the
+//!   ENTRY, ask again;
+//! → NOOP echoing this seq: nothing queued it can run; back off (default 50 µs), ask again;
+//! → neither within the GET timeout (a lost packet): ask again with a new seq.
+//!
+//! Any ASSIGN that arrives is run, even one answering an earlier GET that had timed
+//! out, so a late answer never loses a task. On stop an executor finishes its running
+//! task and runs whatever still arrives for GETs already sent before it exits.
+
+mod cli;
+mod counters;
+mod handlers;
+mod worker;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+pub use cli::{parse_addr, parse_resources, run, ExecutorArgs};
+pub use counters::{CounterSnapshot, ExecutorCounters};
+pub use handlers::{spin_for, ExecRule, Handlers, Outcome, Refusal};
+pub use worker::{unix_now_ns, RTRV_PRIO};
+
+/// How a set of executors on one node runs.
+#[derive(Clone, Debug)]
+pub struct ExecutorConfig {
+    /// Where GET_TASK goes: the switch (tier 2) or the node's host agent (tier 1).
+    pub switch: SocketAddr,
+    /// Number of executor threads (each with its own socket).
+    pub executors: u16,
+    /// Node id carried in GET_TASK and COMPLETE.
+    pub node: u16,
+    /// EXEC_RSRC: the resource bitmap these executors offer.
+    pub resources: u8,
+    /// Pause after a NOOP before asking again.
+    pub noop_backoff: Duration,
+    /// How long to wait for ASSIGN or NOOP before resending GET_TASK.
+    pub get_timeout: Duration,
+    /// Longest a task may take (longer sleep/spin is refused, commands are killed).
+    pub task_time_limit: Duration,
+    /// Commands `exec` descriptors may name.
+    pub allow_exec: Vec<ExecRule>,
+    /// Local address to bind the sockets to; `None` picks loopback for a loopback switch
+    /// and the unspecified address otherwise.
+    pub bind: Option<IpAddr>,
+}
+
+impl ExecutorConfig {
+    pub const DEFAULT_NOOP_BACKOFF: Duration = Duration::from_micros(50);
+    pub const DEFAULT_GET_TIMEOUT: Duration = Duration::from_millis(50);
+    pub const DEFAULT_TASK_TIME_LIMIT: Duration = Duration::from_secs(10);
+
+    /// One executor on node 0 with the default timings and no allowed commands.
+    pub fn new(switch: SocketAddr, resources: u8) -> ExecutorConfig {
+        ExecutorConfig {
+            switch,
+            executors: 1,
+            node: 0,
+            resources,
+            noop_backoff: Self::DEFAULT_NOOP_BACKOFF,
+            get_timeout: Self::DEFAULT_GET_TIMEOUT,
+            task_time_limit: Self::DEFAULT_TASK_TIME_LIMIT,
+            allow_exec: Vec::new(),
+            bind: None,
+        }
+    }
+
+    fn bind_ip(&self) -> IpAddr {
+        if let Some(ip) = self.bind {
+            return ip;
+        }
+        match self.switch.ip() {
+            IpAddr::V4(ip) if ip.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(ip) if ip.is_loopback() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        }
+    }
+}
+
+/// Running executors. Dropping the pool without [`ExecutorPool::shutdown`] also stops
+/// and joins them.
+pub struct ExecutorPool {
+    threads: Vec<JoinHandle<()>>,
+    counters: Vec<Arc<ExecutorCounters>>,
+    addrs: Vec<SocketAddr>,
+    stop: Arc<AtomicBool>,
+}
+
+/// Starts `cfg.executors` executor threads.
+pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
+    if cfg.executors == 0 {
+        bail!("at least one executor is needed");
+    }
+    if cfg.get_timeout.is_zero() {
+        bail!("the GET_TASK timeout must be positive");
+    }
+    let handlers = Arc::new(Handlers::new(cfg.allow_exec.clone(), cfg.task_time_limit));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut pool = ExecutorPool { threads: Vec::new(), counters: Vec::new(), addrs: Vec::new(), stop: stop.clone() };
+    let bind = SocketAddr::new(cfg.bind_ip(), 0);
+    for index in 0..cfg.executors {
+        let socket = UdpSocket::bind(bind).with_context(|| format!("binding an executor socket to {bind}"))?;
+        socket.set_read_timeout(Some(cfg.get_timeout)).context("setting the receive timeout")?;
+        pool.addrs.push(socket.local_addr()?);
+        let counters = Arc::new(ExecutorCounters::default());
+        pool.counters.push(counters.clone());
+        let worker = worker::Worker {
+            socket,
+            switch: cfg.switch,
+            node: cfg.node,
+            index,
+            resources: cfg.resources,
+            noop_backoff: cfg.noop_backoff,
+            get_timeout: cfg.get_timeout,
+            handlers: handlers.clone(),
+            counters,
+            stop: stop.clone(),
+            read_timeout: cfg.get_timeout,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("bolt-exec-{index}"))
+            .spawn(move || worker.run())
+            .context("starting an executor thread")?;
+        pool.threads.push(thread);
+    }
+    Ok(pool)
+}
+
+impl ExecutorPool {
+    /// The local address of each executor's socket, by executor index.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// All executors' counters, summed.
+    pub fn counters(&self) -> CounterSnapshot {
+        let mut s = CounterSnapshot::default();
+        self.counters.iter().for_each(|c| s.add(c));
+        s
+    }
+
+    /// Each executor's counters, by executor index.
+    pub fn per_executor(&self) -> Vec<CounterSnapshot> {
+        self.counters.iter().map(|c| c.snapshot()).collect()
+    }
+
+    /// Asks every executor to stop after its running task, without waiting.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops the executors (each finishes its running task and runs tasks still
+    /// arriving for GETs already sent), waits for them, and returns the final counters.
+    pub fn shutdown(mut self) -> CounterSnapshot {
+        self.join_all();
+        self.counters()
+    }
+
+    fn join_all(&mut self) {
+        self.request_stop();
+        for t in self.threads.drain(..) {
+            let name = t.thread().name().unwrap_or("executor").to_owned();
+            if t.join().is_err() {
+                tracing::error!(thread = %name, "executor thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for ExecutorPool {
+    fn drop(&mut self) {
+        self.join_all();
+    }
+}
+
+#[cfg(test)]
+mod tests;

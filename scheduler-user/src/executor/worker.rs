@@ -1,0 +1,284 @@
+//! One executor: a thread with its own blocking UDP socket that pulls tasks with
+//! GET_TASK, runs them and reports COMPLETE to the task's client.
+
+use std::io::ErrorKind;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use scheduler_common::{
+    decode, encode_complete, encode_get_task, Completion, Entry, Message, Requester, MAX_MESSAGE_LEN,
+};
+
+use super::counters::{bump, ExecutorCounters};
+use super::handlers::{Handlers, Outcome, Refusal};
+
+/// RTRV_PRIO of every GET_TASK: search from the highest priority level down.
+pub const RTRV_PRIO: u8 = 1;
+
+/// GET timeouts in a row after which the executor warns that the scheduler is silent.
+const SILENT_WARN_AFTER: u32 = 20;
+
+/// What one receive brought.
+enum Received {
+    /// A task to run (copied out of the receive buffer).
+    Assign(Entry),
+    /// A NOOP for this executor, with the sequence number it echoes.
+    Noop(u32),
+    /// Something this executor does not take; counted already.
+    Ignored,
+    /// The receive timed out or failed; nothing arrived.
+    Nothing,
+}
+
+pub(crate) struct Worker {
+    pub socket: UdpSocket,
+    pub switch: SocketAddr,
+    pub node: u16,
+    pub index: u16,
+    pub resources: u8,
+    pub noop_backoff: Duration,
+    pub get_timeout: Duration,
+    pub handlers: Arc<Handlers>,
+    pub counters: Arc<ExecutorCounters>,
+    pub stop: Arc<AtomicBool>,
+    /// The receive timeout currently set on the socket (saves a syscall per wait).
+    pub read_timeout: Duration,
+}
+
+impl Worker {
+    /// Pulls and runs tasks until `stop` is set, then runs whatever still arrives in
+    /// answer to GET_TASKs already sent: no task assigned to this executor is dropped.
+    pub fn run(mut self) {
+        let mut rx = [0u8; MAX_MESSAGE_LEN + 1];
+        let mut tx = [0u8; MAX_MESSAGE_LEN];
+        let mut seq: u32 = 0;
+        // GET_TASKs sent and not yet answered by ASSIGN or NOOP (late answers count too).
+        let mut unanswered: u32 = 0;
+        // GET timeouts in a row, to tell the operator when the scheduler goes silent.
+        let mut silent: u32 = 0;
+        tracing::debug!(node = self.node, executor = self.index, "executor started");
+        'pull: while !self.stop.load(Ordering::Relaxed) {
+            seq = seq.wrapping_add(1);
+            if !self.send_get(seq, &mut tx) {
+                // The socket refused to send: wait before trying again rather than spin.
+                std::thread::sleep(self.get_timeout);
+                continue;
+            }
+            unanswered = unanswered.saturating_add(1);
+            let deadline = Instant::now() + self.get_timeout;
+            self.set_read_timeout(self.get_timeout);
+            loop {
+                match self.receive(&mut rx) {
+                    Received::Assign(entry) => {
+                        // Any ASSIGN is work, even one answering an earlier timed-out GET.
+                        unanswered = unanswered.saturating_sub(1);
+                        self.heard_from_switch(&mut silent);
+                        self.execute(&entry, &mut tx);
+                        continue 'pull;
+                    }
+                    Received::Noop(echoed) => {
+                        unanswered = unanswered.saturating_sub(1);
+                        self.heard_from_switch(&mut silent);
+                        if echoed == seq {
+                            bump(&self.counters.noops);
+                            std::thread::sleep(self.noop_backoff);
+                            continue 'pull;
+                        }
+                        bump(&self.counters.stale_noops);
+                    }
+                    Received::Ignored => {}
+                    Received::Nothing => {
+                        if self.stop.load(Ordering::Relaxed) {
+                            break 'pull;
+                        }
+                    }
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    bump(&self.counters.get_timeouts);
+                    silent = silent.saturating_add(1);
+                    if silent == SILENT_WARN_AFTER {
+                        tracing::warn!(
+                            switch = %self.switch,
+                            node = self.node,
+                            executor = self.index,
+                            timeouts = silent,
+                            "no answer from the scheduler; still asking"
+                        );
+                    }
+                    tracing::debug!(node = self.node, executor = self.index, seq, "GET_TASK timed out; resending");
+                    continue 'pull;
+                }
+                // Wait only for what is left of this GET's time.
+                self.set_read_timeout(deadline - now);
+            }
+        }
+        self.drain(unanswered, &mut rx, &mut tx);
+        tracing::debug!(node = self.node, executor = self.index, "executor stopped");
+    }
+
+    /// After stop: answers to GET_TASKs already sent may still carry tasks. Run them;
+    /// give up once nothing has arrived for one GET timeout.
+    fn drain(&mut self, mut unanswered: u32, rx: &mut [u8], tx: &mut [u8]) {
+        let mut quiet_until = Instant::now() + self.get_timeout;
+        while unanswered > 0 {
+            let now = Instant::now();
+            if now >= quiet_until {
+                tracing::debug!(node = self.node, executor = self.index, unanswered, "stopping with GET_TASKs unanswered");
+                return;
+            }
+            self.set_read_timeout(quiet_until - now);
+            match self.receive(rx) {
+                Received::Assign(entry) => {
+                    unanswered -= 1;
+                    self.execute(&entry, tx);
+                    quiet_until = Instant::now() + self.get_timeout;
+                }
+                Received::Noop(_) => unanswered -= 1,
+                Received::Ignored | Received::Nothing => {}
+            }
+        }
+    }
+
+    fn heard_from_switch(&self, silent: &mut u32) {
+        if *silent >= SILENT_WARN_AFTER {
+            tracing::info!(switch = %self.switch, node = self.node, executor = self.index, "the scheduler answers again");
+        }
+        *silent = 0;
+    }
+
+    fn send_get(&self, seq: u32, tx: &mut [u8]) -> bool {
+        let from = Requester::new(self.node, self.index, seq);
+        let n = match encode_get_task(tx, RTRV_PRIO, self.resources, from) {
+            Ok(n) => n,
+            Err(e) => {
+                // Cannot happen with a MAX_MESSAGE_LEN buffer; report rather than assume.
+                tracing::error!(error = %e, "encoding GET_TASK failed");
+                return false;
+            }
+        };
+        match self.socket.send_to(&tx[..n], self.switch) {
+            Ok(_) => {
+                bump(&self.counters.gets_sent);
+                true
+            }
+            Err(e) => {
+                bump(&self.counters.socket_errors);
+                tracing::warn!(switch = %self.switch, error = %e, "sending GET_TASK failed");
+                false
+            }
+        }
+    }
+
+    fn set_read_timeout(&mut self, d: Duration) {
+        // A zero timeout means "block forever" to the socket API: never pass it.
+        let d = d.max(Duration::from_micros(1));
+        if d == self.read_timeout {
+            return;
+        }
+        match self.socket.set_read_timeout(Some(d)) {
+            Ok(()) => self.read_timeout = d,
+            Err(e) => {
+                bump(&self.counters.socket_errors);
+                tracing::warn!(error = %e, "setting the receive timeout failed");
+            }
+        }
+    }
+
+    fn receive(&self, rx: &mut [u8]) -> Received {
+        let (n, from) = match self.socket.recv_from(rx) {
+            Ok(r) => r,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+                return Received::Nothing
+            }
+            Err(e) => {
+                bump(&self.counters.socket_errors);
+                tracing::warn!(error = %e, "receive failed");
+                // Do not spin on a persistent error.
+                std::thread::sleep(Duration::from_millis(1));
+                return Received::Nothing;
+            }
+        };
+        if from != self.switch {
+            // Tasks come only from the scheduler this executor pulls from.
+            bump(&self.counters.ignored);
+            tracing::debug!(%from, "message from an address other than the switch ignored");
+            return Received::Ignored;
+        }
+        match decode(&rx[..n]) {
+            Ok(Message::Assign(entry)) => Received::Assign(*entry),
+            Ok(Message::Noop(r)) if r.node() == self.node && r.executor() == self.index => Received::Noop(r.seq()),
+            Ok(other) => {
+                bump(&self.counters.ignored);
+                tracing::debug!(op = other.op().name(), "unexpected message ignored");
+                Received::Ignored
+            }
+            Err(e) => {
+                bump(&self.counters.decode_errors[e.index()]);
+                tracing::debug!(error = %e, "malformed message dropped");
+                Received::Ignored
+            }
+        }
+    }
+
+    /// Runs one task and reports it to its client.
+    fn execute(&self, entry: &Entry, tx: &mut [u8]) {
+        let start_unix_ns = unix_now_ns();
+        let started = Instant::now();
+        let outcome = if entry.task.runs_on(self.resources) {
+            self.handlers.run(&entry.task.desc)
+        } else {
+            // The scheduler should never send this; refusing lets the client resubmit.
+            Outcome::Refused(Refusal::MissingResources { needed: entry.task.rsrc, offered: self.resources })
+        };
+        let run_ns = started.elapsed().as_nanos().min(u32::MAX as u128) as u32;
+        match outcome {
+            Outcome::Ok => {
+                bump(&self.counters.tasks_run);
+                bump(&self.counters.tasks_ok);
+            }
+            Outcome::Failed => {
+                bump(&self.counters.tasks_run);
+                bump(&self.counters.tasks_failed);
+            }
+            Outcome::Refused(why) => {
+                bump(&self.counters.tasks_refused);
+                tracing::debug!(uid = entry.uid(), jid = entry.jid(), tid = entry.task.tid(), reason = %why, "task refused");
+            }
+        }
+        let mut c = Completion { status: outcome.status(), ..Completion::default() };
+        c.set_uid(entry.uid());
+        c.set_jid(entry.jid());
+        c.set_tid(entry.task.tid());
+        c.set_node(self.node);
+        c.set_executor(self.index);
+        c.set_run_ns(run_ns);
+        c.set_start_unix_ns(start_unix_ns);
+        self.report(entry, &c, tx);
+    }
+
+    fn report(&self, entry: &Entry, c: &Completion, tx: &mut [u8]) {
+        let ip = Ipv4Addr::from(entry.client_ip);
+        let port = entry.client_port();
+        if ip.is_unspecified() || port == 0 {
+            bump(&self.counters.complete_errors);
+            tracing::warn!(uid = entry.uid(), jid = entry.jid(), tid = entry.task.tid(), "ENTRY has no client address; COMPLETE not sent");
+            return;
+        }
+        let to = SocketAddr::V4(SocketAddrV4::new(ip, port));
+        let sent = encode_complete(tx, c).map_err(|e| e.to_string()).and_then(|n| {
+            self.socket.send_to(&tx[..n], to).map_err(|e| e.to_string())
+        });
+        if let Err(e) = sent {
+            bump(&self.counters.complete_errors);
+            tracing::warn!(client = %to, error = %e, "sending COMPLETE failed");
+        }
+    }
+}
+
+/// Wall-clock time in ns since the Unix epoch (0 if the clock is before 1970).
+pub fn unix_now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}

@@ -1,0 +1,158 @@
+//! The software switch: tier 2 of Bolt where no Tofino exists. One thread owns the
+//! [`Scheduler`](crate::queue::Scheduler) and a UDP socket and runs the packet path with
+//! batched syscalls, no allocation and no lock; other threads only read published
+//! snapshots of its counters.
+
+mod server;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+
+use crate::queue::{QueueConfig, QueueStats, Scheduler};
+
+pub use server::{SwitchArgs, run_cli};
+
+/// How to run a software switch.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    pub listen: SocketAddr,
+    /// Entries per priority queue; a power of two.
+    pub queue_capacity: u32,
+    /// Priority levels (1 = highest).
+    pub priorities: u8,
+    /// Passes one GET_TASK or REFILL_REQ may take before it gives up (bounds SWAP searches).
+    pub max_passes: u16,
+    /// Datagrams per recvmmsg/sendmmsg call.
+    pub batch: usize,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        let q = QueueConfig::default();
+        SwitchConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], scheduler_common::DEFAULT_PORT)),
+            queue_capacity: q.capacity,
+            priorities: q.priorities,
+            max_passes: q.max_passes,
+            batch: 64,
+        }
+    }
+}
+
+impl SwitchConfig {
+    fn queue(&self) -> QueueConfig {
+        QueueConfig {
+            capacity: self.queue_capacity,
+            priorities: self.priorities,
+            max_passes: self.max_passes,
+            initial_pointer: 0,
+        }
+    }
+}
+
+/// A snapshot of the switch's counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SwitchStats {
+    pub queue: QueueStats,
+    /// Tasks queued per priority level (index 0 = priority 1).
+    pub queue_depth: Vec<u32>,
+    pub capacity: u32,
+    /// Datagrams received.
+    pub received: u64,
+    /// Datagrams rejected by the decoder, per DecodeError kind (see `DecodeError::NAMES`).
+    pub malformed: [u64; scheduler_common::DecodeError::KINDS],
+    /// Valid Bolt messages that do not go to a switch (ASSIGN, NOOP, COMPLETE, ...).
+    pub wrong_direction: u64,
+    /// Datagrams from a non-IPv4 source.
+    pub non_ipv4: u64,
+    /// Datagrams the kernel refused to send.
+    pub send_failures: u64,
+}
+
+impl SwitchStats {
+    pub fn malformed_total(&self) -> u64 {
+        self.malformed.iter().sum()
+    }
+}
+
+struct Shared {
+    stop: AtomicBool,
+    stats: Mutex<SwitchStats>,
+}
+
+/// A running software switch.
+pub struct SwitchHandle {
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl SwitchHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Counters as last published (every 100 ms, and at shutdown).
+    pub fn stats(&self) -> SwitchStats {
+        self.shared.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Stops the packet thread and waits for it.
+    pub fn shutdown(mut self) -> anyhow::Result<SwitchStats> {
+        self.stop_and_join()?;
+        Ok(self.stats())
+    }
+
+    fn stop_and_join(&mut self) -> anyhow::Result<()> {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().map_err(|_| anyhow::anyhow!("switch thread panicked"))??;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SwitchHandle {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
+    }
+}
+
+/// Binds the socket and starts the switch's packet thread.
+pub fn spawn(config: SwitchConfig) -> anyhow::Result<SwitchHandle> {
+    if !config.listen.is_ipv4() {
+        bail!("--listen {}: the Bolt wire format carries IPv4 addresses; listen on IPv4", config.listen);
+    }
+    if config.batch == 0 || config.batch > 1024 {
+        bail!("batch {} must be 1 to 1024", config.batch);
+    }
+    let scheduler = Scheduler::new(config.queue()).map_err(anyhow::Error::msg)?;
+    let sock: UdpSocket = crate::net::bind_udp(config.listen, Some(Duration::from_millis(50)))
+        .with_context(|| format!("binding the switch to {}", config.listen))?;
+    let local_addr = sock.local_addr()?;
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        stats: Mutex::new(SwitchStats { capacity: config.queue_capacity, ..SwitchStats::default() }),
+    });
+    let thread_shared = shared.clone();
+    let batch = config.batch;
+    let thread = std::thread::Builder::new()
+        .name("bolt-switch".into())
+        .spawn(move || server::packet_loop(sock, scheduler, batch, &thread_shared))?;
+    tracing::info!(
+        %local_addr,
+        capacity = config.queue_capacity,
+        priorities = config.priorities,
+        "software switch listening"
+    );
+    Ok(SwitchHandle { local_addr, shared, thread: Some(thread) })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,162 @@
+//! The switch's packet loop and its `bolt switch` command.
+
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use scheduler_common::{
+    decode, encode_assign, encode_noop, encode_queue_full, encode_refill, Entry, JobRef, Requester, Task,
+};
+
+use super::{Shared, SwitchConfig, SwitchStats};
+use crate::net::Batch;
+use crate::queue::{Scheduler, Sink};
+
+/// Encodes pipeline outputs straight into the send batch, flushing when it fills.
+struct UdpSink<'a> {
+    tx: &'a mut Batch,
+    sock: &'a UdpSocket,
+    send_failures: &'a mut u64,
+}
+
+impl UdpSink<'_> {
+    #[inline(always)]
+    fn push(&mut self, to: SocketAddrV4, fill: impl FnOnce(&mut [u8]) -> usize) {
+        self.tx.push(to, fill);
+        if self.tx.is_full() {
+            *self.send_failures += self.tx.flush(self.sock) as u64;
+        }
+    }
+}
+
+// The encoders cannot fail here: every slot is larger than the largest message and the
+// pipeline never produces a list longer than MAX_LIST. A failure would be a bug; it is
+// sent as an empty datagram (counted by the receiver as truncated) rather than panicking.
+impl Sink for UdpSink<'_> {
+    fn assign(&mut self, to: SocketAddrV4, entry: &Entry) {
+        self.push(to, |b| encode_assign(b, entry).unwrap_or(0));
+    }
+    fn noop(&mut self, to: SocketAddrV4, who: Requester) {
+        self.push(to, |b| encode_noop(b, who).unwrap_or(0));
+    }
+    fn queue_full(&mut self, to: SocketAddrV4, job: JobRef, tasks: &[Task]) {
+        self.push(to, |b| encode_queue_full(b, job, tasks).unwrap_or(0));
+    }
+    fn refill(&mut self, to: SocketAddrV4, entries: &[Entry]) {
+        self.push(to, |b| encode_refill(b, entries).unwrap_or(0));
+    }
+}
+
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// Receives a batch, runs every datagram through the pipeline, sends what it produced;
+/// until told to stop.
+pub(super) fn packet_loop(sock: UdpSocket, mut scheduler: Scheduler, batch: usize, shared: &Shared) -> anyhow::Result<()> {
+    let mut rx = Batch::new(batch);
+    let mut tx = Batch::new(batch);
+    let mut counters = SwitchStats { capacity: scheduler.pipeline().config().capacity, ..SwitchStats::default() };
+    let mut last_publish = Instant::now();
+    while !shared.stop.load(Ordering::Relaxed) {
+        let n = rx.recv(&sock)?;
+        counters.received += n as u64;
+        let mut sink = UdpSink { tx: &mut tx, sock: &sock, send_failures: &mut counters.send_failures };
+        for i in 0..n {
+            let (bytes, src) = rx.received(i);
+            let Some(src) = src else {
+                counters.non_ipv4 += 1;
+                continue;
+            };
+            match decode(bytes) {
+                Ok(msg) => {
+                    if scheduler.handle(&msg, src, &mut sink).is_err() {
+                        counters.wrong_direction += 1;
+                    }
+                }
+                Err(e) => counters.malformed[e.index()] += 1,
+            }
+        }
+        counters.send_failures += tx.flush(&sock) as u64;
+        if n == 0 || last_publish.elapsed() >= PUBLISH_EVERY {
+            publish(&scheduler, &mut counters, shared);
+            last_publish = Instant::now();
+        }
+    }
+    publish(&scheduler, &mut counters, shared);
+    Ok(())
+}
+
+fn publish(scheduler: &Scheduler, counters: &mut SwitchStats, shared: &Shared) {
+    counters.queue = scheduler.stats().clone();
+    counters.queue_depth = scheduler.pipeline().occupancy();
+    if let Ok(mut s) = shared.stats.lock() {
+        s.clone_from(counters);
+    }
+}
+
+/// `bolt switch`: run the software switch (tier 2) until interrupted.
+#[derive(clap::Args, Debug)]
+pub struct SwitchArgs {
+    /// UDP address to listen on (IPv4).
+    #[arg(long, default_value = "127.0.0.1:7171")]
+    pub listen: SocketAddr,
+    /// Entries per priority queue; a power of two (the thesis prototype: 131072).
+    #[arg(long, default_value_t = 1 << 17)]
+    pub queue_capacity: u32,
+    /// Priority levels, 1 (highest) to P.
+    #[arg(long, default_value_t = scheduler_common::DEFAULT_PRIORITIES,
+          value_parser = clap::value_parser!(u8).range(1..=scheduler_common::MAX_PRIORITIES as i64))]
+    pub priorities: u8,
+    /// Pipeline passes one GET_TASK or REFILL_REQ may take (priority levels plus SWAP
+    /// steps of the resource-constraint search) before it is answered with what it found.
+    #[arg(long, default_value_t = 1024)]
+    pub max_passes: u16,
+    /// Log a line of counters every this many seconds (0: never).
+    #[arg(long, default_value_t = 10)]
+    pub report_secs: u64,
+}
+
+pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
+    let config = SwitchConfig {
+        listen: args.listen,
+        queue_capacity: args.queue_capacity,
+        priorities: args.priorities,
+        max_passes: args.max_passes,
+        ..SwitchConfig::default()
+    };
+    let handle = super::spawn(config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let period = Duration::from_secs(args.report_secs.max(1));
+        let mut tick = tokio::time::interval(period);
+        tick.tick().await;
+        let mut last = handle.stats();
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break,
+                _ = term.recv() => break,
+                _ = tick.tick(), if args.report_secs > 0 => {
+                    let now = handle.stats();
+                    let rate = (now.queue.decisions - last.queue.decisions) as f64 / period.as_secs_f64();
+                    tracing::info!(
+                        decisions_per_s = rate as u64,
+                        depth = ?now.queue_depth,
+                        queue_full = now.queue.queue_full_tasks,
+                        malformed = now.malformed_total(),
+                        "switch"
+                    );
+                    last = now;
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    let stats = handle.shutdown()?;
+    tracing::info!(
+        decisions = stats.queue.decisions,
+        received = stats.received,
+        depth = ?stats.queue_depth,
+        "switch stopped; queued tasks are dropped (soft state: clients resubmit)"
+    );
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! The software switch over real loopback sockets.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use scheduler_common::*;
+
+use super::*;
+
+fn client_socket() -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+fn recv(s: &UdpSocket, buf: &mut [u8]) -> usize {
+    s.recv(buf).expect("the switch answers within 5 s")
+}
+
+fn start(capacity: u32) -> SwitchHandle {
+    let cfg = SwitchConfig { listen: "127.0.0.1:0".parse().unwrap(), queue_capacity: capacity, ..SwitchConfig::default() };
+    spawn(cfg).unwrap()
+}
+
+#[test]
+fn submit_then_get_over_udp() {
+    let sw = start(8);
+    let client = client_socket();
+    let exec = client_socket();
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let mut t = Task { prio: 2, rsrc: 0, ..Task::default() };
+    t.set_tid(42);
+    t.desc = descriptor::Handler::Sleep { micros: 5 }.encode().unwrap();
+    let n = encode_submit(&mut buf, JobRef::new(3, 4), 0, &[t]).unwrap();
+    client.send_to(&buf[..n], sw.local_addr()).unwrap();
+
+    // Retry until the SUBMIT has been processed (UDP gives no ordering across sockets).
+    let mut got = None;
+    for seq in 0..100 {
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, seq)).unwrap();
+        exec.send_to(&buf[..n], sw.local_addr()).unwrap();
+        let n = recv(&exec, &mut buf);
+        match decode(&buf[..n]).unwrap() {
+            Message::Assign(e) => {
+                got = Some(*e);
+                break;
+            }
+            Message::Noop(who) => assert_eq!(who.seq(), seq),
+            other => panic!("unexpected {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let e = got.expect("the task was assigned");
+    let SocketAddr::V4(client_addr) = client.local_addr().unwrap() else { unreachable!() };
+    assert_eq!((e.uid(), e.jid(), e.task), (3, 4, t));
+    assert_eq!((e.client_ip, e.client_port()), (client_addr.ip().octets(), client_addr.port()));
+    let stats = sw.shutdown().unwrap();
+    assert_eq!(stats.queue.assigns, 1);
+    assert_eq!(stats.queue_depth, vec![0; 4]);
+}
+
+#[test]
+fn queue_full_goes_back_to_the_submitter() {
+    let sw = start(2);
+    let client = client_socket();
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let tasks: Vec<Task> = (0..5)
+        .map(|i| {
+            let mut t = Task { prio: 1, ..Task::default() };
+            t.set_tid(i);
+            t
+        })
+        .collect();
+    let n = encode_submit(&mut buf, JobRef::new(1, 9), 0, &tasks).unwrap();
+    client.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let n = recv(&client, &mut buf);
+    match decode(&buf[..n]).unwrap() {
+        Message::QueueFull { job, tasks: back } => {
+            assert_eq!((job.uid(), job.jid()), (1, 9));
+            assert_eq!(back, &tasks[2..]);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn bad_input_is_counted_not_fatal() {
+    let sw = start(8);
+    let s = client_socket();
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    s.send_to(&[0xB0], sw.local_addr()).unwrap(); // truncated
+    s.send_to(&[0u8; 16], sw.local_addr()).unwrap(); // bad magic
+    let mut swap = [0u8; 8 + SwapState::LEN];
+    swap[..8].copy_from_slice(as_bytes(&Header::new(Op::Swap, 0, 1, 0, 0)));
+    s.send_to(&swap, sw.local_addr()).unwrap(); // internal op from outside
+    let n = encode_noop(&mut buf, Requester::new(1, 1, 1)).unwrap();
+    s.send_to(&buf[..n], sw.local_addr()).unwrap(); // wrong direction
+    // The switch still answers afterwards.
+    let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 77)).unwrap();
+    s.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let n = recv(&s, &mut buf);
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Noop(r)) if r.seq() == 77));
+    let stats = sw.shutdown().unwrap();
+    assert_eq!(stats.malformed[DecodeError::Truncated.index()], 1);
+    assert_eq!(stats.malformed[DecodeError::BadMagic.index()], 1);
+    assert_eq!(stats.malformed[DecodeError::InternalOp(10).index()], 1);
+    assert_eq!(stats.wrong_direction, 1);
+    assert_eq!(stats.received, 5);
+}
+
+#[test]
+fn refuses_bad_configuration() {
+    let bad = |c: SwitchConfig| spawn(c).err().map(|e| e.to_string()).unwrap_or_default();
+    let base = SwitchConfig { listen: "127.0.0.1:0".parse().unwrap(), ..SwitchConfig::default() };
+    assert!(bad(SwitchConfig { queue_capacity: 1000, ..base.clone() }).contains("power of two"));
+    assert!(bad(SwitchConfig { priorities: 9, ..base.clone() }).contains("priority levels"));
+    assert!(bad(SwitchConfig { listen: "[::1]:0".parse().unwrap(), ..base }).contains("IPv4"));
+}
