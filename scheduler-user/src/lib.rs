@@ -6,9 +6,6 @@ pub mod client;
 pub mod executor;
 pub mod net;
 pub mod queue;
-<<<<<<< HEAD
-pub mod xdp;
-=======
 pub mod switch;
->>>>>>> main
 pub mod telemetry;
+pub mod xdp;
