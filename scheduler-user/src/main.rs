@@ -1,7 +1,7 @@
 //! `bolt`: run and inspect the Bolt two-level task scheduler.
 
 use clap::{Parser, Subcommand};
-use scheduler_user::{bench, client, executor, switch, telemetry};
+use scheduler_user::{agent, bench, client, executor, switch, telemetry};
 
 #[derive(Parser)]
 #[command(name = "bolt", version, about = "Bolt: a two-level in-network task scheduler", long_about = None)]
@@ -20,6 +20,9 @@ enum Command {
     Switch(switch::SwitchArgs),
     /// Run a benchmark (see `bolt bench help`).
     Bench(bench::BenchArgs),
+    /// Run the host agent (tier 1): load the XDP program, keep the node's task rings
+    /// filled from the switch, return their tasks on shutdown.
+    Agent(agent::AgentArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -30,5 +33,6 @@ fn main() -> anyhow::Result<()> {
         Command::Submit(args) => client::run(args),
         Command::Switch(args) => switch::run_cli(args),
         Command::Bench(args) => bench::run_cli(args),
+        Command::Agent(args) => agent::run(args),
     }
 }
