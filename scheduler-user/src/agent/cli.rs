@@ -11,9 +11,8 @@ use super::{route_interface, Agent, AgentConfig, AgentStats, RefillPolicy, StopM
 use crate::executor::{parse_addr, parse_resources};
 use crate::xdp::{AttachMode, XdpSettings};
 
-/// Arguments of `bolt agent`.
-#[derive(Args, Debug, Clone)]
-#[command(long_about = "Run tier 1 on this host.\n\n\
+/// What `bolt agent --help` says first.
+pub const HELP: &str = "Run tier 1 on this host.\n\n\
     Loads the Bolt XDP program (or reattaches to the one pinned under /sys/fs/bpf/bolt/<pin name>/, \
     with every queued task), attaches it to the executor-facing interface (--iface) and to the uplink \
     REFILL arrives on, and keeps the node's task rings above their low watermark with REFILL batches \
@@ -22,7 +21,15 @@ use crate::xdp::{AttachMode, XdpSettings};
     Where XDP cannot run (no privileges, old kernel, driver), the agent says so and answers GET_TASK \
     itself at --listen; executors then point --switch at the agent.\n\n\
     SIGTERM or SIGINT: every queued task goes back to the switch (RETURN) and the program is detached; \
-    with --keep-attached the program and its rings stay pinned and serving, for the next agent.")]
+    with --keep-attached the program and its rings stay pinned and serving, for the next agent.";
+
+// Arguments of `bolt agent` (a doc comment here would replace the command's help).
+#[derive(Args, Debug, Clone)]
+#[command(
+    about = "Run the host agent (tier 1): load the XDP program, keep the node's task rings filled \
+             from the switch, return their tasks on shutdown",
+    long_about = HELP
+)]
 pub struct AgentArgs {
     /// Interface executors' GET_TASK arrives on (the XDP program answers there).
     #[arg(long, value_name = "IF")]
@@ -105,11 +112,15 @@ pub struct AgentArgs {
 
     /// How long to wait for the answer to a REFILL_REQ before asking again, in
     /// milliseconds (doubling while the switch stays silent).
-    #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "MS", default_value_t = RefillPolicy::default().answer_timeout.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub answer_timeout_ms: u64,
 
-    /// Longest pause after empty REFILLs (tier 2 had nothing), in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Longest pause after empty REFILLs (tier 2 had nothing), in milliseconds. Longer
+    /// spares the switch on an idle cluster; shorter fills the rings sooner when work
+    /// arrives (until then executors are served by the switch directly).
+    #[arg(long, value_name = "MS", default_value_t = RefillPolicy::default().max_backoff.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub max_backoff_ms: u64,
 
     /// Log a line of counters every this many seconds (0: only at exit).

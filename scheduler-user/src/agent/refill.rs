@@ -48,7 +48,7 @@ impl Default for RefillPolicy {
             answer_timeout: Duration::from_millis(20),
             settle: Duration::from_millis(2),
             min_backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(20),
         }
     }
 }
@@ -317,7 +317,7 @@ mod tests {
         assert_eq!(pauses[0], Duration::from_millis(1));
         assert_eq!(pauses[1], Duration::from_millis(2));
         assert_eq!(pauses[3], Duration::from_millis(8));
-        assert_eq!(*pauses.last().unwrap(), Duration::from_millis(100));
+        assert_eq!(*pauses.last().unwrap(), Duration::from_millis(20));
         // Tasks again: the back-off resets.
         assert!(matches!(c.poll(now, &occ(0), p), Action::Request { .. }));
         p.frames += 1;
