@@ -3,9 +3,11 @@
 //! Each task lives in its own module; adding one is a variant in [`Task`] and a match arm.
 
 mod ebpf;
+mod load;
 mod run;
 mod setup;
 mod test;
+mod testbed;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +36,14 @@ enum Task {
     /// Set up, build everything including the XDP object, and run `cargo test --workspace`
     /// (kernel tests included: they need root).
     Test(test::TestArgs),
+    /// Load the Bolt XDP program on a worker host's interface and leave it attached
+    /// (`bolt agent --load-only`).
+    Load(load::LoadArgs),
+    /// Return every task pinned for an interface to the switch and take the program off
+    /// (`bolt agent --unload`).
+    Unload(load::UnloadArgs),
+    /// A Bolt cluster in network namespaces on this machine: up, down, show.
+    Testbed(testbed::TestbedArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,5 +51,8 @@ fn main() -> anyhow::Result<()> {
         Task::Setup(args) => setup::run(&args),
         Task::BuildEbpf(args) => ebpf::build(&args).map(|object| println!("{}", object.display())),
         Task::Test(args) => test::run(&args),
+        Task::Load(args) => load::load(&args),
+        Task::Unload(args) => load::unload(&args),
+        Task::Testbed(args) => testbed::run(&args),
     }
 }
