@@ -6,7 +6,7 @@
 //! ```ignore
 //! let tb = testbed::up(&testbed::UpOptions { workers: 2, ..Default::default() })?;
 //! // tb.switch_ns, tb.switch_addr, tb.workers[i].exec_ns, ...: run things inside with
-//! let mut executor = tb.bolt_in(&tb.workers[0].exec_ns)
+//! let mut executor = tb.bolt_in(&tb.workers[0].executors[0].ns)
 //!     .args(["executor", "--switch", &tb.switch_addr.to_string(), "--node", "1", "--resources", "0xff"])
 //!     .spawn()?;
 //! // ... dropping `tb` stops the agents (their tasks go back to the switch) and the
@@ -58,6 +58,9 @@ pub struct UpCli {
     /// Worker nodes (1..=99).
     #[arg(long, default_value_t = 2)]
     pub workers: u16,
+    /// Executor namespaces behind each worker host (1..=8).
+    #[arg(long, default_value_t = 1)]
+    pub executor_links: u8,
     /// Do not start agents: GET_TASK reaches the switch directly (one-level).
     #[arg(long)]
     pub no_agents: bool,
@@ -73,6 +76,8 @@ pub const DEFAULT_NAME: &str = "bolt";
 pub struct UpOptions {
     pub name: String,
     pub workers: u16,
+    /// Executor namespaces behind each worker host.
+    pub executor_links: u8,
     /// Start an agent (XDP) on every worker host.
     pub agents: bool,
     pub release: bool,
@@ -82,8 +87,21 @@ pub struct UpOptions {
 
 impl Default for UpOptions {
     fn default() -> Self {
-        UpOptions { name: DEFAULT_NAME.into(), workers: 2, agents: true, release: true, agent_args: Vec::new() }
+        UpOptions { name: DEFAULT_NAME.into(), workers: 2, executor_links: 1, agents: true, release: true, agent_args: Vec::new() }
     }
+}
+
+/// One executor namespace behind a worker host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Executors {
+    /// Namespace to run `bolt executor` in.
+    pub ns: String,
+    /// Its address.
+    pub addr: Ipv4Addr,
+    /// The host's end of its link (the XDP program is attached there).
+    pub host_iface: String,
+    /// The host's address on that link (where a userspace-fallback agent is reached).
+    pub gateway: Ipv4Addr,
 }
 
 /// One worker node of a running testbed.
@@ -93,17 +111,11 @@ pub struct Worker {
     pub node: u16,
     /// Namespace of the worker host (the agent runs here).
     pub host_ns: String,
-    /// Namespace of its executors.
-    pub exec_ns: String,
     /// Host's link to the switch, and its address.
     pub uplink: String,
     pub uplink_addr: Ipv4Addr,
-    /// Host's link to the executors (the XDP program's pins are named after it).
-    pub exec_iface: String,
-    /// Host's address on the executor side (a userspace-fallback agent's address).
-    pub exec_gateway: Ipv4Addr,
-    /// Executors' address.
-    pub exec_addr: Ipv4Addr,
+    /// Executor namespaces (at least one), all served by this host's rings.
+    pub executors: Vec<Executors>,
 }
 
 /// A running testbed.
@@ -143,15 +155,25 @@ impl Testbed {
             .context("layout has no workers")?
             .iter()
             .map(|w| {
+                let executors = w["executors"]
+                    .as_array()
+                    .context("worker without executors")?
+                    .iter()
+                    .map(|e| {
+                        Ok(Executors {
+                            ns: s(e, "ns")?,
+                            addr: ip(e, "addr")?,
+                            host_iface: s(e, "host_iface")?,
+                            gateway: ip(e, "gateway")?,
+                        })
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
                 Ok(Worker {
                     node: w["node"].as_u64().context("worker without node")? as u16,
                     host_ns: s(w, "host_ns")?,
-                    exec_ns: s(w, "exec_ns")?,
                     uplink: s(w, "uplink")?,
                     uplink_addr: ip(w, "uplink_addr")?,
-                    exec_iface: s(w, "exec_iface")?,
-                    exec_gateway: ip(w, "exec_gateway")?,
-                    exec_addr: ip(w, "exec_addr")?,
+                    executors,
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -200,6 +222,7 @@ pub fn up(opts: &UpOptions) -> anyhow::Result<TestbedGuard> {
     let bolt = build_bolt(opts.release)?;
     let mut cmd = Command::new(&bolt);
     cmd.args(["testbed", "up", "--json", "--name", &opts.name, "--workers", &opts.workers.to_string()]);
+    cmd.args(["--executor-links", &opts.executor_links.to_string()]);
     if !opts.agents {
         cmd.arg("--no-agents");
     }
@@ -239,6 +262,7 @@ pub fn run(args: &TestbedArgs) -> anyhow::Result<()> {
             let opts = UpOptions {
                 name: a.name.name.clone(),
                 workers: a.workers,
+                executor_links: a.executor_links,
                 agents: !a.no_agents,
                 release: a.name.release,
                 agent_args: a.agent_args.clone(),
@@ -259,10 +283,10 @@ pub fn run(args: &TestbedArgs) -> anyhow::Result<()> {
 fn print_summary(t: &Testbed) {
     println!("testbed {}: switch {} in namespace {}", t.name, t.switch_socket(), t.switch_ns);
     for w in &t.workers {
-        println!(
-            "  node {}: host {} (uplink {} {}, XDP on {}), executors in {} at {}",
-            w.node, w.host_ns, w.uplink, w.uplink_addr, w.exec_iface, w.exec_ns, w.exec_addr
-        );
+        println!("  node {}: host {} (uplink {} {})", w.node, w.host_ns, w.uplink, w.uplink_addr);
+        for e in &w.executors {
+            println!("    executors in {} at {} (XDP on {})", e.ns, e.addr, e.host_iface);
+        }
     }
     let show = |cmd: Command| {
         let mut line = cmd.get_program().to_string_lossy().into_owned();
@@ -273,7 +297,7 @@ fn print_summary(t: &Testbed) {
         line
     };
     if let Some(w) = t.workers.first() {
-        let mut exec = t.bolt_in(&w.exec_ns);
+        let mut exec = t.bolt_in(&w.executors[0].ns);
         exec.args(["executor", "--switch", &t.switch_socket(), "--node", &w.node.to_string(), "--resources", "0xff"]);
         let mut submit = t.bolt_in(&t.switch_ns);
         submit.args(["submit", "--switch", &t.switch_socket(), "--tasks", "10000", "--handler", "noop"]);

@@ -31,9 +31,11 @@ pub const HELP: &str = "Run tier 1 on this host.\n\n\
     long_about = HELP
 )]
 pub struct AgentArgs {
-    /// Interface executors' GET_TASK arrives on (the XDP program answers there).
-    #[arg(long, value_name = "IF")]
-    pub iface: String,
+    /// Interface executors' GET_TASK arrives on (the XDP program answers there). Repeat
+    /// for executors behind several interfaces (one veth per container): every one gets
+    /// the same program and rings. The first names the pin directory.
+    #[arg(long = "iface", value_name = "IF", required = true)]
+    pub ifaces: Vec<String>,
 
     /// The tier-2 switch, as IP:PORT, IP or HOST[:PORT] (port defaults to 7171).
     /// Required except with --unload, which uses the pinned program's.
@@ -175,6 +177,11 @@ fn parse_listen(s: Option<&str>, port: u16) -> anyhow::Result<SocketAddrV4> {
 }
 
 impl AgentArgs {
+    /// Where the pins live: --pin-name, or the first --iface.
+    pub fn pin_name(&self) -> String {
+        self.pin_name.clone().unwrap_or_else(|| self.ifaces[0].clone())
+    }
+
     /// The configuration these arguments describe (for running, not for --unload).
     pub fn to_config(&self) -> anyhow::Result<AgentConfig> {
         let (Some(switch), Some(node), Some(resources)) = (self.switch, self.node, self.resources) else {
@@ -202,9 +209,9 @@ impl AgentArgs {
         };
         Ok(AgentConfig {
             tier1: Tier1Config {
-                iface: self.iface.clone(),
+                ifaces: self.ifaces.clone(),
                 uplink,
-                pin_name: self.pin_name.clone().unwrap_or_else(|| self.iface.clone()),
+                pin_name: self.pin_name(),
                 attach_mode: self.mode,
                 xdp: self.xdp,
                 settings,
@@ -240,7 +247,7 @@ fn install_signal_handlers() -> anyhow::Result<()> {
 pub fn run(args: AgentArgs) -> anyhow::Result<()> {
     install_signal_handlers()?;
     if args.unload {
-        let pin_name = args.pin_name.clone().unwrap_or_else(|| args.iface.clone());
+        let pin_name = args.pin_name();
         let switch = args.switch.map(|s| v4(s, "--switch")).transpose()?;
         let listen = match (&args.listen, switch) {
             (Some(l), Some(s)) => Some(parse_listen(Some(l), s.port())?),
@@ -254,7 +261,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
     }
     let cfg = args.to_config()?;
     tracing::info!(
-        iface = cfg.tier1.iface,
+        ifaces = ?cfg.tier1.ifaces,
         uplink = ?cfg.tier1.uplink,
         switch = %cfg.switch,
         node = cfg.node,
@@ -340,7 +347,7 @@ mod tests {
         }
         let cli = Cli::parse_from([
             "bolt", "--iface", "veth0", "--switch", "192.0.2.1", "--node", "3", "--resources", "0b11", "--uplink", "eth1",
-            "--batch", "32",
+            "--batch", "32", "--iface", "veth1",
         ]);
         let cfg = cli.args.to_config().unwrap();
         assert_eq!(cfg.switch, "192.0.2.1:7171".parse().unwrap());
@@ -348,6 +355,7 @@ mod tests {
         assert_eq!((cfg.node, cfg.resources, cfg.policy.batch), (3, 3, 32));
         assert_eq!(cfg.tier1.uplink.as_deref(), Some("eth1"));
         assert_eq!(cfg.tier1.pin_name, "veth0");
+        assert_eq!(cfg.tier1.ifaces, ["veth0", "veth1"]);
         assert_eq!(cfg.tier1.settings.switch_addr, Some(Ipv4Addr::new(192, 0, 2, 1)));
         assert!(Cli::try_parse_from(["bolt", "--iface", "x"]).is_err());
         assert!(Cli::try_parse_from(["bolt", "--iface", "x", "--unload"]).is_ok());

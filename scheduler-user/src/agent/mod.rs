@@ -158,7 +158,7 @@ impl Agent {
         let sock = bind(listen)?;
         let cfg = AgentConfig {
             tier1: Tier1Config {
-                iface: pin_name.to_string(),
+                ifaces: vec![pin_name.to_string()],
                 uplink: None,
                 pin_name: pin_name.to_string(),
                 attach_mode: Default::default(),

@@ -37,8 +37,9 @@ pub enum XdpChoice {
 /// What tier 1 on this host needs to know.
 #[derive(Clone, Debug)]
 pub struct Tier1Config {
-    /// Interface executors' GET_TASK arrives on.
-    pub iface: String,
+    /// Interfaces executors' GET_TASK arrives on (at least one; one per executor
+    /// container, say). All share the same program and rings.
+    pub ifaces: Vec<String>,
     /// Interface REFILL from the switch arrives on, when it is another one.
     pub uplink: Option<String>,
     /// Directory name under PIN_ROOT (default: `iface`).
@@ -110,10 +111,48 @@ fn ensure_bpffs() -> Result<(), Option<anyhow::Error>> {
     )))
 }
 
+impl Tier1Config {
+    /// Every interface to attach to, executor-facing first, the uplink last, no repeats.
+    fn interfaces(&self) -> Vec<(&str, Role)> {
+        let mut v: Vec<(&str, Role)> = Vec::new();
+        for (i, iface) in self.ifaces.iter().enumerate() {
+            if !v.iter().any(|(n, _)| n == iface) {
+                v.push((iface, if i == 0 { Role::First } else { Role::Executors }));
+            }
+        }
+        if let Some(uplink) = self.uplink.as_deref() {
+            if !v.iter().any(|(n, _)| *n == uplink) {
+                v.push((uplink, Role::Uplink));
+            }
+        }
+        v
+    }
+}
+
+/// Why the program is attached to an interface, which decides what a failure means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// The first executor-facing interface: without it, tier 1 runs in userspace.
+    First,
+    /// Another executor-facing interface: its executors reach the switch directly.
+    Executors,
+    /// Where REFILL arrives: without it, REFILL reaches the agent's socket.
+    Uplink,
+}
+
+fn warn_partial(iface: &str, role: Role, e: &anyhow::Error) {
+    let consequence = match role {
+        Role::Uplink => "REFILL goes through the agent's socket instead (slower ingest)",
+        _ => "GET_TASK arriving there goes to the switch directly",
+    };
+    tracing::warn!(iface, error = format!("{e:#}"), "XDP not attached: {consequence}");
+}
+
 impl Tier1 {
     /// Brings tier 1 up as described in the module documentation.
     pub fn open(cfg: &Tier1Config) -> anyhow::Result<Tier1> {
         cfg.settings.validate()?;
+        anyhow::ensure!(!cfg.ifaces.is_empty(), "at least one executor-facing interface is needed");
         if cfg.xdp == XdpChoice::Off {
             return Ok(Tier1::memory(cfg, "XDP turned off (--xdp off)".into()));
         }
@@ -139,27 +178,28 @@ impl Tier1 {
                 };
             }
         };
-        if let Err(e) = xdp.attach(&cfg.iface, cfg.attach_mode) {
-            let reason = format!("{e:#}");
-            let logger = xdp.take_logger();
-            drop(xdp);
-            if cfg.xdp == XdpChoice::Require {
-                anyhow::bail!("{reason} (and --xdp require)");
-            }
-            let maps = XdpMaps::open_pinned(&pins).context("reopening the pinned rings")?;
-            let mut t = Tier1::userspace_on_maps(maps, pins, reason);
-            t.logger = logger;
-            return Ok(t);
-        }
-        let mut interfaces = vec![cfg.iface.clone()];
-        if let Some(uplink) = cfg.uplink.as_deref().filter(|u| *u != cfg.iface) {
-            match xdp.attach_also(uplink, cfg.attach_mode) {
-                Ok(()) => interfaces.push(uplink.to_string()),
-                Err(e) => tracing::warn!(
-                    uplink,
-                    error = format!("{e:#}"),
-                    "XDP not attached to the uplink: REFILL goes through the agent's socket instead (slower ingest)"
-                ),
+        let mut interfaces = Vec::new();
+        for (iface, role) in cfg.interfaces() {
+            let attached = if role == Role::First {
+                xdp.attach(iface, cfg.attach_mode)
+            } else {
+                xdp.attach_also(iface, cfg.attach_mode)
+            };
+            match attached {
+                Ok(()) => interfaces.push(iface.to_string()),
+                Err(e) if role == Role::First => {
+                    let reason = format!("{e:#}");
+                    let logger = xdp.take_logger();
+                    drop(xdp);
+                    if cfg.xdp == XdpChoice::Require {
+                        anyhow::bail!("{reason} (and --xdp require)");
+                    }
+                    let maps = XdpMaps::open_pinned(&pins).context("reopening the pinned rings")?;
+                    let mut t = Tier1::userspace_on_maps(maps, pins, reason);
+                    t.logger = logger;
+                    return Ok(t);
+                }
+                Err(e) => warn_partial(iface, role, &e),
             }
         }
         let logger = xdp.take_logger();
@@ -208,7 +248,7 @@ impl Tier1 {
                 "a Bolt program is pinned at {} but its rings cannot be opened; \
                  remove it with `bolt agent --iface {} --unload` (its tasks are lost if the maps are broken)",
                 pins.path().display(),
-                cfg.iface
+                cfg.pin_name
             )
         })?;
         let pinned = maps.config()?;
@@ -220,21 +260,16 @@ impl Tier1 {
         let queued = maps.occupancy();
         let mut interfaces = Vec::new();
         let mut failures = Vec::new();
-        let uplink = cfg.uplink.as_deref().filter(|u| *u != cfg.iface);
-        for (iface, primary) in std::iter::once((cfg.iface.as_str(), true)).chain(uplink.map(|u| (u, false))) {
-            let attached = pins.link_for(iface).exists() || (primary && pins.link().exists());
+        for (iface, role) in cfg.interfaces() {
+            let attached = pins.link_for(iface).exists() || (role == Role::First && pins.link().exists());
             if attached {
                 interfaces.push(iface.to_string());
                 continue;
             }
             match BoltXdp::attach_pinned(&pins, iface, cfg.attach_mode) {
                 Ok(()) => interfaces.push(iface.to_string()),
-                Err(e) if primary => failures.push(format!("{e:#}")),
-                Err(e) => tracing::warn!(
-                    uplink = iface,
-                    error = format!("{e:#}"),
-                    "XDP not attached to the uplink: REFILL goes through the agent's socket instead"
-                ),
+                Err(e) if role == Role::First => failures.push(format!("{e:#}")),
+                Err(e) => warn_partial(iface, role, &e),
             }
         }
         let logger = if cfg.settings.log_level > 0 { pinned_logger(&pins) } else { None };

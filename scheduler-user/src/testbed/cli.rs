@@ -36,9 +36,13 @@ pub struct NameArg {
 pub struct UpArgs {
     #[command(flatten)]
     pub name: NameArg,
-    /// Worker nodes (each a host namespace with an executor namespace behind it).
+    /// Worker nodes (each a host namespace with executor namespaces behind it).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=super::MAX_WORKERS as i64))]
     pub workers: u16,
+    /// Executor namespaces behind each worker host, each on its own link (all served by
+    /// the host's one set of rings).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=super::MAX_EXECUTOR_LINKS as i64))]
+    pub executor_links: u8,
     /// Do not start agents (XDP stays off; executors then reach the switch directly).
     #[arg(long)]
     pub no_agents: bool,
@@ -67,7 +71,7 @@ pub fn run_cli(args: TestbedArgs) -> anyhow::Result<()> {
 
 fn up(a: UpArgs) -> anyhow::Result<()> {
     let name = &a.name.name;
-    let layout = Layout::plan(name, a.workers)?;
+    let layout = Layout::plan(name, a.workers, a.executor_links)?;
     let present = existing_namespaces(name);
     if !present.is_empty() {
         let same = services::layout(name).is_some_and(|l| l == layout)
@@ -96,7 +100,7 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
 }
 
 fn down(name: &str) -> anyhow::Result<()> {
-    Layout::plan(name, 1)?;
+    Layout::plan(name, 1, 1)?;
     services::stop(name)?;
     Testbed::destroy(name)?;
     tracing::info!(name, "testbed is down");
@@ -110,10 +114,10 @@ fn print(layout: &Layout, json: bool) -> anyhow::Result<()> {
     }
     println!("testbed {}: switch {} in namespace {}", layout.name, layout.switch_socket(), layout.switch_ns);
     for w in &layout.workers {
-        println!(
-            "  node {}: host {} (uplink {} {}, XDP on {} {}), executors in {} at {}",
-            w.node, w.host_ns, w.uplink, w.uplink_addr, w.exec_iface, w.exec_gateway, w.exec_ns, w.exec_addr
-        );
+        println!("  node {}: host {} (uplink {} {}, XDP there and on each executor link)", w.node, w.host_ns, w.uplink, w.uplink_addr);
+        for e in &w.executors {
+            println!("    executors in {} at {} (link {}, host {})", e.ns, e.addr, e.host_iface, e.gateway);
+        }
     }
     println!("logs and process ids: {}", services::state_dir(&layout.name).display());
     Ok(())

@@ -8,14 +8,15 @@
 //!                    │ <name>s1 10.77.1.1  <name>s2 ...   │
 //!                    └────┬───────────────────────────────┘
 //!                         │ veth
-//!   ┌─────────── <name>-h1 (worker host, node 1) ─────────┐
-//!   │ <name>u1 10.77.1.2  uplink: REFILL arrives (XDP)    │   ip_forward = 1
-//!   │ <name>x1 10.77.101.1  executor side: GET_TASK (XDP) │
-//!   └────┬────────────────────────────────────────────────┘
-//!        │ veth
-//!   ┌─ <name>-e1 ─────────────┐
-//!   │ <name>e1 10.77.101.2    │  executors: --switch 10.77.0.1
-//!   └─────────────────────────┘
+//!   ┌─────────── <name>-h1 (worker host, node 1) ──────────┐
+//!   │ <name>u1 10.77.1.2  uplink: REFILL arrives (XDP)     │   ip_forward = 1
+//!   │ <name>x1a 10.77.101.1/30  executor side: GET_TASK (XDP)
+//!   │ <name>x1b 10.77.101.5/30  (one link per executor namespace)
+//!   └────┬─────────────────────┬───────────────────────────┘
+//!        │ veth                │ veth
+//!   ┌─ <name>-e1a ──────────┐ ┌─ <name>-e1b ──────────┐
+//!   │ <name>e1a 10.77.101.2 │ │ <name>e1b 10.77.101.6 │  executors: --switch 10.77.0.1
+//!   └───────────────────────┘ └───────────────────────┘
 //! ```
 //!
 //! Executors send GET_TASK to the switch's address; the route to it crosses their worker
@@ -42,30 +43,51 @@ pub const SUBNET: &str = "10.77.0.0/16";
 pub const SWITCH_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 /// Most worker nodes (their subnets are 10.77.1..=99.0/24 and 10.77.101..=199.0/24).
 pub const MAX_WORKERS: u16 = 99;
+/// Most executor namespaces behind one worker host (a /30 each in its /24; named a..h).
+pub const MAX_EXECUTOR_LINKS: u8 = 8;
 /// Longest testbed name: it prefixes interface names, which are at most 15 bytes.
 pub const MAX_NAME_LEN: usize = 10;
 
-/// One worker node: its host namespace and the executor namespace behind it.
+/// One executor namespace and its link to the worker host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecLink {
+    /// The namespace executors run in.
+    pub ns: String,
+    /// In the host namespace: this link's end, where GET_TASK arrives (XDP).
+    pub host_iface: String,
+    /// The host's address on this link (a userspace-fallback agent is reached here).
+    pub gateway: Ipv4Addr,
+    /// In the executor namespace: its end of the link, and its address.
+    pub iface: String,
+    pub addr: Ipv4Addr,
+}
+
+/// One worker node: its host namespace and the executor namespaces behind it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerHost {
     /// Node id (1-based), as executors and the agent give it.
     pub node: u16,
     pub host_ns: String,
-    pub exec_ns: String,
     /// In the host namespace: the link to the switch, where REFILL arrives.
     pub uplink: String,
     pub uplink_addr: Ipv4Addr,
     /// In the switch namespace: the other end of the uplink.
     pub switch_side: String,
     pub switch_side_addr: Ipv4Addr,
-    /// In the host namespace: the link to the executors, where GET_TASK arrives; the XDP
-    /// program's pins are named after it.
-    pub exec_iface: String,
-    /// The host's address on the executor side (a userspace-fallback agent listens here).
-    pub exec_gateway: Ipv4Addr,
-    /// In the executor namespace: its end of the link, and its address.
-    pub exec_side: String,
-    pub exec_addr: Ipv4Addr,
+    /// The executor namespaces (at least one), all served by this host's rings.
+    pub executors: Vec<ExecLink>,
+}
+
+impl WorkerHost {
+    /// The directory name of this host's pins: its first executor-side interface.
+    pub fn pin_name(&self) -> &str {
+        &self.executors[0].host_iface
+    }
+
+    /// Where executors run by default: the first executor namespace.
+    pub fn exec(&self) -> &ExecLink {
+        &self.executors[0]
+    }
 }
 
 /// The names and addresses of a testbed.
@@ -79,8 +101,9 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The layout of testbed `name` with `workers` worker nodes.
-    pub fn plan(name: &str, workers: u16) -> anyhow::Result<Layout> {
+    /// The layout of testbed `name` with `workers` worker nodes, each with
+    /// `executor_links` executor namespaces behind it.
+    pub fn plan(name: &str, workers: u16, executor_links: u8) -> anyhow::Result<Layout> {
         anyhow::ensure!(
             !name.is_empty()
                 && name.len() <= MAX_NAME_LEN
@@ -89,21 +112,33 @@ impl Layout {
             "testbed name {name:?}: 1 to {MAX_NAME_LEN} of a-z and 0-9, starting with a letter"
         );
         anyhow::ensure!((1..=MAX_WORKERS).contains(&workers), "workers must be 1..={MAX_WORKERS}, not {workers}");
+        anyhow::ensure!(
+            (1..=MAX_EXECUTOR_LINKS).contains(&executor_links),
+            "executor namespaces per worker must be 1..={MAX_EXECUTOR_LINKS}, not {executor_links}"
+        );
         let workers = (1..=workers)
             .map(|i| {
                 let n = i as u8;
+                let executors = (0..executor_links)
+                    .map(|k| {
+                        let tag = (b'a' + k) as char;
+                        ExecLink {
+                            ns: format!("{name}-e{i}{tag}"),
+                            host_iface: format!("{name}x{i}{tag}"),
+                            gateway: Ipv4Addr::new(10, 77, 100 + n, 4 * k + 1),
+                            iface: format!("{name}e{i}{tag}"),
+                            addr: Ipv4Addr::new(10, 77, 100 + n, 4 * k + 2),
+                        }
+                    })
+                    .collect();
                 WorkerHost {
                     node: i,
                     host_ns: format!("{name}-h{i}"),
-                    exec_ns: format!("{name}-e{i}"),
                     uplink: format!("{name}u{i}"),
                     uplink_addr: Ipv4Addr::new(10, 77, n, 2),
                     switch_side: format!("{name}s{i}"),
                     switch_side_addr: Ipv4Addr::new(10, 77, n, 1),
-                    exec_iface: format!("{name}x{i}"),
-                    exec_gateway: Ipv4Addr::new(10, 77, 100 + n, 1),
-                    exec_side: format!("{name}e{i}"),
-                    exec_addr: Ipv4Addr::new(10, 77, 100 + n, 2),
+                    executors,
                 }
             })
             .collect();
@@ -126,7 +161,7 @@ impl Layout {
         let mut v = vec![self.switch_ns.clone()];
         for w in &self.workers {
             v.push(w.host_ns.clone());
-            v.push(w.exec_ns.clone());
+            v.extend(w.executors.iter().map(|e| e.ns.clone()));
         }
         v
     }
@@ -160,16 +195,18 @@ impl Testbed {
         netns::ip(&["-n", &l.switch_ns, "addr", "add", &format!("{}/32", l.switch_addr), "dev", "lo"])?;
         for w in &l.workers {
             netns::create(&w.host_ns)?;
-            netns::create(&w.exec_ns)?;
             // Switch ↔ host.
-            veth(&l.switch_ns, &w.switch_side, w.switch_side_addr, &w.host_ns, &w.uplink, w.uplink_addr)?;
-            // Host ↔ executors.
-            veth(&w.host_ns, &w.exec_iface, w.exec_gateway, &w.exec_ns, &w.exec_side, w.exec_addr)?;
-            let exec_net = format!("10.77.{}.0/24", w.exec_addr.octets()[2]);
+            veth(&l.switch_ns, &w.switch_side, w.switch_side_addr, 24, &w.host_ns, &w.uplink, w.uplink_addr)?;
+            let exec_net = format!("10.77.{}.0/24", w.exec().addr.octets()[2]);
             netns::ip(&["-n", &l.switch_ns, "route", "add", &exec_net, "via", &w.uplink_addr.to_string()])?;
             netns::ip(&["-n", &w.host_ns, "route", "add", SUBNET, "via", &w.switch_side_addr.to_string()])?;
-            netns::ip(&["-n", &w.exec_ns, "route", "add", SUBNET, "via", &w.exec_gateway.to_string()])?;
             netns::sysctl(&w.host_ns, "net.ipv4.ip_forward", "1")?;
+            // Host ↔ each executor namespace.
+            for e in &w.executors {
+                netns::create(&e.ns)?;
+                veth(&w.host_ns, &e.host_iface, e.gateway, 30, &e.ns, &e.iface, e.addr)?;
+                netns::ip(&["-n", &e.ns, "route", "add", SUBNET, "via", &e.gateway.to_string()])?;
+            }
         }
         Ok(())
     }
@@ -187,7 +224,7 @@ impl Testbed {
     /// Deletes every namespace testbed `name` may have (whatever its worker count), and
     /// the pins its agents left. Missing pieces are not an error.
     pub fn destroy(name: &str) -> anyhow::Result<()> {
-        let layout = Layout::plan(name, 1)?;
+        let layout = Layout::plan(name, 1, 1)?;
         let mut errors = Vec::new();
         for ns in existing_namespaces(name) {
             if let Err(e) = netns::delete(&ns) {
@@ -200,7 +237,7 @@ impl Testbed {
             for d in dirs.flatten() {
                 let file_name = d.file_name();
                 let Some(n) = file_name.to_str() else { continue };
-                if n.strip_prefix(&prefix).is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit())) {
+                if n.strip_prefix(&prefix).is_some_and(is_node_and_link) {
                     match crate::xdp::PinDir::under(std::path::Path::new(scheduler_common::maps::PIN_ROOT), n) {
                         Ok(pins) => {
                             if let Err(e) = crate::xdp::BoltXdp::unload_pinned(&pins) {
@@ -236,20 +273,27 @@ pub fn existing_namespaces(name: &str) -> Vec<String> {
         .filter(|n| {
             let Some(rest) = n.strip_prefix(name).and_then(|r| r.strip_prefix('-')) else { return false };
             rest == "sw"
-                || ["h", "e"].iter().any(|p| {
-                    rest.strip_prefix(p).is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-                })
+                || rest.strip_prefix('h').is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                || rest.strip_prefix('e').is_some_and(is_node_and_link)
         })
         .collect();
     found.sort();
     found
 }
 
-/// A veth pair between two namespaces, addressed /24 and up.
-fn veth(ns_a: &str, a: &str, addr_a: Ipv4Addr, ns_b: &str, b: &str, addr_b: Ipv4Addr) -> anyhow::Result<()> {
+/// `12a`: a node number and an executor-link letter, as in names of executor
+/// namespaces and interfaces.
+fn is_node_and_link(s: &str) -> bool {
+    let Some(letter) = s.bytes().last() else { return false };
+    let digits = &s[..s.len() - 1];
+    (b'a'..b'a' + MAX_EXECUTOR_LINKS).contains(&letter) && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A veth pair between two namespaces, addressed with `prefix` bits and up.
+fn veth(ns_a: &str, a: &str, addr_a: Ipv4Addr, prefix: u8, ns_b: &str, b: &str, addr_b: Ipv4Addr) -> anyhow::Result<()> {
     netns::ip(&["-n", ns_a, "link", "add", a, "type", "veth", "peer", "name", b, "netns", ns_b])?;
-    netns::ip(&["-n", ns_a, "addr", "add", &format!("{addr_a}/24"), "dev", a])?;
-    netns::ip(&["-n", ns_b, "addr", "add", &format!("{addr_b}/24"), "dev", b])?;
+    netns::ip(&["-n", ns_a, "addr", "add", &format!("{addr_a}/{prefix}"), "dev", a])?;
+    netns::ip(&["-n", ns_b, "addr", "add", &format!("{addr_b}/{prefix}"), "dev", b])?;
     netns::ip(&["-n", ns_a, "link", "set", a, "up"])?;
     netns::ip(&["-n", ns_b, "link", "set", b, "up"])
 }
@@ -260,21 +304,39 @@ mod tests {
 
     #[test]
     fn layout_names_fit_and_addresses_stay_in_the_testbed_block() {
-        let l = Layout::plan("boltdemo12", 99).unwrap();
+        let l = Layout::plan("boltdemo12", 99, 8).unwrap();
         for w in &l.workers {
-            for iface in [&w.uplink, &w.switch_side, &w.exec_iface, &w.exec_side] {
+            let mut ifaces = vec![&w.uplink, &w.switch_side];
+            for e in &w.executors {
+                ifaces.extend([&e.host_iface, &e.iface]);
+                assert_eq!(e.addr.octets()[..3], e.gateway.octets()[..3]);
+                assert_eq!(e.addr.octets()[3] & !3, e.gateway.octets()[3] & !3, "one /30 per link");
+            }
+            for iface in ifaces {
                 assert!(iface.len() <= 15, "{iface}");
             }
-            for a in [w.uplink_addr, w.switch_side_addr, w.exec_gateway, w.exec_addr] {
+            for a in [w.uplink_addr, w.switch_side_addr].into_iter().chain(w.executors.iter().flat_map(|e| [e.gateway, e.addr])) {
                 assert_eq!(a.octets()[..2], [10, 77]);
             }
         }
-        assert_eq!(l.workers[1].exec_addr, Ipv4Addr::new(10, 77, 102, 2));
-        assert_eq!(l.namespaces().len(), 1 + 2 * 99);
-        assert!(Layout::plan("Bad", 1).is_err());
-        assert!(Layout::plan("waytoolongname", 1).is_err());
-        assert!(Layout::plan("ok", 0).is_err());
-        assert!(Layout::plan("ok", 100).is_err());
-        assert!(Layout::plan("1ab", 1).is_err());
+        assert_eq!(l.workers[1].executors[1].addr, Ipv4Addr::new(10, 77, 102, 6));
+        assert_eq!(l.workers[1].pin_name(), "boltdemo12x2a");
+        assert_eq!(l.namespaces().len(), 1 + 99 * 9);
+        assert!(Layout::plan("Bad", 1, 1).is_err());
+        assert!(Layout::plan("waytoolongname", 1, 1).is_err());
+        assert!(Layout::plan("ok", 0, 1).is_err());
+        assert!(Layout::plan("ok", 100, 1).is_err());
+        assert!(Layout::plan("ok", 1, 9).is_err());
+        assert!(Layout::plan("1ab", 1, 1).is_err());
+    }
+
+    #[test]
+    fn names_of_a_testbed_are_told_from_another_testbeds() {
+        assert!(is_node_and_link("12a"));
+        assert!(is_node_and_link("1h"));
+        assert!(!is_node_and_link("1i"));
+        assert!(!is_node_and_link("a"));
+        assert!(!is_node_and_link("1"));
+        assert!(!is_node_and_link(""));
     }
 }

@@ -62,7 +62,7 @@ fn start_all(layout: &Layout, cfg: &ServicesConfig, dir: &Path) -> anyhow::Resul
         args.extend(cfg.agent_args.iter().cloned());
         let role = format!("agent-{}", w.node);
         let pid = spawn(&layout.name, &w.host_ns, &cfg.bolt, &args, dir, &role)?;
-        let pins = crate::xdp::PinDir::under(Path::new(scheduler_common::maps::PIN_ROOT), &w.exec_iface)?;
+        let pins = crate::xdp::PinDir::under(Path::new(scheduler_common::maps::PIN_ROOT), w.pin_name())?;
         wait_until(&format!("the agent in {}", w.host_ns), pid, &dir.join(format!("{role}.log")), Duration::from_secs(20), || {
             Ok(pins.is_attached())
         })?;
@@ -120,12 +120,13 @@ pub fn all_running(name: &str) -> bool {
         .filter_map(|l| l.split_once(' ').and_then(|(_, p)| p.trim().parse::<i32>().ok()))
         .all(|pid| is_ours(pid, name))
 }
-/// `bolt agent` arguments for worker `w`: XDP in generic mode on both of its links.
+/// `bolt agent` arguments for worker `w`: XDP in generic mode on all of its links.
 pub fn agent_args(layout: &Layout, w: &WorkerHost) -> Vec<String> {
-    [
-        "agent",
-        "--iface",
-        &w.exec_iface,
+    let mut args: Vec<String> = vec!["agent".into()];
+    for e in &w.executors {
+        args.extend(["--iface".to_string(), e.host_iface.clone()]);
+    }
+    let rest: Vec<String> = [
         "--uplink",
         &w.uplink,
         "--switch",
@@ -141,7 +142,9 @@ pub fn agent_args(layout: &Layout, w: &WorkerHost) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect()
+    .collect();
+    args.extend(rest);
+    args
 }
 
 /// Starts `bolt ARGS` in namespace `ns`, detached from this process, logging to
