@@ -28,7 +28,9 @@ pub const HELP: &str = "Run tier 1 on this host.\n\n\
 #[command(
     about = "Run the host agent (tier 1): load the XDP program, keep the node's task rings filled \
              from the switch, return their tasks on shutdown",
-    long_about = HELP
+    long_about = HELP,
+    // A later option replaces an earlier one: callers can add to a standard argument list.
+    args_override_self = true
 )]
 pub struct AgentArgs {
     /// Interface executors' GET_TASK arrives on (the XDP program answers there). Repeat
@@ -226,6 +228,23 @@ impl AgentArgs {
     }
 }
 
+/// The configuration `bolt agent ARGS` runs with; `args[0]` stands for the program name
+/// (e.g. "agent"). For starting agents in this process with exactly the arguments a
+/// process would get (tests, benchmarks).
+pub fn config_from_args<I, S>(args: I) -> anyhow::Result<AgentConfig>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<std::ffi::OsString> + Clone,
+{
+    #[derive(clap::Parser)]
+    struct Agent {
+        #[command(flatten)]
+        args: AgentArgs,
+    }
+    let parsed = <Agent as clap::Parser>::try_parse_from(args)?;
+    parsed.args.to_config()
+}
+
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -358,6 +377,8 @@ mod tests {
         assert_eq!(cfg.tier1.ifaces, ["veth0", "veth1"]);
         assert_eq!(cfg.tier1.settings.switch_addr, Some(Ipv4Addr::new(192, 0, 2, 1)));
         assert!(Cli::try_parse_from(["bolt", "--iface", "x"]).is_err());
+        let later = Cli::parse_from(["bolt", "--iface", "a", "--switch", "192.0.2.1", "--node", "1", "--resources", "1", "--xdp", "require", "--xdp", "off"]);
+        assert_eq!(later.args.xdp, XdpChoice::Off);
         assert!(Cli::try_parse_from(["bolt", "--iface", "x", "--unload"]).is_ok());
     }
 }
