@@ -1,7 +1,7 @@
 //! `bolt`: run and inspect the Bolt two-level task scheduler.
 
 use clap::{Parser, Subcommand};
-use scheduler_user::{bench, client, executor, switch, telemetry};
+use scheduler_user::{agent, bench, client, executor, switch, telemetry, testbed};
 
 #[derive(Parser)]
 #[command(name = "bolt", version, about = "Bolt: a two-level in-network task scheduler", long_about = None)]
@@ -20,6 +20,11 @@ enum Command {
     Switch(switch::SwitchArgs),
     /// Run a benchmark (see `bolt bench help`).
     Bench(bench::BenchArgs),
+    // Its help (short and long) is on AgentArgs: a doc comment here would replace it.
+    Agent(agent::AgentArgs),
+    /// A Bolt cluster in network namespaces on this machine: switch, worker hosts with
+    /// agents, executor namespaces (needs root).
+    Testbed(testbed::TestbedArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -30,5 +35,7 @@ fn main() -> anyhow::Result<()> {
         Command::Submit(args) => client::run(args),
         Command::Switch(args) => switch::run_cli(args),
         Command::Bench(args) => bench::run_cli(args),
+        Command::Agent(args) => agent::run(args),
+        Command::Testbed(args) => testbed::run_cli(args),
     }
 }

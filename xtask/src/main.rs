@@ -5,9 +5,11 @@
 mod demo;
 mod ebpf;
 mod p4;
+mod load;
 mod run;
 mod setup;
 mod test;
+mod testbed;
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +43,14 @@ enum Task {
     Test(test::TestArgs),
     /// The Tofino P4 program: check, build (needs $SDE), test (PTF) and deploy.
     P4(p4::P4Args),
+    /// Load the Bolt XDP program on a worker host's interface and leave it attached
+    /// (`bolt agent --load-only`).
+    Load(load::LoadArgs),
+    /// Return every task pinned for an interface to the switch and take the program off
+    /// (`bolt agent --unload`).
+    Unload(load::UnloadArgs),
+    /// A Bolt cluster in network namespaces on this machine: up, down, show.
+    Testbed(testbed::TestbedArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,5 +60,8 @@ fn main() -> anyhow::Result<()> {
         Task::BuildEbpf(args) => ebpf::build(&args).map(|object| println!("{}", object.display())),
         Task::Test(args) => test::run(&args),
         Task::P4(args) => p4::run(args),
+        Task::Load(args) => load::load(&args),
+        Task::Unload(args) => load::unload(&args),
+        Task::Testbed(args) => testbed::run(&args),
     }
 }

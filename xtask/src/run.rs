@@ -41,3 +41,17 @@ pub fn output(cmd: &mut Command) -> Option<String> {
 pub fn is_root() -> bool {
     output(Command::new("id").arg("-u")).is_some_and(|s| s.trim() == "0")
 }
+
+/// Builds the `bolt` binary (release or debug) and returns its path.
+pub fn build_bolt(release: bool) -> anyhow::Result<PathBuf> {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(workspace_root()).args(["build", "--locked", "-p", "scheduler-user", "--bin", "bolt"]);
+    if release {
+        cmd.arg("--release");
+    }
+    status(&mut cmd)?;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
+    let bolt = target.join(if release { "release" } else { "debug" }).join("bolt");
+    anyhow::ensure!(bolt.exists(), "the build produced no {}", bolt.display());
+    Ok(bolt)
+}

@@ -11,6 +11,7 @@ use aya::{
     Ebpf, EbpfLoader,
 };
 use aya_log::EbpfLogger;
+use aya_obj::programs::XdpAttachType;
 use scheduler_common::maps::{PROGRAM_NAME, RING_MAPS, STATE_MAPS};
 
 use super::{object::XDP_OBJECT, pin::PinDir, rings::XdpMaps, settings::XdpSettings};
@@ -181,18 +182,68 @@ impl BoltXdp {
     /// too, so the program stays attached after this process exits; without, it detaches
     /// when this value is dropped.
     pub fn attach(&mut self, iface: &str, mode: AttachMode) -> anyhow::Result<()> {
+        let link = self.pins.as_ref().map(|d| d.link());
+        self.attach_at(iface, mode, link, true)
+    }
+
+    /// Attaches the same program, with the same maps, to one more interface: a host's
+    /// uplink, where REFILL from the switch arrives, besides the executor-facing one. With
+    /// pins, its link is pinned as [`PinDir::link_for`] next to the first.
+    pub fn attach_also(&mut self, iface: &str, mode: AttachMode) -> anyhow::Result<()> {
+        let link = self.pins.as_ref().map(|d| d.link_for(iface));
+        self.attach_at(iface, mode, link, false)
+    }
+
+    /// `first`: this is the program's first attachment, so its pin replaces whatever
+    /// program an earlier load left pinned there.
+    fn attach_at(
+        &mut self,
+        iface: &str,
+        mode: AttachMode,
+        link_pin: Option<std::path::PathBuf>,
+        first: bool,
+    ) -> anyhow::Result<()> {
         let pins = self.pins.clone();
         let program = self.program_mut()?;
         let link_id = program
             .attach(iface, mode.xdp_mode())
             .with_context(|| format!("attaching the Bolt XDP program to {iface} ({mode:?} mode)"))?;
-        if let Some(dir) = pins {
+        if let (Some(dir), Some(link_pin)) = (pins, link_pin) {
             let link = program.take_link(link_id)?;
-            let fd_link = FdLink::try_from(link).context(
-                "this kernel attached XDP through netlink, which cannot be pinned; use a kernel with XDP links",
-            )?;
-            fd_link.pin(dir.link()).with_context(|| format!("pinning the link at {}", dir.link().display()))?;
-            program.pin(dir.program()).with_context(|| format!("pinning the program at {}", dir.program().display()))?;
+            pin_link(link, &link_pin)?;
+            if first && dir.program().exists() {
+                std::fs::remove_file(dir.program())
+                    .with_context(|| format!("replacing the pinned program {}", dir.program().display()))?;
+            }
+            if !dir.program().exists() {
+                program
+                    .pin(dir.program())
+                    .with_context(|| format!("pinning the program at {}", dir.program().display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Attaches the program pinned in `dir` (by an earlier load) to `iface` as well, and
+    /// pins the link as [`PinDir::link_for`]: for an agent that restarts with an interface
+    /// the pinned program is not attached to yet.
+    pub fn attach_pinned(dir: &PinDir, iface: &str, mode: AttachMode) -> anyhow::Result<()> {
+        let mut program = Xdp::from_pin(dir.program(), XdpAttachType::Interface)
+            .with_context(|| format!("opening the pinned program {}", dir.program().display()))?;
+        let link_id = program
+            .attach(iface, mode.xdp_mode())
+            .with_context(|| format!("attaching the pinned Bolt XDP program to {iface} ({mode:?} mode)"))?;
+        let link = program.take_link(link_id)?;
+        pin_link(link, &dir.link_for(iface))
+    }
+
+    /// Detaches a program pinned for `dir` from every interface (its link pins go), and
+    /// keeps the program and map pins: tasks still queued stay where they are, for a
+    /// drain to RETURN them.
+    pub fn detach_pinned(dir: &PinDir) -> anyhow::Result<()> {
+        for path in dir.links() {
+            let link = PinnedLink::from_pin(&path).with_context(|| format!("opening pinned link {}", path.display()))?;
+            link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
         }
         Ok(())
     }
@@ -200,11 +251,16 @@ impl BoltXdp {
     /// Detaches a program pinned for `dir` and removes its pins, maps included: tasks still
     /// queued are gone with them, so drain and RETURN them first.
     pub fn unload_pinned(dir: &PinDir) -> anyhow::Result<()> {
-        if dir.link().exists() {
-            let link = PinnedLink::from_pin(dir.link())
-                .with_context(|| format!("opening pinned link {}", dir.link().display()))?;
-            link.unpin().context("unpinning the XDP link")?;
-        }
+        BoltXdp::detach_pinned(dir)?;
         dir.remove()
     }
+}
+
+/// Pins an XDP link so that it outlives this process.
+fn pin_link(link: aya::programs::xdp::XdpLink, path: &std::path::Path) -> anyhow::Result<()> {
+    let fd_link = FdLink::try_from(link).context(
+        "this kernel attached XDP through netlink, which cannot be pinned; use a kernel with XDP links",
+    )?;
+    fd_link.pin(path).with_context(|| format!("pinning the link at {}", path.display()))?;
+    Ok(())
 }

@@ -39,6 +39,25 @@ impl PinDir {
         self.0.join("link")
     }
 
+    /// The link of a further interface the same program is attached to (a host's uplink):
+    /// `link-<iface>`, with dots replaced (bpffs refuses dots in names).
+    pub fn link_for(&self, iface: &str) -> PathBuf {
+        self.0.join(format!("link-{}", iface.replace('.', "_")))
+    }
+
+    /// Every link pinned here: [`PinDir::link`] and each [`PinDir::link_for`].
+    pub fn links(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(&self.0) else {
+            return Vec::new();
+        };
+        let mut links: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == "link" || n.starts_with("link-")))
+            .collect();
+        links.sort();
+        links
+    }
+
     /// True when a program was attached and pinned here.
     pub fn is_attached(&self) -> bool {
         self.link().exists()

@@ -1,0 +1,384 @@
+//! `bolt agent`: command-line arguments and the run-until-signal entry point.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::Args;
+use scheduler_common::{maps::DEFAULT_RING_CAPACITY, DEFAULT_PRIORITIES, MAX_PRIORITIES};
+
+use super::{route_interface, Agent, AgentConfig, AgentStats, RefillPolicy, StopMode, Tier1Config, XdpChoice};
+use crate::executor::{parse_addr, parse_resources};
+use crate::xdp::{AttachMode, XdpSettings};
+
+/// What `bolt agent --help` says first.
+pub const HELP: &str = "Run tier 1 on this host.\n\n\
+    Loads the Bolt XDP program (or reattaches to the one pinned under /sys/fs/bpf/bolt/<pin name>/, \
+    with every queued task), attaches it to the executor-facing interface (--iface) and to the uplink \
+    REFILL arrives on, and keeps the node's task rings above their low watermark with REFILL batches \
+    from the switch. Executors keep --switch pointed at the switch: their GET_TASK crosses this host and \
+    the program answers it from the rings.\n\n\
+    Where XDP cannot run (no privileges, old kernel, driver), the agent says so and answers GET_TASK \
+    itself at --listen; executors then point --switch at the agent.\n\n\
+    SIGTERM or SIGINT: every queued task goes back to the switch (RETURN) and the program is detached; \
+    with --keep-attached the program and its rings stay pinned and serving, for the next agent.";
+
+// Arguments of `bolt agent` (a doc comment here would replace the command's help).
+#[derive(Args, Debug, Clone)]
+#[command(
+    about = "Run the host agent (tier 1): load the XDP program, keep the node's task rings filled \
+             from the switch, return their tasks on shutdown",
+    long_about = HELP,
+    // A later option replaces an earlier one: callers can add to a standard argument list.
+    args_override_self = true
+)]
+pub struct AgentArgs {
+    /// Interface executors' GET_TASK arrives on (the XDP program answers there). Repeat
+    /// for executors behind several interfaces (one veth per container): every one gets
+    /// the same program and rings. The first names the pin directory.
+    #[arg(long = "iface", value_name = "IF", required = true)]
+    pub ifaces: Vec<String>,
+
+    /// The tier-2 switch, as IP:PORT, IP or HOST[:PORT] (port defaults to 7171).
+    /// Required except with --unload, which uses the pinned program's.
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr, required_unless_present = "unload")]
+    pub switch: Option<SocketAddr>,
+
+    /// This node's id: GET_TASK from executors of this node is answered from its rings.
+    #[arg(long, value_name = "ID", required_unless_present = "unload")]
+    pub node: Option<u16>,
+
+    /// The node's resources, an 8-bit bitmap (decimal, 0x hex or 0b binary): tier 2
+    /// sends this node only tasks these cover.
+    #[arg(long, value_name = "BITS", value_parser = parse_resources, required_unless_present = "unload")]
+    pub resources: Option<u8>,
+
+    /// Interface REFILL from the switch arrives on (default: the interface of the route
+    /// to the switch). The same program, with the same rings, is attached there too.
+    #[arg(long, value_name = "IF")]
+    pub uplink: Option<String>,
+
+    /// Address of the agent's socket (IP or IP:PORT): REFILL_REQ and RETURN leave from
+    /// it, and executors of a userspace-fallback agent send GET_TASK to it. The port
+    /// defaults to the switch's, which XDP mode requires.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+
+    /// Tasks each priority ring holds.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_RING_CAPACITY,
+          value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    pub ring_capacity: u32,
+
+    /// Ask the switch for more when the rings together hold fewer tasks than this.
+    #[arg(long, value_name = "L", default_value_t = RefillPolicy::default().low_watermark)]
+    pub low_watermark: u32,
+
+    /// Most tasks one REFILL_REQ asks for (at most 255; the switch answers in REFILL
+    /// frames of up to 16). Also bounded by the free space of the fullest ring.
+    #[arg(long, value_name = "B", default_value_t = RefillPolicy::default().batch,
+          value_parser = clap::value_parser!(u8).range(1..))]
+    pub batch: u8,
+
+    /// Priority levels the rings serve (tasks of lower priority queue in the lowest).
+    #[arg(long, value_name = "P", default_value_t = DEFAULT_PRIORITIES,
+          value_parser = clap::value_parser!(u8).range(1..=MAX_PRIORITIES as i64))]
+    pub levels: u8,
+
+    /// XDP attach mode: native (in the driver), skb (generic, works on every interface),
+    /// or auto (native where the driver supports it).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_mode)]
+    pub mode: AttachMode,
+
+    /// On SIGTERM/SIGINT, leave the program attached and its rings pinned (it keeps
+    /// answering from them) instead of draining them back to the switch.
+    #[arg(long)]
+    pub keep_attached: bool,
+
+    /// Use XDP where it works (auto), insist on it (require), or serve from userspace
+    /// only (off).
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = XdpChoice::Auto)]
+    pub xdp: XdpChoice,
+
+    /// Forward the XDP program's log lines to this log at this level and below:
+    /// off, error, warn, info, debug or trace. Chosen when the program is loaded; off
+    /// keeps logging off the hot path.
+    #[arg(long, value_name = "LEVEL", default_value = "off", value_parser = parse_log_level)]
+    pub xdp_log: u8,
+
+    /// Directory name under /sys/fs/bpf/bolt/ (default: --iface). Needed when hosts in
+    /// different network namespaces of one machine use the same interface name.
+    #[arg(long, value_name = "NAME")]
+    pub pin_name: Option<String>,
+
+    /// How often the rings are checked when no event arrives, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub check_interval_ms: u64,
+
+    /// How long to wait for the answer to a REFILL_REQ before asking again, in
+    /// milliseconds (doubling while the switch stays silent).
+    #[arg(long, value_name = "MS", default_value_t = RefillPolicy::default().answer_timeout.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub answer_timeout_ms: u64,
+
+    /// Longest pause after empty REFILLs (tier 2 had nothing), in milliseconds. Longer
+    /// spares the switch on an idle cluster; shorter fills the rings sooner when work
+    /// arrives (until then executors are served by the switch directly).
+    #[arg(long, value_name = "MS", default_value_t = RefillPolicy::default().max_backoff.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_backoff_ms: u64,
+
+    /// Log a line of counters every this many seconds (0: only at exit).
+    #[arg(long, value_name = "S", default_value_t = 10)]
+    pub stats_interval_s: u64,
+
+    /// Load, configure, attach and pin the program, then exit: it keeps answering from its
+    /// rings, which nothing refills until an agent runs (what `cargo xtask load` does).
+    #[arg(long, conflicts_with = "unload")]
+    pub load_only: bool,
+
+    /// RETURN every task pinned for --iface (or --pin-name) to the switch, detach the
+    /// program and remove its pins, then exit (what `cargo xtask unload` does).
+    #[arg(long)]
+    pub unload: bool,
+}
+
+fn parse_mode(s: &str) -> Result<AttachMode, String> {
+    s.parse::<AttachMode>().map_err(|e| e.to_string())
+}
+
+/// aya-log levels: 0 off, 1 error ... 5 trace.
+pub fn parse_log_level(s: &str) -> Result<u8, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "off" | "0" => Ok(0),
+        "error" | "1" => Ok(1),
+        "warn" | "2" => Ok(2),
+        "info" | "3" => Ok(3),
+        "debug" | "4" => Ok(4),
+        "trace" | "5" => Ok(5),
+        _ => Err(format!("{s:?} is not a log level (off, error, warn, info, debug, trace)")),
+    }
+}
+
+fn v4(addr: SocketAddr, what: &str) -> anyhow::Result<SocketAddrV4> {
+    match addr {
+        SocketAddr::V4(a) => Ok(a),
+        SocketAddr::V6(_) => anyhow::bail!("{what} {addr}: the Bolt wire format carries IPv4 addresses"),
+    }
+}
+
+/// `--listen`: an IP, or IP:PORT; the port defaults to `port`.
+fn parse_listen(s: Option<&str>, port: u16) -> anyhow::Result<SocketAddrV4> {
+    let Some(s) = s else { return Ok(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)) };
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return v4(a, "--listen");
+    }
+    match s.parse::<IpAddr>() {
+        Ok(IpAddr::V4(ip)) => Ok(SocketAddrV4::new(ip, port)),
+        _ => anyhow::bail!("--listen {s:?} is not an IPv4 address or IPv4:PORT"),
+    }
+}
+
+impl AgentArgs {
+    /// Where the pins live: --pin-name, or the first --iface.
+    pub fn pin_name(&self) -> String {
+        self.pin_name.clone().unwrap_or_else(|| self.ifaces[0].clone())
+    }
+
+    /// The configuration these arguments describe (for running, not for --unload).
+    pub fn to_config(&self) -> anyhow::Result<AgentConfig> {
+        let (Some(switch), Some(node), Some(resources)) = (self.switch, self.node, self.resources) else {
+            anyhow::bail!("--switch, --node and --resources are required");
+        };
+        let switch = v4(switch, "--switch")?;
+        let listen = parse_listen(self.listen.as_deref(), switch.port())?;
+        let uplink = self.uplink.clone().or_else(|| route_interface(*switch.ip()));
+        let settings = XdpSettings {
+            port: switch.port(),
+            node,
+            switch_addr: Some(*switch.ip()),
+            levels: self.levels,
+            ring_capacity: self.ring_capacity,
+            low_watermark: self.low_watermark.min(self.ring_capacity),
+            log_level: self.xdp_log,
+            ..XdpSettings::default()
+        };
+        let policy = RefillPolicy {
+            low_watermark: self.low_watermark,
+            batch: self.batch,
+            answer_timeout: Duration::from_millis(self.answer_timeout_ms),
+            max_backoff: Duration::from_millis(self.max_backoff_ms),
+            ..RefillPolicy::default()
+        };
+        Ok(AgentConfig {
+            tier1: Tier1Config {
+                ifaces: self.ifaces.clone(),
+                uplink,
+                pin_name: self.pin_name(),
+                attach_mode: self.mode,
+                xdp: self.xdp,
+                settings,
+            },
+            switch,
+            listen,
+            node,
+            resources,
+            policy,
+            check_interval: Duration::from_millis(self.check_interval_ms),
+        })
+    }
+}
+
+/// The configuration `bolt agent ARGS` runs with; `args[0]` stands for the program name
+/// (e.g. "agent"). For starting agents in this process with exactly the arguments a
+/// process would get (tests, benchmarks).
+pub fn config_from_args<I, S>(args: I) -> anyhow::Result<AgentConfig>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<std::ffi::OsString> + Clone,
+{
+    #[derive(clap::Parser)]
+    struct Agent {
+        #[command(flatten)]
+        args: AgentArgs,
+    }
+    let parsed = <Agent as clap::Parser>::try_parse_from(args)?;
+    parsed.args.to_config()
+}
+
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::Relaxed);
+}
+
+/// SIGINT and SIGTERM set a flag the loop polls (it wakes at least every check interval;
+/// the signal also interrupts its ppoll).
+fn install_signal_handlers() -> anyhow::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        let old = unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+        anyhow::ensure!(old != libc::SIG_ERR, "installing a signal handler: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Runs `bolt agent` until SIGINT or SIGTERM (or does --load-only / --unload).
+pub fn run(args: AgentArgs) -> anyhow::Result<()> {
+    install_signal_handlers()?;
+    if args.unload {
+        let pin_name = args.pin_name();
+        let switch = args.switch.map(|s| v4(s, "--switch")).transpose()?;
+        let listen = match (&args.listen, switch) {
+            (Some(l), Some(s)) => Some(parse_listen(Some(l), s.port())?),
+            (Some(l), None) => Some(parse_listen(Some(l), scheduler_common::DEFAULT_PORT)?),
+            _ => None,
+        };
+        let agent = Agent::for_pinned(&pin_name, switch, listen)?;
+        let stats = agent.finish(StopMode::Drain)?;
+        log_stats("unloaded", &stats);
+        return Ok(());
+    }
+    let cfg = args.to_config()?;
+    tracing::info!(
+        ifaces = ?cfg.tier1.ifaces,
+        uplink = ?cfg.tier1.uplink,
+        switch = %cfg.switch,
+        node = cfg.node,
+        resources = format_args!("{:#010b}", cfg.resources),
+        low_watermark = cfg.policy.low_watermark,
+        batch = cfg.policy.batch,
+        "starting the host agent"
+    );
+    let mut agent = Agent::start(cfg)?;
+    tracing::info!(mode = agent.mode().name(), "tier 1 is up");
+    if args.load_only {
+        anyhow::ensure!(
+            agent.mode().is_xdp(),
+            "--load-only: the program could not be attached ({:?}); nothing would serve the rings without an agent",
+            agent.mode()
+        );
+        let stats = agent.finish(StopMode::KeepAttached)?;
+        log_stats("loaded", &stats);
+        return Ok(());
+    }
+    let on_signal = if args.keep_attached { StopMode::KeepAttached } else { StopMode::Drain };
+    let stop = || SIGNALLED.load(Ordering::Relaxed).then_some(on_signal);
+    let every = Duration::from_secs(args.stats_interval_s.max(1));
+    let mut last = AgentStats::default();
+    let mut publish = |s: &AgentStats| {
+        if args.stats_interval_s > 0 && (s.refill_tasks != last.refill_tasks || s.returned_tasks != last.returned_tasks) {
+            log_stats("agent", s);
+            last = s.clone();
+        }
+    };
+    let mode = agent.run(&stop, every, &mut publish)?;
+    tracing::info!(?mode, "signal received: stopping");
+    let stats = agent.finish(mode)?;
+    log_stats("agent stopped", &stats);
+    Ok(())
+}
+
+fn log_stats(what: &str, s: &AgentStats) {
+    tracing::info!(
+        mode = s.mode,
+        queued = ?s.queued,
+        refill_requests = s.refill_requests,
+        refill_tasks = s.refill_tasks,
+        refill_empty = s.refill_empty,
+        refill_retries = s.refill_retries,
+        returned = s.returned_tasks,
+        drained = s.drained,
+        served = s.served,
+        forwarded = s.forwarded,
+        malformed = s.malformed,
+        "{what}"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_defaults_to_the_switch_port() {
+        assert_eq!(parse_listen(None, 7171).unwrap(), "0.0.0.0:7171".parse().unwrap());
+        assert_eq!(parse_listen(Some("10.0.0.1"), 7000).unwrap(), "10.0.0.1:7000".parse().unwrap());
+        assert_eq!(parse_listen(Some("10.0.0.1:9"), 7000).unwrap(), "10.0.0.1:9".parse().unwrap());
+        assert!(parse_listen(Some("[::1]:9"), 7000).is_err());
+        assert!(parse_listen(Some("nope"), 7000).is_err());
+    }
+
+    #[test]
+    fn log_levels_by_name_or_number() {
+        assert_eq!(parse_log_level("off"), Ok(0));
+        assert_eq!(parse_log_level("WARN"), Ok(2));
+        assert_eq!(parse_log_level("5"), Ok(5));
+        assert!(parse_log_level("loud").is_err());
+    }
+
+    #[test]
+    fn arguments_make_a_configuration() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: AgentArgs,
+        }
+        let cli = Cli::parse_from([
+            "bolt", "--iface", "veth0", "--switch", "192.0.2.1", "--node", "3", "--resources", "0b11", "--uplink", "eth1",
+            "--batch", "32", "--iface", "veth1",
+        ]);
+        let cfg = cli.args.to_config().unwrap();
+        assert_eq!(cfg.switch, "192.0.2.1:7171".parse().unwrap());
+        assert_eq!(cfg.listen, "0.0.0.0:7171".parse().unwrap());
+        assert_eq!((cfg.node, cfg.resources, cfg.policy.batch), (3, 3, 32));
+        assert_eq!(cfg.tier1.uplink.as_deref(), Some("eth1"));
+        assert_eq!(cfg.tier1.pin_name, "veth0");
+        assert_eq!(cfg.tier1.ifaces, ["veth0", "veth1"]);
+        assert_eq!(cfg.tier1.settings.switch_addr, Some(Ipv4Addr::new(192, 0, 2, 1)));
+        assert!(Cli::try_parse_from(["bolt", "--iface", "x"]).is_err());
+        let later = Cli::parse_from(["bolt", "--iface", "a", "--switch", "192.0.2.1", "--node", "1", "--resources", "1", "--xdp", "require", "--xdp", "off"]);
+        assert_eq!(later.args.xdp, XdpChoice::Off);
+        assert!(Cli::try_parse_from(["bolt", "--iface", "x", "--unload"]).is_ok());
+    }
+}

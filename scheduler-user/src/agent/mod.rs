@@ -1,0 +1,649 @@
+//! The host agent (tier 1's control loop): it brings up the XDP program on this host,
+//! keeps the node's task rings above their low watermark with REFILL batches from tier 2,
+//! returns what the rings cannot hold, and gives every queued task back on shutdown.
+//!
+//! One thread, one UDP socket bound to the Bolt port, no locks. Each turn of the loop:
+//! - reads the program's ring events (low watermark, GET_TASK found the rings empty);
+//! - reads its socket: REFILL that reached the host stack instead of XDP (no XDP on the
+//!   uplink, or the userspace fallback), and GET_TASK from executors pointed at the agent
+//!   (answered from the rings, misses forwarded to tier 2 through [`proxy`]);
+//! - RETURNs what the program put in the overflow queue;
+//! - runs the REFILL_REQ state machine ([`refill`]);
+//! - waits (ppoll) for the socket, the event ring, the log ring or the next deadline.
+//!
+//! Stopping: `Drain` finishes the answer in flight, detaches the program, RETURNs every
+//! queued task to tier 2 in messages of at most 16, and removes the pins;
+//! `KeepAttached` leaves the program and its rings pinned and serving, for the next agent.
+
+mod cli;
+pub mod proxy;
+pub mod refill;
+pub mod returns;
+pub mod rings;
+pub mod tier1;
+
+use std::io::ErrorKind;
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use scheduler_common::{
+    decode, encode_assign, encode_refill_req, maps::RING_COUNT, DecodeError, Entry, Message, RefillRequest,
+    MAX_MESSAGE_LEN,
+};
+use serde::Serialize;
+
+pub use cli::{config_from_args, run, AgentArgs, HELP};
+pub use refill::{RefillController, RefillPolicy};
+pub use tier1::{route_interface, Tier1, Tier1Config, Tier1Mode, XdpChoice};
+
+use crate::xdp::BoltXdp;
+use proxy::Proxies;
+use refill::{Action, Outcome, Progress};
+use returns::Returner;
+use rings::Rings;
+
+/// How an agent stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopMode {
+    /// RETURN every queued task to tier 2, detach the program, remove the pins.
+    Drain,
+    /// Leave the program attached and its rings pinned (it keeps serving them).
+    KeepAttached,
+}
+
+/// Everything one agent needs.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub tier1: Tier1Config,
+    /// The tier-2 switch (REFILL_REQ, RETURN and forwarded GET_TASK go there; REFILL is
+    /// accepted only from its address).
+    pub switch: SocketAddrV4,
+    /// The agent's socket. Its port must be the switch's: the XDP program knows Bolt
+    /// traffic by one port, and REFILL comes back to the port REFILL_REQ left from.
+    pub listen: SocketAddrV4,
+    pub node: u16,
+    /// The node's resources (REFILL_REQ header rsrc): tier 2 sends only tasks they cover.
+    pub resources: u8,
+    pub policy: RefillPolicy,
+    /// How often the rings are checked without any event.
+    pub check_interval: Duration,
+}
+
+/// What an agent has done, published while it runs and returned when it stops.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct AgentStats {
+    /// "xdp", "userspace-bpf-rings" or "userspace-memory-rings".
+    pub mode: String,
+    /// Tasks in the rings at the last look, per priority (index 0 = priority 1).
+    pub queued: Vec<i64>,
+    pub refill_requests: u64,
+    /// REFILL_REQs sent again because no answer came.
+    pub refill_retries: u64,
+    /// Answers that brought tasks.
+    pub refill_answers: u64,
+    /// Empty REFILLs (tier 2 had nothing for this node).
+    pub refill_empty: u64,
+    /// Tasks received in REFILL (through XDP or the socket) since this agent started.
+    pub refill_tasks: u64,
+    /// Of those, tasks that came through the agent's socket.
+    pub socket_refill_tasks: u64,
+    /// Tasks sent back to tier 2 in RETURN, for any reason.
+    pub returned_tasks: u64,
+    pub return_messages: u64,
+    /// Tasks RETURNed from the overflow queue.
+    pub overflow_returned: u64,
+    /// Tasks RETURNed by the drain at shutdown.
+    pub drained: u64,
+    /// RETURN messages the socket refused.
+    pub return_errors: u64,
+    /// Ring events read.
+    pub events: u64,
+    /// GET_TASK answered by the agent itself (userspace fallback).
+    pub served: u64,
+    /// GET_TASK passed on to tier 2 by the agent.
+    pub forwarded: u64,
+    /// Answers from tier 2 relayed to executors.
+    pub relayed: u64,
+    /// Forwarding or relaying failures.
+    pub forward_errors: u64,
+    /// REFILL not from the switch, dropped.
+    pub foreign_refill: u64,
+    /// Datagrams at the socket that did not decode, per `DecodeError` kind.
+    pub malformed: u64,
+    /// Valid messages the agent does not take (ASSIGN, SUBMIT, ...).
+    pub unexpected: u64,
+}
+
+/// The agent: tier 1 up, its socket bound, and the refill state.
+pub struct Agent {
+    cfg: AgentConfig,
+    tier1: Tier1,
+    sock: UdpSocket,
+    refill: RefillController,
+    returner: Returner,
+    proxies: Proxies,
+    /// REFILL that came through the socket (the XDP counters cover the rest).
+    socket_refills: Progress,
+    /// The XDP program's REFILL counters when this agent started (they count from load).
+    kernel_base: Progress,
+    stats: AgentStats,
+    malformed_by_kind: [u64; DecodeError::KINDS],
+}
+
+impl Agent {
+    /// Binds the socket and brings tier 1 up (in this thread's network namespace).
+    pub fn start(cfg: AgentConfig) -> anyhow::Result<Agent> {
+        validate(&cfg)?;
+        let sock = bind(cfg.listen)?;
+        let tier1 = Tier1::open(&cfg.tier1)?;
+        Agent::with_tier1(cfg, tier1, sock)
+    }
+
+    /// An agent for rings some earlier agent pinned (to drain them with `--unload`).
+    pub fn for_pinned(pin_name: &str, switch: Option<SocketAddrV4>, listen: Option<SocketAddrV4>) -> anyhow::Result<Agent> {
+        let tier1 = Tier1::open_existing(pin_name)?;
+        let Rings::Bpf(maps) = &tier1.rings else { unreachable!("pinned rings are BPF maps") };
+        let cfg_map = maps.config()?;
+        let switch = switch.unwrap_or_else(|| SocketAddrV4::new(cfg_map.switch_ipv4.into(), cfg_map.port));
+        anyhow::ensure!(
+            !switch.ip().is_unspecified(),
+            "the pinned program has no switch address configured: give --switch to RETURN its tasks to"
+        );
+        let listen = listen.unwrap_or(SocketAddrV4::new([0, 0, 0, 0].into(), switch.port()));
+        let sock = bind(listen)?;
+        let cfg = AgentConfig {
+            tier1: Tier1Config {
+                ifaces: vec![pin_name.to_string()],
+                uplink: None,
+                pin_name: pin_name.to_string(),
+                attach_mode: Default::default(),
+                xdp: XdpChoice::Require,
+                settings: Default::default(),
+            },
+            switch,
+            listen,
+            node: cfg_map.node,
+            resources: 0,
+            policy: RefillPolicy::default(),
+            check_interval: Duration::from_millis(5),
+        };
+        Agent::with_tier1(cfg, tier1, sock)
+    }
+
+    fn with_tier1(cfg: AgentConfig, tier1: Tier1, sock: UdpSocket) -> anyhow::Result<Agent> {
+        let refill = RefillController::new(cfg.policy.clone(), tier1.rings.capacity(), tier1.rings.levels());
+        let kernel_base = tier1.rings.kernel_refills()?;
+        let stats = AgentStats { mode: tier1.mode.name().to_string(), ..AgentStats::default() };
+        Ok(Agent {
+            returner: Returner::new(cfg.switch),
+            proxies: Proxies::new(cfg.switch),
+            cfg,
+            tier1,
+            sock,
+            refill,
+            socket_refills: Progress::default(),
+            kernel_base,
+            stats,
+            malformed_by_kind: [0; DecodeError::KINDS],
+        })
+    }
+
+    pub fn mode(&self) -> &Tier1Mode {
+        &self.tier1.mode
+    }
+
+    /// The counters now.
+    pub fn stats(&mut self) -> AgentStats {
+        let occupancy = self.tier1.rings.occupancy();
+        self.stats.queued = occupancy[..self.tier1.rings.levels() as usize].to_vec();
+        self.stats.returned_tasks = self.returner.tasks;
+        self.stats.return_messages = self.returner.messages;
+        self.stats.return_errors = self.returner.send_errors;
+        self.stats.socket_refill_tasks = self.socket_refills.tasks;
+        self.stats.malformed = self.malformed_by_kind.iter().sum();
+        if let Ok(p) = self.progress() {
+            self.stats.refill_tasks = p.tasks;
+        }
+        self.stats.clone()
+    }
+
+    /// Runs until `stop` returns a mode; `publish` gets the counters every `every`.
+    pub fn run(
+        &mut self,
+        stop: &dyn Fn() -> Option<StopMode>,
+        every: Duration,
+        publish: &mut dyn FnMut(&AgentStats),
+    ) -> anyhow::Result<StopMode> {
+        let mut next_check = Instant::now();
+        let mut next_publish = Instant::now() + every;
+        loop {
+            if let Some(mode) = stop() {
+                return Ok(mode);
+            }
+            let mut poke = self.read_events();
+            poke |= self.receive()?;
+            self.relay();
+            self.return_overflow(1024)?;
+            let now = Instant::now();
+            if poke || now >= next_check || self.refill.waiting() || self.refill.next_deadline(now).is_some_and(|d| now >= d) {
+                self.step_refill(now)?;
+                if now >= next_check {
+                    next_check = now + self.cfg.check_interval;
+                }
+            }
+            self.returner.flush(&self.sock);
+            if let Some(logger) = &mut self.tier1.logger {
+                logger.flush();
+            }
+            if now >= next_publish {
+                publish(&self.stats());
+                next_publish = now + every;
+            }
+            let mut wake = next_check.min(next_publish);
+            if let Some(d) = self.refill.next_deadline(now) {
+                wake = wake.min(d);
+            }
+            self.wait(wake.saturating_duration_since(Instant::now()));
+        }
+    }
+
+    /// Stops as `mode` says, and returns the final counters.
+    pub fn finish(mut self, mode: StopMode) -> anyhow::Result<AgentStats> {
+        let persistent = self.tier1.pins.is_some();
+        if mode == StopMode::KeepAttached && persistent {
+            self.return_overflow(usize::MAX)?;
+            self.returner.flush(&self.sock);
+            let stats = self.stats();
+            tracing::info!(queued = ?stats.queued, mode = stats.mode, "agent exits; the program and its rings stay pinned");
+            return Ok(stats);
+        }
+        if mode == StopMode::KeepAttached {
+            tracing::warn!("rings in this process cannot outlive it: draining them to tier 2 instead");
+        }
+        self.drain()?;
+        Ok(self.stats())
+    }
+
+    /// RETURNs every queued task and takes the program down.
+    fn drain(&mut self) -> anyhow::Result<()> {
+        // Let an answer already on its way arrive, so that its tasks are returned too
+        // rather than landing after the rings are gone.
+        let full = [self.tier1.rings.capacity() as i64; RING_COUNT];
+        let policy = self.refill.policy().clone();
+        let deadline = Instant::now() + policy.answer_timeout + policy.settle;
+        while self.refill.waiting() && Instant::now() < deadline {
+            self.receive()?;
+            let progress = self.progress()?;
+            self.refill.poll(Instant::now(), &full, progress);
+            std::thread::sleep(refill::POLL_WHILE_WAITING);
+        }
+        self.refill.halt();
+        if let (Some(pins), true) = (&self.tier1.pins, self.tier1.mode.is_xdp()) {
+            // Executors' GET_TASK now goes straight to tier 2, and the rings stop changing.
+            BoltXdp::detach_pinned(pins).context("detaching the XDP program")?;
+            tracing::info!(pins = %pins.path().display(), "XDP program detached; draining the rings");
+        }
+        let mut drained = self.drain_rings()?;
+        // A program run in flight during the detach, or a late REFILL at the socket, may
+        // still add tasks: look again after a short grace period.
+        let grace_end = Instant::now() + policy.settle.max(Duration::from_millis(20));
+        while Instant::now() < grace_end {
+            self.receive()?;
+            self.wait(Duration::from_millis(2));
+        }
+        self.receive()?;
+        drained += self.drain_rings()?;
+        self.returner.flush(&self.sock);
+        self.stats.drained += drained;
+        if let Some(pins) = &self.tier1.pins {
+            BoltXdp::unload_pinned(pins).context("removing the pins")?;
+        }
+        tracing::info!(
+            drained,
+            returned = self.returner.tasks,
+            messages = self.returner.messages,
+            "drained every ring back to tier 2"
+        );
+        Ok(())
+    }
+
+    /// RETURNs the overflow queue and every ring. Bounded by what the rings can hold.
+    fn drain_rings(&mut self) -> anyhow::Result<u64> {
+        let mut n = 0u64;
+        n += self.return_overflow(usize::MAX)?;
+        let levels = self.tier1.rings.levels();
+        let bound = self.tier1.rings.capacity() as usize + 1;
+        for prio in 1..=levels {
+            for _ in 0..bound {
+                let Some(entry) = self.tier1.rings.pop(prio)? else { break };
+                self.returner.add(&self.sock, entry);
+                n += 1;
+            }
+        }
+        self.returner.flush(&self.sock);
+        Ok(n)
+    }
+
+    /// Pops up to `max` tasks from the overflow queue and RETURNs them.
+    fn return_overflow(&mut self, max: usize) -> anyhow::Result<u64> {
+        let mut n = 0u64;
+        while (n as usize) < max {
+            let Some(entry) = self.tier1.rings.pop_overflow()? else { break };
+            self.returner.add(&self.sock, entry);
+            n += 1;
+        }
+        if n > 0 {
+            self.stats.overflow_returned += n;
+            tracing::debug!(tasks = n, "overflow returned to tier 2");
+        }
+        Ok(n)
+    }
+
+    /// REFILL frames and tasks seen since this agent started.
+    fn progress(&self) -> anyhow::Result<Progress> {
+        let k = self.tier1.rings.kernel_refills()?;
+        Ok(Progress {
+            frames: k.frames.wrapping_sub(self.kernel_base.frames) + self.socket_refills.frames,
+            tasks: k.tasks.wrapping_sub(self.kernel_base.tasks) + self.socket_refills.tasks,
+        })
+    }
+
+    fn step_refill(&mut self, now: Instant) -> anyhow::Result<()> {
+        let occupancy = self.tier1.rings.occupancy();
+        let progress = self.progress()?;
+        let action = self.refill.poll(now, &occupancy, progress);
+        match self.refill.take_outcome() {
+            Some(Outcome::Tasks(n)) => {
+                self.stats.refill_answers += 1;
+                tracing::trace!(tasks = n, "REFILL answered");
+            }
+            Some(Outcome::Empty) => {
+                self.stats.refill_empty += 1;
+                tracing::trace!("empty REFILL: tier 2 has nothing for this node; backing off");
+            }
+            Some(Outcome::Lost) => tracing::debug!("no answer to REFILL_REQ; asking again"),
+            None => {}
+        }
+        if let Action::Request { want, retry } = action {
+            self.send_refill_req(want);
+            self.stats.refill_requests += 1;
+            if retry {
+                self.stats.refill_retries += 1;
+                if self.stats.refill_retries % 50 == 1 {
+                    tracing::warn!(switch = %self.cfg.switch, retries = self.stats.refill_retries, "the switch does not answer REFILL_REQ; still asking");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn send_refill_req(&mut self, want: u8) {
+        let mut buf = [0u8; 16];
+        let n = match encode_refill_req(&mut buf, self.cfg.resources, RefillRequest::new(self.cfg.node, want)) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(error = %e, want, "encoding REFILL_REQ failed");
+                return;
+            }
+        };
+        if let Err(e) = self.sock.send_to(&buf[..n], self.cfg.switch) {
+            tracing::warn!(switch = %self.cfg.switch, error = %e, "sending REFILL_REQ failed");
+        }
+    }
+
+    /// Reads every waiting ring event; true if there were any.
+    fn read_events(&mut self) -> bool {
+        let Some(events) = &mut self.tier1.events else { return false };
+        let got = events.drain(4096).len() as u64;
+        self.stats.events += got;
+        got > 0
+    }
+
+    /// Handles what waits at the socket. True when a GET_TASK missed (rings need tasks).
+    fn receive(&mut self) -> anyhow::Result<bool> {
+        let mut buf = [0u8; MAX_MESSAGE_LEN + 1];
+        let mut missed = false;
+        let mut unplaced = Vec::new();
+        // Bounded so that the refill logic runs even under a flood.
+        for _ in 0..512 {
+            let (n, from) = match self.sock.recv_from(&mut buf) {
+                Ok(r) => r,
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => break,
+                Err(e) => {
+                    // ICMP errors from an unreachable switch surface here; they pass.
+                    tracing::debug!(error = %e, "socket error");
+                    break;
+                }
+            };
+            let SocketAddr::V4(from) = from else {
+                self.stats.unexpected += 1;
+                continue;
+            };
+            match decode(&buf[..n]) {
+                Ok(Message::Refill(entries)) => {
+                    if from.ip() != self.cfg.switch.ip() {
+                        self.stats.foreign_refill += 1;
+                        tracing::debug!(%from, "REFILL from an address other than the switch dropped");
+                        continue;
+                    }
+                    self.socket_refills.frames += 1;
+                    self.socket_refills.tasks += entries.len() as u64;
+                    for entry in entries {
+                        if let Err(back) = self.tier1.rings.push(entry)? {
+                            unplaced.push(back);
+                        }
+                    }
+                }
+                Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who }) => {
+                    let task = if who.node() == self.cfg.node {
+                        self.tier1.rings.take_runnable(rtrv_prio, exec_rsrc, &mut unplaced)?
+                    } else {
+                        None
+                    };
+                    match task {
+                        Some(entry) => self.assign(from, entry, &mut unplaced),
+                        None => {
+                            missed = true;
+                            self.forward(from, &buf[..n]);
+                        }
+                    }
+                }
+                Ok(other) => {
+                    self.stats.unexpected += 1;
+                    tracing::debug!(op = other.op().name(), %from, "message the agent does not take ignored");
+                }
+                Err(e) => {
+                    self.malformed_by_kind[e.index()] += 1;
+                    tracing::debug!(error = %e, %from, "malformed datagram dropped");
+                }
+            }
+        }
+        for entry in unplaced {
+            self.returner.add(&self.sock, entry);
+        }
+        Ok(missed)
+    }
+
+    fn assign(&mut self, to: SocketAddrV4, entry: Entry, unplaced: &mut Vec<Entry>) {
+        let mut out = [0u8; MAX_MESSAGE_LEN];
+        let sent = encode_assign(&mut out, &entry)
+            .map_err(|e| e.to_string())
+            .and_then(|n| self.sock.send_to(&out[..n], to).map_err(|e| e.to_string()));
+        match sent {
+            Ok(_) => self.stats.served += 1,
+            Err(e) => {
+                // The task stays with the node: back into its ring, or to tier 2.
+                tracing::warn!(executor = %to, error = %e, "sending ASSIGN failed; task kept");
+                match self.tier1.rings.push(&entry) {
+                    Ok(Ok(())) => {}
+                    _ => unplaced.push(entry),
+                }
+            }
+        }
+    }
+
+    fn forward(&mut self, executor: SocketAddrV4, request: &[u8]) {
+        match self.proxies.forward(executor, request, Instant::now()) {
+            Ok(()) => self.stats.forwarded += 1,
+            Err(e) => {
+                self.stats.forward_errors += 1;
+                tracing::debug!(%executor, error = format!("{e:#}"), "forwarding GET_TASK failed");
+            }
+        }
+    }
+
+    fn relay(&mut self) {
+        if self.proxies.is_empty() {
+            return;
+        }
+        let t = self.proxies.relay(&self.sock, Instant::now());
+        self.stats.relayed += t.relayed;
+        self.stats.forward_errors += t.dropped;
+    }
+
+    /// Sleeps until the socket, the event ring, the log ring or an upstream socket is
+    /// readable, a signal arrives, or `timeout` passes.
+    fn wait(&self, timeout: Duration) {
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4 + self.proxies.len());
+        let mut add = |fd: i32| fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+        add(self.sock.as_raw_fd());
+        if let Some(events) = &self.tier1.events {
+            add(events.as_fd().as_raw_fd());
+        }
+        if let Some(logger) = &self.tier1.logger {
+            add(logger.as_raw_fd());
+        }
+        for fd in self.proxies.fds() {
+            add(fd);
+        }
+        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+        // SAFETY: fds is a live array of pollfd of the given length; ts outlives the call.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    }
+}
+
+fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {
+    let p = &cfg.policy;
+    anyhow::ensure!(p.batch > 0, "--batch must be 1..=255");
+    anyhow::ensure!(
+        p.low_watermark <= cfg.tier1.settings.ring_capacity,
+        "--low-watermark {} is above --ring-capacity {}",
+        p.low_watermark,
+        cfg.tier1.settings.ring_capacity
+    );
+    anyhow::ensure!(!cfg.check_interval.is_zero(), "the check interval must be positive");
+    anyhow::ensure!(!cfg.switch.ip().is_unspecified() && cfg.switch.port() != 0, "--switch {} is not an address to send to", cfg.switch);
+    if cfg.tier1.xdp != XdpChoice::Off {
+        anyhow::ensure!(
+            cfg.listen.port() == cfg.switch.port(),
+            "--listen port {} differs from the switch's port {}: the XDP program knows Bolt traffic by one UDP port \
+             (or run with --xdp off)",
+            cfg.listen.port(),
+            cfg.switch.port()
+        );
+    }
+    Ok(())
+}
+
+fn bind(listen: SocketAddrV4) -> anyhow::Result<UdpSocket> {
+    let sock = UdpSocket::bind(listen).with_context(|| format!("binding the agent's socket to {listen}"))?;
+    crate::net::set_buffer_sizes(&sock, 4 << 20);
+    sock.set_nonblocking(true)?;
+    Ok(sock)
+}
+
+/// An agent running on a thread of this process (tests, benchmarks, the testbed).
+pub struct AgentHandle {
+    stop: Arc<AtomicU8>,
+    stats: Arc<Mutex<AgentStats>>,
+    mode: Tier1Mode,
+    thread: Option<JoinHandle<anyhow::Result<AgentStats>>>,
+}
+
+const RUNNING: u8 = 0;
+const STOP_DRAIN: u8 = 1;
+const STOP_KEEP: u8 = 2;
+
+/// Starts an agent on a new thread. Tier 1 comes up in the calling thread's network
+/// namespace (the new thread inherits it); this returns once it is up, or its error.
+pub fn spawn(cfg: AgentConfig) -> anyhow::Result<AgentHandle> {
+    let stop = Arc::new(AtomicU8::new(RUNNING));
+    let stats = Arc::new(Mutex::new(AgentStats::default()));
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (thread_stop, thread_stats) = (stop.clone(), stats.clone());
+    let thread = std::thread::Builder::new().name(format!("bolt-agent-{}", cfg.node)).spawn(move || {
+        let mut agent = match Agent::start(cfg) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = ready_tx.send(Err(format!("{e:#}")));
+                return Err(e);
+            }
+        };
+        let _ = ready_tx.send(Ok(agent.mode().clone()));
+        let stop_requested = || match thread_stop.load(Ordering::Relaxed) {
+            STOP_DRAIN => Some(StopMode::Drain),
+            STOP_KEEP => Some(StopMode::KeepAttached),
+            _ => None,
+        };
+        let mut publish = |s: &AgentStats| {
+            if let Ok(mut shared) = thread_stats.lock() {
+                shared.clone_from(s);
+            }
+        };
+        let mode = agent.run(&stop_requested, Duration::from_millis(20), &mut publish)?;
+        let last = agent.finish(mode)?;
+        publish(&last);
+        Ok(last)
+    })?;
+    match ready_rx.recv() {
+        Ok(Ok(mode)) => Ok(AgentHandle { stop, stats, mode, thread: Some(thread) }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            anyhow::bail!("{e}")
+        }
+        Err(_) => {
+            let _ = thread.join();
+            anyhow::bail!("the agent thread ended before starting")
+        }
+    }
+}
+
+impl AgentHandle {
+    pub fn mode(&self) -> &Tier1Mode {
+        &self.mode
+    }
+
+    /// Counters as last published (every 20 ms).
+    pub fn stats(&self) -> AgentStats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Stops the agent and waits for it.
+    pub fn stop(mut self, mode: StopMode) -> anyhow::Result<AgentStats> {
+        self.stop_and_join(mode)
+    }
+
+    fn stop_and_join(&mut self, mode: StopMode) -> anyhow::Result<AgentStats> {
+        self.stop.store(if mode == StopMode::Drain { STOP_DRAIN } else { STOP_KEEP }, Ordering::Relaxed);
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| anyhow::anyhow!("the agent thread panicked"))?,
+            None => Ok(self.stats()),
+        }
+    }
+}
+
+impl Drop for AgentHandle {
+    /// An agent dropped without `stop` drains: nothing stays behind pinned.
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            if let Err(e) = self.stop_and_join(StopMode::Drain) {
+                tracing::error!(error = format!("{e:#}"), "agent stopped with an error");
+            }
+        }
+    }
+}

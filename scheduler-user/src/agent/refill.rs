@@ -1,0 +1,360 @@
+//! When to ask tier 2 for tasks, and how many: the REFILL_REQ state machine.
+//!
+//! The node's buffer is the sum of its rings. Below the low watermark the agent asks for
+//! `want = min(batch, free space of the fullest ring, 255)` tasks, so that however the
+//! answer's priorities fall, every task fits its ring. One request is in flight at a
+//! time. The answer is not read from a socket (the XDP program consumes REFILL frames),
+//! but from the program's REFILL counters: frames and tasks taken in since the request.
+//! An answer is complete when it carried `want` tasks, when one of its frames was short
+//! (the switch fills frames of 16 and sends the rest last), or when no further frame came
+//! for a short settle time. Then:
+//! - tasks arrived: ask again at once if the rings are still low;
+//! - an empty REFILL: tier 2 has nothing this node can run; back off, doubling the pause
+//!   up to a maximum, until an answer brings tasks again;
+//! - nothing within the answer timeout: the request or its answer was lost; resend, with
+//!   the timeout doubling on each consecutive loss (a silent switch is not flooded).
+
+use std::time::{Duration, Instant};
+
+use scheduler_common::{maps::RING_COUNT, MAX_LIST};
+
+use super::rings::KernelRefills;
+
+/// REFILL frames and tasks seen so far, from the XDP program and the agent's own socket.
+pub type Progress = KernelRefills;
+
+/// Tuning of the refill loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefillPolicy {
+    /// Ask for more when the rings together hold fewer tasks than this.
+    pub low_watermark: u32,
+    /// Most tasks one REFILL_REQ asks for (1..=255).
+    pub batch: u8,
+    /// How long to wait for the first frame of an answer before resending.
+    pub answer_timeout: Duration,
+    /// After a frame, how long without another before the answer counts as complete.
+    pub settle: Duration,
+    /// First pause after an empty REFILL.
+    pub min_backoff: Duration,
+    /// Longest pause after empty REFILLs in a row.
+    pub max_backoff: Duration,
+}
+
+impl Default for RefillPolicy {
+    fn default() -> Self {
+        RefillPolicy {
+            low_watermark: 32,
+            batch: 64,
+            answer_timeout: Duration::from_millis(20),
+            settle: Duration::from_millis(2),
+            min_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(20),
+        }
+    }
+}
+
+/// Longest the answer timeout grows to while the switch stays silent.
+const MAX_ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Idle,
+    Waiting {
+        sent_at: Instant,
+        want: u8,
+        /// Progress when the request was sent.
+        base: Progress,
+        /// Progress last seen, and when it last changed.
+        seen: Progress,
+        changed_at: Instant,
+    },
+    BackingOff {
+        until: Instant,
+    },
+}
+
+/// What the controller asks the agent to do now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Nothing,
+    /// Send a REFILL_REQ for this many tasks (a resend when `retry`).
+    Request { want: u8, retry: bool },
+}
+
+/// How the last answer ended, for the agent's counters and logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Tasks(u64),
+    Empty,
+    Lost,
+}
+
+/// The refill state machine of one node.
+#[derive(Debug)]
+pub struct RefillController {
+    policy: RefillPolicy,
+    /// Ring capacity and levels in use, for `want`.
+    capacity: u32,
+    levels: usize,
+    state: State,
+    /// Empty answers in a row (sets the back-off).
+    empties: u32,
+    /// Lost answers in a row (sets the answer timeout).
+    losses: u32,
+    last_outcome: Option<Outcome>,
+}
+
+impl RefillController {
+    pub fn new(policy: RefillPolicy, capacity: u32, levels: u8) -> RefillController {
+        RefillController {
+            policy,
+            capacity,
+            levels: (levels as usize).clamp(1, RING_COUNT),
+            state: State::Idle,
+            empties: 0,
+            losses: 0,
+            last_outcome: None,
+        }
+    }
+
+    pub fn policy(&self) -> &RefillPolicy {
+        &self.policy
+    }
+
+    /// True while a request is unanswered.
+    pub fn waiting(&self) -> bool {
+        matches!(self.state, State::Waiting { .. })
+    }
+
+    /// The outcome of the most recent answer, taken (each is reported once).
+    pub fn take_outcome(&mut self) -> Option<Outcome> {
+        self.last_outcome.take()
+    }
+
+    /// How many tasks to ask for with rings at `occupancy`: 0 when the node is above its
+    /// low watermark or has no room.
+    pub fn want(&self, occupancy: &[i64; RING_COUNT]) -> u8 {
+        let rings = &occupancy[..self.levels];
+        let total: i64 = rings.iter().map(|&r| r.max(0)).sum();
+        if total >= self.policy.low_watermark as i64 {
+            return 0;
+        }
+        let fullest = rings.iter().copied().max().unwrap_or(0).max(0);
+        let room = (self.capacity as i64 - fullest).max(0);
+        room.min(self.policy.batch as i64).min(u8::MAX as i64) as u8
+    }
+
+    /// Advances the state machine: `progress` is the REFILL tally now.
+    pub fn poll(&mut self, now: Instant, occupancy: &[i64; RING_COUNT], progress: Progress) -> Action {
+        match self.state {
+            State::BackingOff { until } if now < until => return Action::Nothing,
+            State::BackingOff { .. } => self.state = State::Idle,
+            State::Waiting { sent_at, want, base, seen, changed_at } => {
+                let (frames, tasks) = (progress.frames.wrapping_sub(base.frames), progress.tasks.wrapping_sub(base.tasks));
+                let changed_at = if progress != seen { now } else { changed_at };
+                if frames == 0 {
+                    if now.duration_since(sent_at) < self.answer_timeout() {
+                        self.state = State::Waiting { sent_at, want, base, seen: progress, changed_at };
+                        return Action::Nothing;
+                    }
+                    // Lost: ask again (for what is needed now) with a longer timeout.
+                    self.losses = self.losses.saturating_add(1);
+                    self.last_outcome = Some(Outcome::Lost);
+                    let want = self.want(occupancy);
+                    if want == 0 {
+                        self.state = State::Idle;
+                        return Action::Nothing;
+                    }
+                    self.state = State::Waiting { sent_at: now, want, base: progress, seen: progress, changed_at: now };
+                    return Action::Request { want, retry: true };
+                }
+                let short_frame = tasks < frames * MAX_LIST as u64;
+                let complete = tasks >= want as u64 || short_frame || now.duration_since(changed_at) >= self.policy.settle;
+                if !complete {
+                    self.state = State::Waiting { sent_at, want, base, seen: progress, changed_at };
+                    return Action::Nothing;
+                }
+                self.losses = 0;
+                if tasks == 0 {
+                    self.empties = self.empties.saturating_add(1);
+                    self.last_outcome = Some(Outcome::Empty);
+                    self.state = State::BackingOff { until: now + self.backoff() };
+                    return Action::Nothing;
+                }
+                self.empties = 0;
+                self.last_outcome = Some(Outcome::Tasks(tasks));
+                self.state = State::Idle;
+            }
+            State::Idle => {}
+        }
+        let want = self.want(occupancy);
+        if want == 0 {
+            return Action::Nothing;
+        }
+        self.state = State::Waiting { sent_at: now, want, base: progress, seen: progress, changed_at: now };
+        Action::Request { want, retry: false }
+    }
+
+    /// Stops asking: an answer still on its way is not waited for by the controller (the
+    /// agent's drain waits for it separately).
+    pub fn halt(&mut self) {
+        self.state = State::BackingOff { until: Instant::now() + Duration::from_secs(3600) };
+    }
+
+    /// When [`RefillController::poll`] next needs to run even if nothing happens: the end
+    /// of a back-off, the answer timeout, or soon while frames of an answer arrive.
+    pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        match self.state {
+            State::Idle => None,
+            State::BackingOff { until } => Some(until),
+            State::Waiting { sent_at, base, seen, changed_at, .. } => {
+                if seen.frames == base.frames {
+                    // No frame yet: the counters must be polled to see one arrive.
+                    Some((now + POLL_WHILE_WAITING).min(sent_at + self.answer_timeout()))
+                } else {
+                    Some((now + POLL_WHILE_WAITING).min(changed_at + self.policy.settle))
+                }
+            }
+        }
+    }
+
+    fn answer_timeout(&self) -> Duration {
+        let t = self.policy.answer_timeout.saturating_mul(1 << self.losses.min(6));
+        t.min(MAX_ANSWER_TIMEOUT.max(self.policy.answer_timeout))
+    }
+
+    fn backoff(&self) -> Duration {
+        let t = self.policy.min_backoff.saturating_mul(1 << self.empties.saturating_sub(1).min(16));
+        t.min(self.policy.max_backoff)
+    }
+}
+
+/// How often the REFILL counters are read while an answer is awaited (the XDP program
+/// consumes REFILL frames, so nothing wakes the agent when one arrives).
+pub const POLL_WHILE_WAITING: Duration = Duration::from_micros(200);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn occ(total_in_ring1: i64) -> [i64; RING_COUNT] {
+        let mut o = [0; RING_COUNT];
+        o[0] = total_in_ring1;
+        o
+    }
+
+    fn progress(frames: u64, tasks: u64) -> Progress {
+        Progress { frames, tasks }
+    }
+
+    fn controller() -> RefillController {
+        RefillController::new(RefillPolicy { low_watermark: 32, batch: 64, ..RefillPolicy::default() }, 4096, 4)
+    }
+
+    #[test]
+    fn want_is_bounded_by_batch_and_by_the_fullest_ring() {
+        let c = controller();
+        assert_eq!(c.want(&occ(0)), 64);
+        assert_eq!(c.want(&occ(31)), 64);
+        assert_eq!(c.want(&occ(32)), 0);
+        let small = RefillController::new(RefillPolicy { low_watermark: 100, batch: 255, ..RefillPolicy::default() }, 40, 4);
+        assert_eq!(small.want(&[10, 20, 0, 0, 0, 0, 0, 0]), 20);
+        assert_eq!(small.want(&[40, 0, 0, 0, 0, 0, 0, 0]), 0);
+        // Rings past the levels in use do not count.
+        assert_eq!(small.want(&[0, 0, 0, 0, 99, 0, 0, 0]), 40);
+    }
+
+    #[test]
+    fn a_full_answer_leads_straight_to_the_next_request_while_low() {
+        let mut c = controller();
+        let t0 = Instant::now();
+        assert_eq!(c.poll(t0, &occ(0), progress(0, 0)), Action::Request { want: 64, retry: false });
+        assert!(c.waiting());
+        assert_eq!(c.poll(t0, &occ(0), progress(0, 0)), Action::Nothing);
+        // Two full frames so far: more may come.
+        assert_eq!(c.poll(t0, &occ(10), progress(2, 32)), Action::Nothing);
+        // All 64: complete, and still below the watermark after executors took most.
+        assert_eq!(c.poll(t0, &occ(20), progress(4, 64)), Action::Request { want: 64, retry: false });
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks(64)));
+        // Above the watermark: nothing to ask.
+        assert_eq!(c.poll(t0, &occ(40), progress(8, 128)), Action::Nothing);
+        assert!(!c.waiting());
+    }
+
+    #[test]
+    fn a_short_frame_ends_the_answer_and_silence_after_full_frames_too() {
+        let mut c = controller();
+        let t0 = Instant::now();
+        c.poll(t0, &occ(0), progress(0, 0));
+        assert_eq!(c.poll(t0, &occ(50), progress(2, 20)), Action::Nothing);
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks(20)));
+        assert!(!c.waiting());
+        // Exactly 32 tasks (two full frames) and then nothing: complete after the settle time.
+        c.poll(t0, &occ(0), progress(2, 20));
+        assert_eq!(c.poll(t0, &occ(0), progress(4, 52)), Action::Nothing);
+        assert!(c.waiting());
+        let later = t0 + c.policy().settle;
+        assert_eq!(c.poll(later, &occ(40), progress(4, 52)), Action::Nothing);
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks(32)));
+    }
+
+    #[test]
+    fn empty_answers_back_off_exponentially_up_to_the_maximum() {
+        let mut c = controller();
+        let mut now = Instant::now();
+        let mut p = progress(0, 0);
+        let mut pauses = Vec::new();
+        for _ in 0..10 {
+            assert!(matches!(c.poll(now, &occ(0), p), Action::Request { .. }));
+            p.frames += 1;
+            assert_eq!(c.poll(now, &occ(0), p), Action::Nothing);
+            assert_eq!(c.take_outcome(), Some(Outcome::Empty));
+            let until = c.next_deadline(now).unwrap();
+            pauses.push(until - now);
+            assert_eq!(c.poll(until - Duration::from_nanos(1), &occ(0), p), Action::Nothing);
+            now = until;
+        }
+        assert_eq!(pauses[0], Duration::from_millis(1));
+        assert_eq!(pauses[1], Duration::from_millis(2));
+        assert_eq!(pauses[3], Duration::from_millis(8));
+        assert_eq!(*pauses.last().unwrap(), Duration::from_millis(20));
+        // Tasks again: the back-off resets.
+        assert!(matches!(c.poll(now, &occ(0), p), Action::Request { .. }));
+        p.frames += 1;
+        p.tasks += 5;
+        c.poll(now, &occ(5), p);
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks(5)));
+        c.poll(now, &occ(5), p);
+        p.frames += 1;
+        c.poll(now, &occ(5), p);
+        assert_eq!(c.take_outcome(), Some(Outcome::Empty));
+        assert_eq!(c.next_deadline(now).unwrap() - now, Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_lost_answer_is_retried_with_a_growing_timeout() {
+        let mut c = controller();
+        let t0 = Instant::now();
+        let p = progress(7, 70);
+        c.poll(t0, &occ(0), p);
+        let timeout = c.policy().answer_timeout;
+        assert_eq!(c.poll(t0 + timeout - Duration::from_micros(1), &occ(0), p), Action::Nothing);
+        assert_eq!(c.poll(t0 + timeout, &occ(0), p), Action::Request { want: 64, retry: true });
+        assert_eq!(c.take_outcome(), Some(Outcome::Lost));
+        // The second wait is twice as long.
+        let t1 = t0 + timeout;
+        assert_eq!(c.poll(t1 + timeout, &occ(0), p), Action::Nothing);
+        assert_eq!(c.poll(t1 + 2 * timeout, &occ(0), p), Action::Request { want: 64, retry: true });
+        // An answer resets it.
+        let t2 = t1 + 2 * timeout;
+        assert_eq!(c.poll(t2, &occ(0), progress(8, 73)), Action::Request { want: 64, retry: false });
+        assert_eq!(c.poll(t2 + timeout, &occ(0), progress(8, 73)), Action::Request { want: 64, retry: true });
+    }
+
+    #[test]
+    fn halted_controllers_ask_for_nothing() {
+        let mut c = controller();
+        c.halt();
+        assert_eq!(c.poll(Instant::now(), &occ(0), progress(0, 0)), Action::Nothing);
+    }
+}
