@@ -127,6 +127,11 @@ pub struct AgentArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_backoff_ms: u64,
 
+    /// Nice value of the agent's loop (-20..=19). Negative values keep the rings filled
+    /// while executors keep every CPU busy (needs CAP_SYS_NICE).
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    pub nice: Option<i32>,
+
     /// Log a line of counters every this many seconds (0: only at exit).
     #[arg(long, value_name = "S", default_value_t = 10)]
     pub stats_interval_s: u64,
@@ -224,6 +229,7 @@ impl AgentArgs {
             resources,
             policy,
             check_interval: Duration::from_millis(self.check_interval_ms),
+            nice: self.nice,
         })
     }
 }

@@ -72,6 +72,9 @@ pub struct AgentConfig {
     pub policy: RefillPolicy,
     /// How often the rings are checked without any event.
     pub check_interval: Duration,
+    /// Nice value for the agent's loop: negative keeps the rings filled while executors
+    /// keep the host's CPUs busy.
+    pub nice: Option<i32>,
 }
 
 /// What an agent has done, published while it runs and returned when it stops.
@@ -171,6 +174,7 @@ impl Agent {
             resources: 0,
             policy: RefillPolicy::default(),
             check_interval: Duration::from_millis(5),
+            nice: None,
         };
         Agent::with_tier1(cfg, tier1, sock)
     }
@@ -219,6 +223,13 @@ impl Agent {
         every: Duration,
         publish: &mut dyn FnMut(&AgentStats),
     ) -> anyhow::Result<StopMode> {
+        if let Some(nice) = self.cfg.nice {
+            // Per thread on Linux: only this loop gets the priority.
+            // SAFETY: no pointers; PRIO_PROCESS with 0 names the calling thread.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+                tracing::warn!(nice, error = %std::io::Error::last_os_error(), "cannot change the agent's scheduling priority");
+            }
+        }
         let mut next_check = Instant::now();
         let mut next_publish = Instant::now() + every;
         loop {
