@@ -78,8 +78,8 @@ fn missing_packages() -> Vec<&'static str> {
     PACKAGES
         .into_iter()
         .filter(|p| {
-            !output(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
-                .is_some_and(|s| s.trim() == "install ok installed")
+            output(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
+                .is_none_or(|s| s.trim() != "install ok installed")
         })
         .collect()
 }

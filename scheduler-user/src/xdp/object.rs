@@ -2,3 +2,25 @@
 
 /// The ELF object of the Bolt XDP program (program `bolt_xdp`).
 pub static XDP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/bolt-xdp.o"));
+
+#[cfg(test)]
+mod tests {
+    use scheduler_common::maps::{PROGRAM_NAME, STATE_MAPS};
+
+    use super::XDP_OBJECT;
+
+    fn names_symbol(object: &[u8], name: &str) -> bool {
+        // Symbol names sit NUL-terminated in the ELF string table.
+        let needle: Vec<u8> = name.bytes().chain([0]).collect();
+        object.windows(needle.len()).any(|w| w == needle.as_slice())
+    }
+
+    #[test]
+    fn the_object_defines_every_shared_name() {
+        assert_eq!(&XDP_OBJECT[..4], b"\x7fELF");
+        for name in STATE_MAPS.iter().chain([&PROGRAM_NAME]) {
+            assert!(names_symbol(XDP_OBJECT, name), "the XDP object has no symbol {name}");
+        }
+        assert!(!names_symbol(XDP_OBJECT, "BOLT_NO_SUCH_MAP"));
+    }
+}

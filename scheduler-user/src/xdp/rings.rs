@@ -90,9 +90,8 @@ impl XdpMaps {
     }
 
     /// The ring a task of priority `prio` queues in (same rule as the program).
-    fn ring_for(&self, prio: u8) -> anyhow::Result<u8> {
-        let levels = self.config()?.levels.clamp(1, RING_COUNT as u8);
-        Ok(prio.min(levels))
+    fn ring_for(prio: u8, cfg: &XdpConfig) -> u8 {
+        prio.min(cfg.levels.clamp(1, RING_COUNT as u8))
     }
 
     /// Queues `entry` in its priority's ring. Returns the ring's priority.
@@ -101,8 +100,9 @@ impl XdpMaps {
         if prio == 0 || prio > MAX_PRIORITIES {
             return Err(PushError::BadPriority(prio));
         }
-        let capacity = self.config().map_err(|_| MapError::KeyNotFound)?.ring_capacity as i64;
-        let ring = self.ring_for(prio).map_err(|_| MapError::KeyNotFound)?;
+        let cfg = self.config.get(&0, 0)?;
+        let capacity = cfg.ring_capacity as i64;
+        let ring = XdpMaps::ring_for(prio, &cfg);
         let slot = self.states.reserved(ring);
         if slot.fetch_add(1, Ordering::AcqRel) >= capacity {
             slot.fetch_sub(1, Ordering::AcqRel);
