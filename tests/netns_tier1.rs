@@ -184,7 +184,13 @@ fn tasks_complete_through_xdp_hits() {
     eprintln!("XDP hits {}, switch ASSIGNs {}, agent {stats:?}", c.total_hits(), sw.queue.assigns);
     assert!(c.total_hits() > 0, "no GET_TASK was answered by XDP: {c}");
     // Every task run was handed out exactly once: by the XDP program or by the switch.
-    assert_eq!(c.total_hits() + sw.queue.assigns, run.tasks_run, "hits {}, switch ASSIGNs {}", c.total_hits(), sw.queue.assigns);
+    assert_eq!(
+        c.total_hits() + sw.queue.assigns,
+        run.tasks_run,
+        "hits {}, switch ASSIGNs {}",
+        c.total_hits(),
+        sw.queue.assigns
+    );
     assert_eq!(run.tasks_run, tasks as u64);
     // The hits were tasks the agent had brought in with REFILL.
     assert!(stats.refill_tasks >= c.total_hits(), "{stats:?}");
@@ -342,11 +348,28 @@ fn two_executor_namespaces_never_get_the_same_task() {
     std::thread::sleep(Duration::from_millis(250));
     let sw = rig.switch_stats();
     agent.stop(StopMode::Drain).expect("agent stops");
-    eprintln!("namespace a ran {}, b ran {}; XDP hits {}, switch ASSIGNs {}", run_a.tasks_run, run_b.tasks_run, c.total_hits(), sw.queue.assigns);
-    assert!(run_a.tasks_run > 0 && run_b.tasks_run > 0, "a namespace got nothing: {} / {}", run_a.tasks_run, run_b.tasks_run);
+    eprintln!(
+        "namespace a ran {}, b ran {}; XDP hits {}, switch ASSIGNs {}",
+        run_a.tasks_run,
+        run_b.tasks_run,
+        c.total_hits(),
+        sw.queue.assigns
+    );
+    assert!(
+        run_a.tasks_run > 0 && run_b.tasks_run > 0,
+        "a namespace got nothing: {} / {}",
+        run_a.tasks_run,
+        run_b.tasks_run
+    );
     // No duplicates at the client (checked above) and no task run twice anywhere.
     assert_eq!(run_a.tasks_run + run_b.tasks_run, tasks as u64);
-    assert_eq!(c.total_hits() + sw.queue.assigns, tasks as u64, "hits {} + switch ASSIGNs {}", c.total_hits(), sw.queue.assigns);
+    assert_eq!(
+        c.total_hits() + sw.queue.assigns,
+        tasks as u64,
+        "hits {} + switch ASSIGNs {}",
+        c.total_hits(),
+        sw.queue.assigns
+    );
     assert!(c.total_hits() >= tasks as u64 / 2, "mostly served from the ring: {c}");
 }
 

@@ -312,7 +312,8 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
     let every = Duration::from_secs(args.stats_interval_s.max(1));
     let mut last = AgentStats::default();
     let mut publish = |s: &AgentStats| {
-        if args.stats_interval_s > 0 && (s.refill_tasks != last.refill_tasks || s.returned_tasks != last.returned_tasks) {
+        if args.stats_interval_s > 0 && (s.refill_tasks != last.refill_tasks || s.returned_tasks != last.returned_tasks)
+        {
             log_stats("agent", s);
             last = s.clone();
         }
@@ -371,8 +372,21 @@ mod tests {
             args: AgentArgs,
         }
         let cli = Cli::parse_from([
-            "bolt", "--iface", "veth0", "--switch", "192.0.2.1", "--node", "3", "--resources", "0b11", "--uplink", "eth1",
-            "--batch", "32", "--iface", "veth1",
+            "bolt",
+            "--iface",
+            "veth0",
+            "--switch",
+            "192.0.2.1",
+            "--node",
+            "3",
+            "--resources",
+            "0b11",
+            "--uplink",
+            "eth1",
+            "--batch",
+            "32",
+            "--iface",
+            "veth1",
         ]);
         let cfg = cli.args.to_config().unwrap();
         assert_eq!(cfg.switch, "192.0.2.1:7171".parse().unwrap());
@@ -383,7 +397,21 @@ mod tests {
         assert_eq!(cfg.tier1.ifaces, ["veth0", "veth1"]);
         assert_eq!(cfg.tier1.settings.switch_addr, Some(Ipv4Addr::new(192, 0, 2, 1)));
         assert!(Cli::try_parse_from(["bolt", "--iface", "x"]).is_err());
-        let later = Cli::parse_from(["bolt", "--iface", "a", "--switch", "192.0.2.1", "--node", "1", "--resources", "1", "--xdp", "require", "--xdp", "off"]);
+        let later = Cli::parse_from([
+            "bolt",
+            "--iface",
+            "a",
+            "--switch",
+            "192.0.2.1",
+            "--node",
+            "1",
+            "--resources",
+            "1",
+            "--xdp",
+            "require",
+            "--xdp",
+            "off",
+        ]);
         assert_eq!(later.args.xdp, XdpChoice::Off);
         assert!(Cli::try_parse_from(["bolt", "--iface", "x", "--unload"]).is_ok());
     }

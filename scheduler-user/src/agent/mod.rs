@@ -148,7 +148,11 @@ impl Agent {
     }
 
     /// An agent for rings some earlier agent pinned (to drain them with `--unload`).
-    pub fn for_pinned(pin_name: &str, switch: Option<SocketAddrV4>, listen: Option<SocketAddrV4>) -> anyhow::Result<Agent> {
+    pub fn for_pinned(
+        pin_name: &str,
+        switch: Option<SocketAddrV4>,
+        listen: Option<SocketAddrV4>,
+    ) -> anyhow::Result<Agent> {
         let tier1 = Tier1::open_existing(pin_name)?;
         let Rings::Bpf(maps) = &tier1.rings else { unreachable!("pinned rings are BPF maps") };
         let cfg_map = maps.config()?;
@@ -241,7 +245,11 @@ impl Agent {
             self.relay();
             self.return_overflow(1024)?;
             let now = Instant::now();
-            if poke || now >= next_check || self.refill.waiting() || self.refill.next_deadline(now).is_some_and(|d| now >= d) {
+            if poke
+                || now >= next_check
+                || self.refill.waiting()
+                || self.refill.next_deadline(now).is_some_and(|d| now >= d)
+            {
                 self.step_refill(now)?;
                 if now >= next_check {
                     next_check = now + self.cfg.check_interval;
@@ -532,7 +540,10 @@ impl Agent {
         for fd in self.proxies.fds() {
             add(fd);
         }
-        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
         // SAFETY: fds is a live array of pollfd of the given length; ts outlives the call.
         unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
     }
@@ -548,7 +559,11 @@ fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {
         cfg.tier1.settings.ring_capacity
     );
     anyhow::ensure!(!cfg.check_interval.is_zero(), "the check interval must be positive");
-    anyhow::ensure!(!cfg.switch.ip().is_unspecified() && cfg.switch.port() != 0, "--switch {} is not an address to send to", cfg.switch);
+    anyhow::ensure!(
+        !cfg.switch.ip().is_unspecified() && cfg.switch.port() != 0,
+        "--switch {} is not an address to send to",
+        cfg.switch
+    );
     if cfg.tier1.xdp != XdpChoice::Off {
         anyhow::ensure!(
             cfg.listen.port() == cfg.switch.port(),

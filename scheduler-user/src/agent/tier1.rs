@@ -160,7 +160,10 @@ impl Tier1 {
         match ensure_bpffs() {
             Ok(()) => {}
             Err(None) => {
-                return Tier1::fall_back(cfg, "not permitted to mount a bpf filesystem (needs root or CAP_SYS_ADMIN)".into())
+                return Tier1::fall_back(
+                    cfg,
+                    "not permitted to mount a bpf filesystem (needs root or CAP_SYS_ADMIN)".into(),
+                )
             }
             Err(Some(e)) => return Err(e),
         }

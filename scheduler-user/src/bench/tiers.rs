@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use scheduler_common::descriptor::Handler;
-use scheduler_common::{decode, encode_get_task, encode_submit, JobRef, Message, Op, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN};
+use scheduler_common::{
+    decode, encode_get_task, encode_submit, JobRef, Message, Op, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
+};
 use serde::Serialize;
 
 use crate::agent::{self, AgentHandle, StopMode};
@@ -123,10 +125,12 @@ pub fn run(args: &TiersArgs) -> anyhow::Result<TiersResult> {
         "bolt bench tiers creates network namespaces and attaches XDP: run it as root"
     );
     let layout = Layout::plan(&args.name, args.workers, 1)?;
-    let testbed = Testbed::create(layout).context("creating the testbed (is one of this name up? `bolt testbed down`)")?;
+    let testbed =
+        Testbed::create(layout).context("creating the testbed (is one of this name up? `bolt testbed down`)")?;
     let layout = testbed.layout().clone();
     let listen = SocketAddr::V4(layout.switch_socket());
-    let switch = netns::run_in(&layout.switch_ns, move || switch::spawn(SwitchConfig { listen, ..SwitchConfig::default() }))?;
+    let switch =
+        netns::run_in(&layout.switch_ns, move || switch::spawn(SwitchConfig { listen, ..SwitchConfig::default() }))?;
     let assigned = Arc::new(AtomicU64::new(0));
     let submitter = Submitter::start(&layout, args.backlog, assigned.clone())?;
     let progress = super::progress_bar(Duration::from_secs_f64(2.0 * (args.seconds + 1.5)));
@@ -167,7 +171,12 @@ fn run_level(
     if two_level {
         for w in &layout.workers {
             let mut a = agent_args(layout, w);
-            a.extend(["--batch".into(), args.batch.to_string(), "--low-watermark".into(), args.low_watermark.to_string()]);
+            a.extend([
+                "--batch".into(),
+                args.batch.to_string(),
+                "--low-watermark".into(),
+                args.low_watermark.to_string(),
+            ]);
             a.extend(["--nice".into(), args.agent_nice.to_string()]);
             let cfg = agent::config_from_args(a)?;
             agents.push(netns::run_in(&w.host_ns, move || agent::spawn(cfg))?);
@@ -179,7 +188,15 @@ fn run_level(
     for w in &layout.workers {
         for index in 0..args.executors {
             let task_time = Duration::from_micros(args.task_us);
-            executors.push(spawn_executor(&w.exec().ns, layout.switch_socket(), w.node, index, task_time, shared.clone(), assigned.clone())?);
+            executors.push(spawn_executor(
+                &w.exec().ns,
+                layout.switch_socket(),
+                w.node,
+                index,
+                task_time,
+                shared.clone(),
+                assigned.clone(),
+            )?);
         }
     }
     std::thread::sleep(Duration::from_millis(500));
@@ -250,7 +267,8 @@ struct SwitchDelta {
 impl SwitchDelta {
     fn between(a: &QueueStats, b: &QueueStats) -> SwitchDelta {
         let ops = [Op::GetTask, Op::RefillReq, Op::Return];
-        let sum = |s: &QueueStats, f: fn(&crate::queue::OpCost) -> u64| ops.iter().map(|op| f(s.cost_of(*op))).sum::<u64>();
+        let sum =
+            |s: &QueueStats, f: fn(&crate::queue::OpCost) -> u64| ops.iter().map(|op| f(s.cost_of(*op))).sum::<u64>();
         SwitchDelta {
             sched_in: sum(b, |c| c.packets) - sum(a, |c| c.packets),
             sched_out: (b.assigns + b.noops + b.refill_packets) - (a.assigns + a.noops + a.refill_packets),
@@ -417,13 +435,21 @@ pub fn print(r: &TiersResult, json: bool) -> anyhow::Result<()> {
     row("GET_TASK round trip p50 (us)", format!("{:.1}", a.rtt_p50_us), format!("{:.1}", b.rtt_p50_us));
     row("GET_TASK round trip p99 (us)", format!("{:.1}", a.rtt_p99_us), format!("{:.1}", b.rtt_p99_us));
     row("decisions/s", format!("{:.0}", a.decisions_per_s), format!("{:.0}", b.decisions_per_s));
-    row("switch packets in per task", format!("{:.4}", a.switch_packets_per_task), format!("{:.4}", b.switch_packets_per_task));
+    row(
+        "switch packets in per task",
+        format!("{:.4}", a.switch_packets_per_task),
+        format!("{:.4}", b.switch_packets_per_task),
+    );
     row(
         "switch packets in+out per task",
         format!("{:.4}", a.switch_packets_in_out_per_task),
         format!("{:.4}", b.switch_packets_in_out_per_task),
     );
-    row("switch passes per task", format!("{:.4}", a.switch_passes_per_task), format!("{:.4}", b.switch_passes_per_task));
+    row(
+        "switch passes per task",
+        format!("{:.4}", a.switch_passes_per_task),
+        format!("{:.4}", b.switch_passes_per_task),
+    );
     row("XDP hits / misses", "-".into(), format!("{} / {}", b.xdp_hits, b.xdp_misses));
     row("NOOPs, GET timeouts", format!("{}, {}", a.noops, a.get_timeouts), format!("{}, {}", b.noops, b.get_timeouts));
     println!(
