@@ -153,10 +153,18 @@ impl Tier1 {
     pub fn open(cfg: &Tier1Config) -> anyhow::Result<Tier1> {
         cfg.settings.validate()?;
         anyhow::ensure!(!cfg.ifaces.is_empty(), "at least one executor-facing interface is needed");
+        let pins = PinDir::under(Path::new(PIN_ROOT), &cfg.pin_name)?;
         if cfg.xdp == XdpChoice::Off {
+            if pins.path().exists() {
+                tracing::warn!(
+                    pins = %pins.path().display(),
+                    "a pinned program and rings exist for this interface and are left as they are; \
+                     `bolt agent --iface {} --unload` returns their tasks",
+                    cfg.pin_name
+                );
+            }
             return Ok(Tier1::memory(cfg, "XDP turned off (--xdp off)".into()));
         }
-        let pins = PinDir::under(Path::new(PIN_ROOT), &cfg.pin_name)?;
         match ensure_bpffs() {
             Ok(()) => {}
             Err(None) => {
