@@ -402,3 +402,31 @@ fn without_xdp_the_agent_serves_the_rings_itself() {
     assert!(stats.forwarded > 0 && stats.relayed > 0, "{stats:?}");
     assert_eq!(stats.socket_refill_tasks, stats.refill_tasks, "without XDP every REFILL reaches the socket");
 }
+
+#[test]
+fn an_interface_xdp_cannot_use_means_userspace_or_a_clean_error() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(1);
+    let missing = format!("{}z", rig.worker().pin_name());
+    let args = |xdp: &str| {
+        let mut a = rig.agent_args(&["--xdp", xdp, "--pin-name", &missing]);
+        // The first executor-facing interface does not exist in the host's namespace.
+        let at = a.iter().position(|x| x == "--iface").unwrap();
+        a[at + 1] = missing.clone();
+        a
+    };
+    let pins = PinDir::under(Path::new(PIN_ROOT), &missing).unwrap();
+    let cfg = agent::config_from_args(args("require")).unwrap();
+    let err = netns::run_in(&rig.worker().host_ns, move || agent::spawn(cfg)).err().expect("attach must fail");
+    assert!(format!("{err:#}").contains(&missing), "{err:#}");
+    assert!(!pins.path().exists(), "a failed start left pins behind");
+    // Allowed to fall back: the rings are the pinned BPF maps, served from userspace.
+    let cfg = agent::config_from_args(args("auto")).unwrap();
+    let agent = netns::run_in(&rig.worker().host_ns, move || agent::spawn(cfg)).expect("agent starts");
+    assert_eq!(agent.mode().name(), "userspace-bpf-rings");
+    assert!(pins.path().exists() && !pins.is_attached());
+    agent.stop(StopMode::Drain).unwrap();
+    assert!(!pins.path().exists());
+}

@@ -178,6 +178,16 @@ impl Tier1 {
         if pins.program().exists() {
             return Tier1::reattach(cfg, pins);
         }
+        // Pins this call creates hold no task yet: they go again if tier 1 does not come up
+        // on them. Pins found here may hold tasks and always stay.
+        let fresh = !pins.path().exists();
+        let discard = |pins: &PinDir| {
+            if fresh {
+                if let Err(e) = BoltXdp::unload_pinned(pins) {
+                    tracing::warn!(error = format!("{e:#}"), pins = %pins.path().display(), "removing unused pins");
+                }
+            }
+        };
         let mut xdp = match BoltXdp::load_pinned(&cfg.settings, &pins) {
             Ok(xdp) => xdp,
             Err(e) => {
@@ -185,7 +195,10 @@ impl Tier1 {
                 // The maps may have been created and pinned before the program failed.
                 return match XdpMaps::open_pinned(&pins) {
                     Ok(maps) if cfg.xdp == XdpChoice::Auto => Ok(Tier1::userspace_on_maps(maps, pins, reason)),
-                    _ => Tier1::fall_back(cfg, reason),
+                    _ => {
+                        discard(&pins);
+                        Tier1::fall_back(cfg, reason)
+                    }
                 };
             }
         };
@@ -203,6 +216,7 @@ impl Tier1 {
                     let logger = xdp.take_logger();
                     drop(xdp);
                     if cfg.xdp == XdpChoice::Require {
+                        discard(&pins);
                         anyhow::bail!("{reason} (and --xdp require)");
                     }
                     let maps = XdpMaps::open_pinned(&pins).context("reopening the pinned rings")?;
