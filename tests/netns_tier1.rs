@@ -184,7 +184,13 @@ fn tasks_complete_through_xdp_hits() {
     eprintln!("XDP hits {}, switch ASSIGNs {}, agent {stats:?}", c.total_hits(), sw.queue.assigns);
     assert!(c.total_hits() > 0, "no GET_TASK was answered by XDP: {c}");
     // Every task run was handed out exactly once: by the XDP program or by the switch.
-    assert_eq!(c.total_hits() + sw.queue.assigns, run.tasks_run, "hits {}, switch ASSIGNs {}", c.total_hits(), sw.queue.assigns);
+    assert_eq!(
+        c.total_hits() + sw.queue.assigns,
+        run.tasks_run,
+        "hits {}, switch ASSIGNs {}",
+        c.total_hits(),
+        sw.queue.assigns
+    );
     assert_eq!(run.tasks_run, tasks as u64);
     // The hits were tasks the agent had brought in with REFILL.
     assert!(stats.refill_tasks >= c.total_hits(), "{stats:?}");
@@ -342,11 +348,28 @@ fn two_executor_namespaces_never_get_the_same_task() {
     std::thread::sleep(Duration::from_millis(250));
     let sw = rig.switch_stats();
     agent.stop(StopMode::Drain).expect("agent stops");
-    eprintln!("namespace a ran {}, b ran {}; XDP hits {}, switch ASSIGNs {}", run_a.tasks_run, run_b.tasks_run, c.total_hits(), sw.queue.assigns);
-    assert!(run_a.tasks_run > 0 && run_b.tasks_run > 0, "a namespace got nothing: {} / {}", run_a.tasks_run, run_b.tasks_run);
+    eprintln!(
+        "namespace a ran {}, b ran {}; XDP hits {}, switch ASSIGNs {}",
+        run_a.tasks_run,
+        run_b.tasks_run,
+        c.total_hits(),
+        sw.queue.assigns
+    );
+    assert!(
+        run_a.tasks_run > 0 && run_b.tasks_run > 0,
+        "a namespace got nothing: {} / {}",
+        run_a.tasks_run,
+        run_b.tasks_run
+    );
     // No duplicates at the client (checked above) and no task run twice anywhere.
     assert_eq!(run_a.tasks_run + run_b.tasks_run, tasks as u64);
-    assert_eq!(c.total_hits() + sw.queue.assigns, tasks as u64, "hits {} + switch ASSIGNs {}", c.total_hits(), sw.queue.assigns);
+    assert_eq!(
+        c.total_hits() + sw.queue.assigns,
+        tasks as u64,
+        "hits {} + switch ASSIGNs {}",
+        c.total_hits(),
+        sw.queue.assigns
+    );
     assert!(c.total_hits() >= tasks as u64 / 2, "mostly served from the ring: {c}");
 }
 
@@ -378,4 +401,32 @@ fn without_xdp_the_agent_serves_the_rings_itself() {
     // Misses went to the switch through the agent, and its answers came back.
     assert!(stats.forwarded > 0 && stats.relayed > 0, "{stats:?}");
     assert_eq!(stats.socket_refill_tasks, stats.refill_tasks, "without XDP every REFILL reaches the socket");
+}
+
+#[test]
+fn an_interface_xdp_cannot_use_means_userspace_or_a_clean_error() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(1);
+    let missing = format!("{}z", rig.worker().pin_name());
+    let args = |xdp: &str| {
+        let mut a = rig.agent_args(&["--xdp", xdp, "--pin-name", &missing]);
+        // The first executor-facing interface does not exist in the host's namespace.
+        let at = a.iter().position(|x| x == "--iface").unwrap();
+        a[at + 1] = missing.clone();
+        a
+    };
+    let pins = PinDir::under(Path::new(PIN_ROOT), &missing).unwrap();
+    let cfg = agent::config_from_args(args("require")).unwrap();
+    let err = netns::run_in(&rig.worker().host_ns, move || agent::spawn(cfg)).err().expect("attach must fail");
+    assert!(format!("{err:#}").contains(&missing), "{err:#}");
+    assert!(!pins.path().exists(), "a failed start left pins behind");
+    // Allowed to fall back: the rings are the pinned BPF maps, served from userspace.
+    let cfg = agent::config_from_args(args("auto")).unwrap();
+    let agent = netns::run_in(&rig.worker().host_ns, move || agent::spawn(cfg)).expect("agent starts");
+    assert_eq!(agent.mode().name(), "userspace-bpf-rings");
+    assert!(pins.path().exists() && !pins.is_attached());
+    agent.stop(StopMode::Drain).unwrap();
+    assert!(!pins.path().exists());
 }

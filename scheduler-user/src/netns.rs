@@ -29,11 +29,7 @@ pub fn exists(name: &str) -> bool {
 
 /// Runs `ip ARGS`, failing with its stderr.
 pub fn ip(args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .context("running `ip` (install iproute2)")?;
+    let out = Command::new("ip").args(args).stdin(Stdio::null()).output().context("running `ip` (install iproute2)")?;
     anyhow::ensure!(
         out.status.success(),
         "`ip {}` failed: {}",
@@ -70,7 +66,10 @@ pub fn enter(name: &str) -> anyhow::Result<()> {
 
 /// Runs `f` on a new thread inside namespace `name` and returns its result. What `f`
 /// creates there (sockets, threads) stays in the namespace after it returns.
-pub fn run_in<T: Send + 'static>(name: &str, f: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
+pub fn run_in<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
     let ns = name.to_string();
     std::thread::Builder::new()
         .name(format!("netns-{ns}"))
@@ -103,7 +102,5 @@ pub fn command_in(name: &str, program: impl AsRef<std::ffi::OsStr>) -> anyhow::R
 pub fn sysctl(name: &str, key: &str, value: &str) -> anyhow::Result<()> {
     let file = PathBuf::from("/proc/sys").join(key.replace('.', "/"));
     let value = value.to_string();
-    run_in(name, move || {
-        std::fs::write(&file, &value).with_context(|| format!("writing {}", file.display()))
-    })
+    run_in(name, move || std::fs::write(&file, &value).with_context(|| format!("writing {}", file.display())))
 }

@@ -87,7 +87,14 @@ pub struct UpOptions {
 
 impl Default for UpOptions {
     fn default() -> Self {
-        UpOptions { name: DEFAULT_NAME.into(), workers: 2, executor_links: 1, agents: true, release: true, agent_args: Vec::new() }
+        UpOptions {
+            name: DEFAULT_NAME.into(),
+            workers: 2,
+            executor_links: 1,
+            agents: true,
+            release: true,
+            agent_args: Vec::new(),
+        }
     }
 }
 

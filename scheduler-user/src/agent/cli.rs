@@ -127,6 +127,11 @@ pub struct AgentArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_backoff_ms: u64,
 
+    /// Nice value of the agent's loop (-20..=19). Negative values keep the rings filled
+    /// while executors keep every CPU busy (needs CAP_SYS_NICE).
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    pub nice: Option<i32>,
+
     /// Log a line of counters every this many seconds (0: only at exit).
     #[arg(long, value_name = "S", default_value_t = 10)]
     pub stats_interval_s: u64,
@@ -224,6 +229,7 @@ impl AgentArgs {
             resources,
             policy,
             check_interval: Duration::from_millis(self.check_interval_ms),
+            nice: self.nice,
         })
     }
 }
@@ -306,7 +312,8 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
     let every = Duration::from_secs(args.stats_interval_s.max(1));
     let mut last = AgentStats::default();
     let mut publish = |s: &AgentStats| {
-        if args.stats_interval_s > 0 && (s.refill_tasks != last.refill_tasks || s.returned_tasks != last.returned_tasks) {
+        if args.stats_interval_s > 0 && (s.refill_tasks != last.refill_tasks || s.returned_tasks != last.returned_tasks)
+        {
             log_stats("agent", s);
             last = s.clone();
         }
@@ -365,8 +372,21 @@ mod tests {
             args: AgentArgs,
         }
         let cli = Cli::parse_from([
-            "bolt", "--iface", "veth0", "--switch", "192.0.2.1", "--node", "3", "--resources", "0b11", "--uplink", "eth1",
-            "--batch", "32", "--iface", "veth1",
+            "bolt",
+            "--iface",
+            "veth0",
+            "--switch",
+            "192.0.2.1",
+            "--node",
+            "3",
+            "--resources",
+            "0b11",
+            "--uplink",
+            "eth1",
+            "--batch",
+            "32",
+            "--iface",
+            "veth1",
         ]);
         let cfg = cli.args.to_config().unwrap();
         assert_eq!(cfg.switch, "192.0.2.1:7171".parse().unwrap());
@@ -377,7 +397,21 @@ mod tests {
         assert_eq!(cfg.tier1.ifaces, ["veth0", "veth1"]);
         assert_eq!(cfg.tier1.settings.switch_addr, Some(Ipv4Addr::new(192, 0, 2, 1)));
         assert!(Cli::try_parse_from(["bolt", "--iface", "x"]).is_err());
-        let later = Cli::parse_from(["bolt", "--iface", "a", "--switch", "192.0.2.1", "--node", "1", "--resources", "1", "--xdp", "require", "--xdp", "off"]);
+        let later = Cli::parse_from([
+            "bolt",
+            "--iface",
+            "a",
+            "--switch",
+            "192.0.2.1",
+            "--node",
+            "1",
+            "--resources",
+            "1",
+            "--xdp",
+            "require",
+            "--xdp",
+            "off",
+        ]);
         assert_eq!(later.args.xdp, XdpChoice::Off);
         assert!(Cli::try_parse_from(["bolt", "--iface", "x", "--unload"]).is_ok());
     }

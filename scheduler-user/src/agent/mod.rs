@@ -72,6 +72,9 @@ pub struct AgentConfig {
     pub policy: RefillPolicy,
     /// How often the rings are checked without any event.
     pub check_interval: Duration,
+    /// Nice value for the agent's loop: negative keeps the rings filled while executors
+    /// keep the host's CPUs busy.
+    pub nice: Option<i32>,
 }
 
 /// What an agent has done, published while it runs and returned when it stops.
@@ -145,7 +148,11 @@ impl Agent {
     }
 
     /// An agent for rings some earlier agent pinned (to drain them with `--unload`).
-    pub fn for_pinned(pin_name: &str, switch: Option<SocketAddrV4>, listen: Option<SocketAddrV4>) -> anyhow::Result<Agent> {
+    pub fn for_pinned(
+        pin_name: &str,
+        switch: Option<SocketAddrV4>,
+        listen: Option<SocketAddrV4>,
+    ) -> anyhow::Result<Agent> {
         let tier1 = Tier1::open_existing(pin_name)?;
         let Rings::Bpf(maps) = &tier1.rings else { unreachable!("pinned rings are BPF maps") };
         let cfg_map = maps.config()?;
@@ -171,6 +178,7 @@ impl Agent {
             resources: 0,
             policy: RefillPolicy::default(),
             check_interval: Duration::from_millis(5),
+            nice: None,
         };
         Agent::with_tier1(cfg, tier1, sock)
     }
@@ -219,6 +227,13 @@ impl Agent {
         every: Duration,
         publish: &mut dyn FnMut(&AgentStats),
     ) -> anyhow::Result<StopMode> {
+        if let Some(nice) = self.cfg.nice {
+            // Per thread on Linux: only this loop gets the priority.
+            // SAFETY: no pointers; PRIO_PROCESS with 0 names the calling thread.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+                tracing::warn!(nice, error = %std::io::Error::last_os_error(), "cannot change the agent's scheduling priority");
+            }
+        }
         let mut next_check = Instant::now();
         let mut next_publish = Instant::now() + every;
         loop {
@@ -230,7 +245,11 @@ impl Agent {
             self.relay();
             self.return_overflow(1024)?;
             let now = Instant::now();
-            if poke || now >= next_check || self.refill.waiting() || self.refill.next_deadline(now).is_some_and(|d| now >= d) {
+            if poke
+                || now >= next_check
+                || self.refill.waiting()
+                || self.refill.next_deadline(now).is_some_and(|d| now >= d)
+            {
                 self.step_refill(now)?;
                 if now >= next_check {
                     next_check = now + self.cfg.check_interval;
@@ -521,7 +540,10 @@ impl Agent {
         for fd in self.proxies.fds() {
             add(fd);
         }
-        let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
         // SAFETY: fds is a live array of pollfd of the given length; ts outlives the call.
         unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
     }
@@ -537,7 +559,11 @@ fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {
         cfg.tier1.settings.ring_capacity
     );
     anyhow::ensure!(!cfg.check_interval.is_zero(), "the check interval must be positive");
-    anyhow::ensure!(!cfg.switch.ip().is_unspecified() && cfg.switch.port() != 0, "--switch {} is not an address to send to", cfg.switch);
+    anyhow::ensure!(
+        !cfg.switch.ip().is_unspecified() && cfg.switch.port() != 0,
+        "--switch {} is not an address to send to",
+        cfg.switch
+    );
     if cfg.tier1.xdp != XdpChoice::Off {
         anyhow::ensure!(
             cfg.listen.port() == cfg.switch.port(),

@@ -78,7 +78,10 @@ enum State {
 pub enum Action {
     Nothing,
     /// Send a REFILL_REQ for this many tasks (a resend when `retry`).
-    Request { want: u8, retry: bool },
+    Request {
+        want: u8,
+        retry: bool,
+    },
 }
 
 /// How the last answer ended, for the agent's counters and logs.
@@ -150,7 +153,8 @@ impl RefillController {
             State::BackingOff { until } if now < until => return Action::Nothing,
             State::BackingOff { .. } => self.state = State::Idle,
             State::Waiting { sent_at, want, base, seen, changed_at } => {
-                let (frames, tasks) = (progress.frames.wrapping_sub(base.frames), progress.tasks.wrapping_sub(base.tasks));
+                let (frames, tasks) =
+                    (progress.frames.wrapping_sub(base.frames), progress.tasks.wrapping_sub(base.tasks));
                 let changed_at = if progress != seen { now } else { changed_at };
                 if frames == 0 {
                     if now.duration_since(sent_at) < self.answer_timeout() {
@@ -169,7 +173,8 @@ impl RefillController {
                     return Action::Request { want, retry: true };
                 }
                 let short_frame = tasks < frames * MAX_LIST as u64;
-                let complete = tasks >= want as u64 || short_frame || now.duration_since(changed_at) >= self.policy.settle;
+                let complete =
+                    tasks >= want as u64 || short_frame || now.duration_since(changed_at) >= self.policy.settle;
                 if !complete {
                     self.state = State::Waiting { sent_at, want, base, seen: progress, changed_at };
                     return Action::Nothing;
@@ -257,7 +262,8 @@ mod tests {
         assert_eq!(c.want(&occ(0)), 64);
         assert_eq!(c.want(&occ(31)), 64);
         assert_eq!(c.want(&occ(32)), 0);
-        let small = RefillController::new(RefillPolicy { low_watermark: 100, batch: 255, ..RefillPolicy::default() }, 40, 4);
+        let small =
+            RefillController::new(RefillPolicy { low_watermark: 100, batch: 255, ..RefillPolicy::default() }, 40, 4);
         assert_eq!(small.want(&[10, 20, 0, 0, 0, 0, 0, 0]), 20);
         assert_eq!(small.want(&[40, 0, 0, 0, 0, 0, 0, 0]), 0);
         // Rings past the levels in use do not count.

@@ -21,7 +21,14 @@ pub struct Returner {
 
 impl Returner {
     pub fn new(switch: SocketAddrV4) -> Returner {
-        Returner { switch, pending: Vec::with_capacity(MAX_LIST), buf: [0; MAX_MESSAGE_LEN], tasks: 0, messages: 0, send_errors: 0 }
+        Returner {
+            switch,
+            pending: Vec::with_capacity(MAX_LIST),
+            buf: [0; MAX_MESSAGE_LEN],
+            tasks: 0,
+            messages: 0,
+            send_errors: 0,
+        }
     }
 
     /// Queues `entry`; a full message goes out at once.

@@ -153,20 +153,41 @@ impl Tier1 {
     pub fn open(cfg: &Tier1Config) -> anyhow::Result<Tier1> {
         cfg.settings.validate()?;
         anyhow::ensure!(!cfg.ifaces.is_empty(), "at least one executor-facing interface is needed");
+        let pins = PinDir::under(Path::new(PIN_ROOT), &cfg.pin_name)?;
         if cfg.xdp == XdpChoice::Off {
+            if pins.path().exists() {
+                tracing::warn!(
+                    pins = %pins.path().display(),
+                    "a pinned program and rings exist for this interface and are left as they are; \
+                     `bolt agent --iface {} --unload` returns their tasks",
+                    cfg.pin_name
+                );
+            }
             return Ok(Tier1::memory(cfg, "XDP turned off (--xdp off)".into()));
         }
-        let pins = PinDir::under(Path::new(PIN_ROOT), &cfg.pin_name)?;
         match ensure_bpffs() {
             Ok(()) => {}
             Err(None) => {
-                return Tier1::fall_back(cfg, "not permitted to mount a bpf filesystem (needs root or CAP_SYS_ADMIN)".into())
+                return Tier1::fall_back(
+                    cfg,
+                    "not permitted to mount a bpf filesystem (needs root or CAP_SYS_ADMIN)".into(),
+                )
             }
             Err(Some(e)) => return Err(e),
         }
         if pins.program().exists() {
             return Tier1::reattach(cfg, pins);
         }
+        // Pins this call creates hold no task yet: they go again if tier 1 does not come up
+        // on them. Pins found here may hold tasks and always stay.
+        let fresh = !pins.path().exists();
+        let discard = |pins: &PinDir| {
+            if fresh {
+                if let Err(e) = BoltXdp::unload_pinned(pins) {
+                    tracing::warn!(error = format!("{e:#}"), pins = %pins.path().display(), "removing unused pins");
+                }
+            }
+        };
         let mut xdp = match BoltXdp::load_pinned(&cfg.settings, &pins) {
             Ok(xdp) => xdp,
             Err(e) => {
@@ -174,7 +195,10 @@ impl Tier1 {
                 // The maps may have been created and pinned before the program failed.
                 return match XdpMaps::open_pinned(&pins) {
                     Ok(maps) if cfg.xdp == XdpChoice::Auto => Ok(Tier1::userspace_on_maps(maps, pins, reason)),
-                    _ => Tier1::fall_back(cfg, reason),
+                    _ => {
+                        discard(&pins);
+                        Tier1::fall_back(cfg, reason)
+                    }
                 };
             }
         };
@@ -192,6 +216,7 @@ impl Tier1 {
                     let logger = xdp.take_logger();
                     drop(xdp);
                     if cfg.xdp == XdpChoice::Require {
+                        discard(&pins);
                         anyhow::bail!("{reason} (and --xdp require)");
                     }
                     let maps = XdpMaps::open_pinned(&pins).context("reopening the pinned rings")?;

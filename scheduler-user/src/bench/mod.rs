@@ -2,6 +2,7 @@
 //! and prints a table or, with --json, one JSON object.
 
 pub mod noop;
+pub mod tiers;
 
 use std::time::Duration;
 
@@ -17,6 +18,10 @@ pub struct BenchArgs {
 pub enum Experiment {
     /// Scheduling decisions per second with no-op executors (thesis Figure 11).
     Noop(noop::NoopArgs),
+    /// Two-level (XDP tier 1) against one-level scheduling on a network-namespace
+    /// testbed: GET_TASK round trip, decisions per second, switch packets per task
+    /// (needs root).
+    Tiers(tiers::TiersArgs),
     /// ns per packet of the XDP program (GET_TASK hit and miss, REFILL per task) with
     /// BPF_PROG_TEST_RUN. Needs root.
     Xdp(XdpArgs),
@@ -38,6 +43,7 @@ pub struct XdpArgs {
 pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
     match args.experiment {
         Experiment::Noop(a) => noop::print(&noop::run_compared(&a)?, a.json),
+        Experiment::Tiers(a) => tiers::print(&tiers::run(&a)?, a.json),
         Experiment::Xdp(a) => {
             let opts = crate::xdp::bench::BenchOptions { repeat: a.repeat, refill_batch: a.batch };
             let report = crate::xdp::bench::run(opts)?;

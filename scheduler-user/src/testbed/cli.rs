@@ -114,7 +114,10 @@ fn print(layout: &Layout, json: bool) -> anyhow::Result<()> {
     }
     println!("testbed {}: switch {} in namespace {}", layout.name, layout.switch_socket(), layout.switch_ns);
     for w in &layout.workers {
-        println!("  node {}: host {} (uplink {} {}, XDP there and on each executor link)", w.node, w.host_ns, w.uplink, w.uplink_addr);
+        println!(
+            "  node {}: host {} (uplink {} {}, XDP there and on each executor link)",
+            w.node, w.host_ns, w.uplink, w.uplink_addr
+        );
         for e in &w.executors {
             println!("    executors in {} at {} (link {}, host {})", e.ns, e.addr, e.host_iface, e.gateway);
         }

@@ -286,11 +286,21 @@ pub fn existing_namespaces(name: &str) -> Vec<String> {
 fn is_node_and_link(s: &str) -> bool {
     let Some(letter) = s.bytes().last() else { return false };
     let digits = &s[..s.len() - 1];
-    (b'a'..b'a' + MAX_EXECUTOR_LINKS).contains(&letter) && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+    (b'a'..b'a' + MAX_EXECUTOR_LINKS).contains(&letter)
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A veth pair between two namespaces, addressed with `prefix` bits and up.
-fn veth(ns_a: &str, a: &str, addr_a: Ipv4Addr, prefix: u8, ns_b: &str, b: &str, addr_b: Ipv4Addr) -> anyhow::Result<()> {
+fn veth(
+    ns_a: &str,
+    a: &str,
+    addr_a: Ipv4Addr,
+    prefix: u8,
+    ns_b: &str,
+    b: &str,
+    addr_b: Ipv4Addr,
+) -> anyhow::Result<()> {
     netns::ip(&["-n", ns_a, "link", "add", a, "type", "veth", "peer", "name", b, "netns", ns_b])?;
     netns::ip(&["-n", ns_a, "addr", "add", &format!("{addr_a}/{prefix}"), "dev", a])?;
     netns::ip(&["-n", ns_b, "addr", "add", &format!("{addr_b}/{prefix}"), "dev", b])?;
@@ -315,7 +325,10 @@ mod tests {
             for iface in ifaces {
                 assert!(iface.len() <= 15, "{iface}");
             }
-            for a in [w.uplink_addr, w.switch_side_addr].into_iter().chain(w.executors.iter().flat_map(|e| [e.gateway, e.addr])) {
+            for a in [w.uplink_addr, w.switch_side_addr]
+                .into_iter()
+                .chain(w.executors.iter().flat_map(|e| [e.gateway, e.addr]))
+            {
                 assert_eq!(a.octets()[..2], [10, 77]);
             }
         }

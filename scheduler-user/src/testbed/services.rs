@@ -51,9 +51,13 @@ fn start_all(layout: &Layout, cfg: &ServicesConfig, dir: &Path) -> anyhow::Resul
     let mut args = vec!["switch".to_string(), "--listen".into(), layout.switch_socket().to_string()];
     args.extend(cfg.switch_args.iter().cloned());
     let pid = spawn(&layout.name, &layout.switch_ns, &cfg.bolt, &args, dir, "switch")?;
-    wait_until(&format!("the switch in {}", layout.switch_ns), pid, &dir.join("switch.log"), Duration::from_secs(10), || {
-        udp_port_bound(&layout.switch_ns, layout.port)
-    })?;
+    wait_until(
+        &format!("the switch in {}", layout.switch_ns),
+        pid,
+        &dir.join("switch.log"),
+        Duration::from_secs(10),
+        || udp_port_bound(&layout.switch_ns, layout.port),
+    )?;
     if !cfg.agents {
         return Ok(());
     }
@@ -63,9 +67,13 @@ fn start_all(layout: &Layout, cfg: &ServicesConfig, dir: &Path) -> anyhow::Resul
         let role = format!("agent-{}", w.node);
         let pid = spawn(&layout.name, &w.host_ns, &cfg.bolt, &args, dir, &role)?;
         let pins = crate::xdp::PinDir::under(Path::new(scheduler_common::maps::PIN_ROOT), w.pin_name())?;
-        wait_until(&format!("the agent in {}", w.host_ns), pid, &dir.join(format!("{role}.log")), Duration::from_secs(20), || {
-            Ok(pins.is_attached())
-        })?;
+        wait_until(
+            &format!("the agent in {}", w.host_ns),
+            pid,
+            &dir.join(format!("{role}.log")),
+            Duration::from_secs(20),
+            || Ok(pins.is_attached()),
+        )?;
     }
     Ok(())
 }
@@ -167,7 +175,13 @@ fn spawn(name: &str, ns: &str, bolt: &Path, args: &[String], dir: &Path, role: &
 }
 
 /// Waits until `ready` says so, failing if the process ends first or time runs out.
-fn wait_until(what: &str, pid: i32, log: &Path, limit: Duration, mut ready: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
+fn wait_until(
+    what: &str,
+    pid: i32,
+    log: &Path,
+    limit: Duration,
+    mut ready: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + limit;
     loop {
         if ready()? {
@@ -211,6 +225,9 @@ fn udp_port_bound(ns: &str, port: u16) -> anyhow::Result<bool> {
     let needle = format!(":{port:04X} ");
     netns::run_in(ns, move || {
         let table = std::fs::read_to_string("/proc/thread-self/net/udp")?;
-        Ok(table.lines().skip(1).any(|l| l.split_whitespace().nth(1).is_some_and(|local| format!("{local} ").ends_with(&needle))))
+        Ok(table
+            .lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().nth(1).is_some_and(|local| format!("{local} ").ends_with(&needle))))
     })
 }
