@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod schema;
+
 /// True when running under CI (`CI=true`), where tests that need the kernel must run.
 pub fn in_ci() -> bool {
     std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)

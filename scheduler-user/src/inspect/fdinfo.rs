@@ -1,5 +1,5 @@
 //! What the kernel says about a pinned BPF object in /proc/self/fdinfo: for an XDP link,
-//! the interface it is attached to (aya's `LinkInfo` does not expose it).
+//! the interface index it is attached to (aya's `LinkInfo` does not expose it).
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -40,16 +40,4 @@ fn bpf_obj_get(path: &Path) -> anyhow::Result<OwnedFd> {
     }
     // SAFETY: the kernel returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-/// The name of interface `ifindex` in this network namespace, if it exists here.
-pub fn interface_name(ifindex: u32) -> Option<String> {
-    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
-    // SAFETY: buf has IF_NAMESIZE bytes, as if_indextoname requires.
-    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: on success buf holds a NUL-terminated name.
-    Some(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
 }

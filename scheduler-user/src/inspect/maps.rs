@@ -334,10 +334,11 @@ fn render_dump(d: &MapDump) -> String {
         MapDump::Counters { map, pin_name, total, per_cpu } => {
             let mut header = vec!["counter".to_string(), "total".to_string()];
             header.extend((0..per_cpu.len()).map(|i| format!("cpu{i}")));
-            let rows: Vec<Vec<String>> = total
+            let rows: Vec<Vec<String>> = Counter::NAMES
                 .iter()
+                .filter_map(|name| Some((*name, total.get(*name)?)))
                 .map(|(name, v)| {
-                    let mut row = vec![name.clone(), v.to_string()];
+                    let mut row = vec![name.to_string(), v.to_string()];
                     row.extend(per_cpu.iter().map(|c| c.get(name).map(|x| x.to_string()).unwrap_or_default()));
                     row
                 })

@@ -53,8 +53,12 @@ impl OutputArgs {
         } else {
             text(value)
         };
-        println!("{}", out.trim_end());
-        Ok(())
+        use std::io::Write;
+        match writeln!(std::io::stdout().lock(), "{}", out.trim_end()) {
+            // A reader that stopped reading (`| head`) is not an error.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            r => Ok(r?),
+        }
     }
 }
 

@@ -34,10 +34,12 @@ pub struct ProgShowArgs {
 /// One attachment of a program.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Attachment {
-    /// Interface name, when it is in this network namespace.
+    /// Interface name (null: not found in this or any named network namespace).
     pub interface: Option<String>,
+    /// The named network namespace it is in (null: this one).
+    pub netns: Option<String>,
     pub ifindex: u32,
-    /// "driver", "skb", "hw", or null when the interface is not visible here.
+    /// "driver", "skb" or "hw" (null when the interface was not found).
     pub mode: Option<String>,
     pub link_id: Option<u32>,
     pub pinned: Option<String>,
@@ -84,6 +86,7 @@ fn tag_hex(info: &ProgramInfo) -> String {
 /// loaded program of that name (a test's or a benchmark's, pinned nowhere).
 pub fn collect(only: Option<&str>, out: &OutputArgs) -> anyhow::Result<Vec<ProgView>> {
     let stats_on = kernel_stats_enabled();
+    let attachments = xdp_attachments();
     let mut views = Vec::new();
     let mut seen = BTreeSet::new();
     for node in pinned_nodes(only)? {
@@ -93,18 +96,19 @@ pub fn collect(only: Option<&str>, out: &OutputArgs) -> anyhow::Result<Vec<ProgV
         }
         let info = ProgramInfo::from_pin(&prog_pin)
             .map_err(|e| anyhow::anyhow!("reading the pinned program {}: {e}", prog_pin.display()))?;
-        seen.insert(info.id());
+        let prog_id = info.id();
+        seen.insert(prog_id);
         let node_id = XdpMaps::open_pinned(&node.dir).and_then(|m| m.config()).map(|c| c.node).ok();
         let mut attached = Vec::new();
         for link in node.dir.links() {
             let info = fdinfo::pinned_fdinfo(&link)?;
             let ifindex: u32 = info.get("ifindex").and_then(|v| v.parse().ok()).unwrap_or(0);
-            let interface = fdinfo::interface_name(ifindex);
-            let mode = interface.as_deref().and_then(xdp_mode);
+            let on = attachments.iter().find(|a| a.prog_id == prog_id && a.ifindex == ifindex);
             attached.push(Attachment {
-                interface,
+                interface: on.map(|a| a.name.clone()),
+                netns: on.and_then(|a| a.netns.clone()),
                 ifindex,
-                mode,
+                mode: on.map(|a| a.mode.to_string()),
                 link_id: info.get("link_id").and_then(|v| v.parse().ok()),
                 pinned: shown_path(out, link.clone()),
             });
@@ -171,19 +175,62 @@ fn sample(views: &mut [ProgView], window: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The attach mode of the XDP program on `iface`, as `ip -j link` reports it.
-fn xdp_mode(iface: &str) -> Option<String> {
-    let out = std::process::Command::new("ip").args(["-j", "link", "show", "dev", iface]).output().ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    // XDP_ATTACHED_* of the kernel's uapi if_link.h.
-    let mode = match v.get(0)?.get("xdp")?.get("mode")?.as_u64()? {
-        1 => "driver",
-        2 => "skb",
-        3 => "hw",
-        4 => "multi",
-        _ => return None,
-    };
-    Some(mode.to_string())
+/// An XDP program attached to an interface, as iproute2 lists it in some namespace.
+#[derive(Clone, Debug)]
+struct XdpOnInterface {
+    netns: Option<String>,
+    ifindex: u32,
+    name: String,
+    mode: &'static str,
+    prog_id: u32,
+}
+
+/// Every XDP attachment in this network namespace and each named one (`/run/netns`): an
+/// XDP link tells its ifindex only, which names an interface in the link's own namespace.
+fn xdp_attachments() -> Vec<XdpOnInterface> {
+    let mut namespaces: Vec<Option<String>> = vec![None];
+    if let Ok(entries) = std::fs::read_dir("/run/netns") {
+        let mut named: Vec<String> = entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect();
+        named.sort();
+        namespaces.extend(named.into_iter().map(Some));
+    }
+    let mut found = Vec::new();
+    for ns in namespaces {
+        let mut cmd = std::process::Command::new("ip");
+        if let Some(ns) = &ns {
+            cmd.args(["-n", ns]);
+        }
+        let Ok(out) = cmd.args(["-j", "link", "show"]).output() else { continue };
+        let Ok(serde_json::Value::Array(links)) = serde_json::from_slice(&out.stdout) else { continue };
+        for link in links {
+            let Some(xdp) = link.get("xdp") else { continue };
+            let attached = match xdp.get("attached").and_then(|a| a.as_array()) {
+                Some(list) => list.clone(),
+                None => vec![xdp.clone()],
+            };
+            for a in attached {
+                let (Some(prog_id), Some(mode)) =
+                    (a.pointer("/prog/id").and_then(|v| v.as_u64()), a.get("mode").and_then(|v| v.as_u64()))
+                else {
+                    continue;
+                };
+                found.push(XdpOnInterface {
+                    netns: ns.clone(),
+                    ifindex: link.get("ifindex").and_then(|v| v.as_u64()).unwrap_or(0) as u32,
+                    name: link.get("ifname").and_then(|v| v.as_str()).unwrap_or_default().to_string(),
+                    // XDP_ATTACHED_* of the kernel's uapi if_link.h.
+                    mode: match mode {
+                        1 => "driver",
+                        2 => "skb",
+                        3 => "hw",
+                        _ => "unknown",
+                    },
+                    prog_id: prog_id as u32,
+                });
+            }
+        }
+    }
+    found
 }
 
 pub fn run(cmd: ProgCommand, global: OutputArgs) -> anyhow::Result<()> {
@@ -212,8 +259,12 @@ fn render(views: &[ProgView]) -> String {
         }
         s.push('\n');
         for a in &v.attached {
-            let name = a.interface.clone().unwrap_or_else(|| "(another namespace)".into());
-            s.push_str(&format!("\tattached {name}(ifindex {})  mode {}", a.ifindex, a.mode.as_deref().unwrap_or("?")));
+            let name = a.interface.clone().unwrap_or_else(|| "?".into());
+            s.push_str(&format!("\tattached {name}(ifindex {})", a.ifindex));
+            if let Some(ns) = &a.netns {
+                s.push_str(&format!("  netns {ns}"));
+            }
+            s.push_str(&format!("  mode {}", a.mode.as_deref().unwrap_or("?")));
             if let Some(id) = a.link_id {
                 s.push_str(&format!("  link {id}"));
             }

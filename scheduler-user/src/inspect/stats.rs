@@ -110,13 +110,14 @@ fn render(nodes: &[NodeStats]) -> String {
     for n in nodes {
         let ratio = n.hit_ratio.map(|r| format!("{:.1}%", r * 100.0)).unwrap_or_else(|| "-".into());
         s.push_str(&format!("node {} ({}), over {:.1} s: hit ratio {ratio}\n", n.node, n.pin_name, n.interval_s));
-        let rows: Vec<Vec<String>> = n
-            .counters
+        // In the order the counters are declared (the JSON object is keyed by name).
+        let rows: Vec<Vec<String>> = Counter::NAMES
             .iter()
+            .filter_map(|name| Some((*name, n.counters.get(*name)?)))
             .filter(|(_, v)| v.as_u64() != Some(0))
             .map(|(name, v)| {
                 let rate = n.rates.get(name).and_then(|r| r.as_f64()).unwrap_or(0.0);
-                vec![name.clone(), v.to_string(), format!("{rate:.1}")]
+                vec![name.to_string(), v.to_string(), format!("{rate:.1}")]
             })
             .collect();
         s.push_str(&table(&["counter", "total", "per_s"], &rows));
