@@ -24,7 +24,7 @@ use scheduler_user::{
     executor::{self, ExecutorConfig},
     metrics, netns,
     testbed::{services::agent_args, Layout, Testbed},
-    top::{self, NodeView, SwitchView, TopModel},
+    top::{self, ClientView, NodeView, SwitchView, TopModel},
     xdp::{PinDir, XdpMaps},
 };
 use serde_json::Value;
@@ -225,6 +225,45 @@ fn the_switch_serves_metrics_over_http_and_switch_stats_reads_them() {
     }
     let text = stdout(&bolt(&["switch", "stats", "--switch", &endpoint, "--interval", "0.1"]));
     assert!(text.contains("queue depth      p1=0 p2=5 p3=0 p4=0"), "{text}");
+
+    // A client serving its summary, and `bolt top` reading the switch and the client.
+    let mut cmd = Command::new(BOLT);
+    let udp_s = udp.to_string();
+    cmd.args([
+        "submit",
+        "--switch",
+        &udp_s,
+        "--tasks",
+        "3",
+        "--handler",
+        "noop",
+        "--priority",
+        "3",
+        "--deadline-s",
+        "30",
+    ]);
+    cmd.args(["--metrics", "127.0.0.1:0"]);
+    let client = Process::start(cmd, "metrics at");
+    let client_http = client.logged_addr("metrics at", "addr=");
+    let deadline = Instant::now() + DEADLINE;
+    let summary = loop {
+        let v = metrics::get_json(client_http, "/stats", t).expect("client /stats");
+        if v["client"]["submitted"] == 3 {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "the client never published its 3 tasks: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_schema("client /stats", &summary);
+    let client_text = metrics::get(client_http, "/metrics", t).unwrap();
+    assert_same_names(&summary, &client_text);
+    let o = bolt(&["top", "--once", "--interval", "0.2", "--switch", &endpoint, "--client", &client_http.to_string()]);
+    let drawn = stdout(&o);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(drawn.lines().count(), 24, "{drawn}");
+    assert!(drawn.contains(&format!("switch {endpoint}")), "{drawn}");
+    assert!(drawn.contains("queued  p1 0  p2 5  p3 3  p4 0"), "{drawn}");
+    assert!(drawn.contains(&format!("client {client_http}: 0/3 done")), "{drawn}");
 }
 
 #[test]
@@ -241,6 +280,14 @@ fn top_draws_its_model_on_an_80x24_terminal() {
             queue_full_tasks: 0,
         }),
         switch_error: None,
+        client: Some(ClientView {
+            endpoint: "10.77.0.1:9173".into(),
+            p50_sched_delay_us: 41.5,
+            p99_sched_delay_us: 310.2,
+            completed: 118_000,
+            submitted: 120_000,
+        }),
+        client_error: None,
         decisions_history: (0..100u64).map(|i| 20_000 + (i * 997) % 30_000).collect(),
         nodes: vec![
             NodeView {

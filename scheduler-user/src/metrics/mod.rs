@@ -17,6 +17,8 @@ use crate::queue::stats::ORIGINS;
 pub const SWITCH_PORT: u16 = 9171;
 /// The agent's metrics port unless told otherwise.
 pub const AGENT_PORT: u16 = 9172;
+/// The port of `bolt submit --metrics` unless given.
+pub const CLIENT_PORT: u16 = 9173;
 /// Where `bolt agent` serves its metrics unless told otherwise, and where `bolt ring show`
 /// and `bolt top` look for them.
 pub const AGENT_DEFAULT: &str = "127.0.0.1:9172";

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use scheduler_common::maps::Counter;
 
-use super::model::{NodeView, SwitchView, TopModel};
+use super::model::{ClientView, NodeView, SwitchView, TopModel};
 use crate::inspect::{pinned_nodes, stats::hit_ratio};
 use crate::metrics;
 use crate::xdp::{CounterSnapshot, XdpMaps};
@@ -16,29 +16,66 @@ pub struct Collector {
     iface: Option<String>,
     switch: Option<SocketAddr>,
     switch_netns: Option<String>,
+    client: Option<SocketAddr>,
     last_switch: Option<(Instant, serde_json::Value)>,
     last_counters: HashMap<String, (Instant, CounterSnapshot)>,
 }
 
 impl Collector {
-    pub fn new(iface: Option<String>, switch: Option<SocketAddr>, switch_netns: Option<String>) -> Collector {
-        Collector { iface, switch, switch_netns, last_switch: None, last_counters: HashMap::new() }
+    /// `switch_netns`: the namespace the switch's and the client's endpoints are reached from.
+    pub fn new(
+        iface: Option<String>,
+        switch: Option<SocketAddr>,
+        client: Option<SocketAddr>,
+        switch_netns: Option<String>,
+    ) -> Collector {
+        Collector { iface, switch, switch_netns, client, last_switch: None, last_counters: HashMap::new() }
+    }
+
+    fn get_stats(&self, addr: SocketAddr) -> anyhow::Result<serde_json::Value> {
+        let read = move || metrics::get_json(addr, "/stats", Duration::from_millis(500));
+        match &self.switch_netns {
+            Some(ns) => crate::netns::run_in(ns, read),
+            None => read(),
+        }
     }
 
     /// Reads everything once more and updates `model`; rates are over the time since the
     /// previous call.
     pub fn refresh(&mut self, model: &mut TopModel) {
         self.refresh_switch(model);
+        self.refresh_client(model);
         model.nodes = self.read_nodes();
+    }
+
+    fn refresh_client(&mut self, model: &mut TopModel) {
+        let Some(addr) = self.client else { return };
+        let got = self.get_stats(addr).and_then(|v| {
+            let c = v.get("client").filter(|c| c.is_object()).cloned();
+            c.ok_or_else(|| anyhow::anyhow!("not a client's endpoint"))
+        });
+        match got {
+            Ok(c) => {
+                let f = |k: &str| c.get(k).and_then(|x| x.as_f64()).unwrap_or(0.0);
+                model.client = Some(ClientView {
+                    endpoint: addr.to_string(),
+                    p50_sched_delay_us: f("p50_sched_delay_us"),
+                    p99_sched_delay_us: f("p99_sched_delay_us"),
+                    completed: f("completed") as u64,
+                    submitted: f("submitted") as u64,
+                });
+                model.client_error = None;
+            }
+            Err(e) => {
+                model.client = None;
+                model.client_error = Some(format!("{addr}: {e:#}"));
+            }
+        }
     }
 
     fn refresh_switch(&mut self, model: &mut TopModel) {
         let Some(addr) = self.switch else { return };
-        let read = move || metrics::get_json(addr, "/stats", Duration::from_millis(500));
-        let got = match &self.switch_netns {
-            Some(ns) => crate::netns::run_in(ns, read),
-            None => read(),
-        };
+        let got = self.get_stats(addr);
         let now = Instant::now();
         let stats = match got.and_then(|v| v.get("switch").cloned().ok_or_else(|| anyhow::anyhow!("not a switch"))) {
             Ok(s) => s,

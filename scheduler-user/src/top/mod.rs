@@ -12,15 +12,19 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 use ratatui::{backend::TestBackend, Terminal};
 
 pub use collect::Collector;
-pub use model::{NodeView, SwitchView, TopModel};
+pub use model::{ClientView, NodeView, SwitchView, TopModel};
 
 #[derive(clap::Args, Debug)]
 pub struct TopArgs {
     /// The switch's metrics endpoint, HOST[:PORT] (port 9171 unless given), or "off".
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     pub switch: String,
-    /// Reach the switch's endpoint from inside this network namespace (a testbed's
-    /// switch namespace, e.g. bolt-sw).
+    /// A client's endpoint (`bolt submit --metrics ADDR`), for scheduling delay
+    /// percentiles: HOST[:PORT] (port 9173 unless given), or "off".
+    #[arg(long, value_name = "ADDR", default_value = "off")]
+    pub client: String,
+    /// Reach the switch's and the client's endpoints from inside this network namespace
+    /// (a testbed's switch namespace, e.g. bolt-sw).
     #[arg(long, value_name = "NS")]
     pub switch_netns: Option<String>,
     /// Only this node's rings (its directory under /sys/fs/bpf/bolt/).
@@ -55,7 +59,8 @@ pub fn render_text(model: &TopModel, width: u16, height: u16) -> anyhow::Result<
 pub fn run(args: TopArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.interval >= 0.1 && args.interval <= 3600.0, "--interval must be 0.1 to 3600 seconds");
     let switch = crate::metrics::parse_endpoint(&args.switch, crate::metrics::SWITCH_PORT)?;
-    let mut collector = Collector::new(args.iface.clone(), switch, args.switch_netns.clone());
+    let client = crate::metrics::parse_endpoint(&args.client, crate::metrics::CLIENT_PORT)?;
+    let mut collector = Collector::new(args.iface.clone(), switch, client, args.switch_netns.clone());
     let interval = Duration::from_secs_f64(args.interval);
     let mut model = TopModel { interval_s: args.interval, ..TopModel::default() };
     if args.once || !std::io::stdout().is_terminal() {

@@ -15,6 +15,9 @@ pub struct TopModel {
     pub switch_error: Option<String>,
     /// The switch's decisions per second, oldest first, at most [`HISTORY`].
     pub decisions_history: Vec<u64>,
+    /// Scheduling delay seen by a client (`bolt submit --metrics`), when watched.
+    pub client: Option<ClientView>,
+    pub client_error: Option<String>,
     /// Nodes whose rings are pinned on this host (a testbed's hosts share the bpffs).
     pub nodes: Vec<NodeView>,
 }
@@ -29,6 +32,16 @@ pub struct SwitchView {
     pub received_per_s: f64,
     pub refill_tasks_per_s: f64,
     pub queue_full_tasks: u64,
+}
+
+/// A client's running summary: submit → executor start, since the client started.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ClientView {
+    pub endpoint: String,
+    pub p50_sched_delay_us: f64,
+    pub p99_sched_delay_us: f64,
+    pub completed: u64,
+    pub submitted: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

@@ -32,7 +32,7 @@ fn thousands(v: f64) -> String {
 
 pub fn render(frame: &mut Frame, model: &TopModel) {
     let [title, switch, spark, nodes] =
-        Layout::vertical([Constraint::Length(1), Constraint::Length(4), Constraint::Length(6), Constraint::Min(4)])
+        Layout::vertical([Constraint::Length(1), Constraint::Length(5), Constraint::Length(5), Constraint::Min(4)])
             .areas(frame.area());
     let header = format!(" bolt top   every {:.1} s   q quits", model.interval_s);
     frame.render_widget(Paragraph::new(header).style(Style::new().add_modifier(Modifier::REVERSED)), title);
@@ -66,6 +66,15 @@ fn render_switch(frame: &mut Frame, model: &TopModel, area: Rect) {
         (None, Some(e)) => (" switch ".into(), vec![Line::from(format!("unreachable: {e}"))]),
         (None, None) => (" switch ".into(), vec![Line::from("not watched (--switch off)")]),
     };
+    let mut lines = lines;
+    lines.push(Line::from(match (&model.client, &model.client_error) {
+        (Some(c), _) => format!(
+            "sched delay p50 {:.0} us  p99 {:.0} us   client {}: {}/{} done",
+            c.p50_sched_delay_us, c.p99_sched_delay_us, c.endpoint, c.completed, c.submitted
+        ),
+        (None, Some(e)) => format!("client unreachable: {e}"),
+        (None, None) => "sched delay: watch a client with --client ADDR (bolt submit --metrics ADDR)".into(),
+    }));
     frame.render_widget(Paragraph::new(lines).block(Block::new().borders(Borders::ALL).title(title)), area);
 }
 
