@@ -195,6 +195,11 @@ mod tests {
         let mut answer = String::new();
         raw.read_to_string(&mut answer).unwrap();
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        // Counted once the answer is written, so possibly just after the client read it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while server.rejected() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert_eq!(server.rejected(), 2);
     }
 }

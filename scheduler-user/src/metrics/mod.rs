@@ -149,9 +149,9 @@ mod tests {
         let text = render_prometheus(&flatten("bolt", &v));
         assert_eq!(
             text,
-            "# TYPE bolt_switch_queue_swaps counter\nbolt_switch_queue_swaps 3\n\
-             # TYPE bolt_switch_queue_cost_packets counter\n\
+            "# TYPE bolt_switch_queue_cost_packets counter\n\
              bolt_switch_queue_cost_packets{op=\"submit\"} 1\nbolt_switch_queue_cost_packets{op=\"get_task\"} 2\n\
+             # TYPE bolt_switch_queue_swaps counter\nbolt_switch_queue_swaps 3\n\
              # TYPE bolt_switch_queue_depth gauge\n\
              bolt_switch_queue_depth{priority=\"1\"} 5\nbolt_switch_queue_depth{priority=\"2\"} 0\n"
         );
