@@ -174,7 +174,11 @@ fn metric_names(prefix: &str, v: &Value, out: &mut BTreeSet<String>) {
         Value::Number(_) => {
             out.insert(prefix.to_string());
         }
-        Value::Object(m) => m.iter().for_each(|(k, x)| metric_names(&format!("{prefix}_{k}"), x, out)),
+        // An object named `counters` adds nothing to the name (docs/cli.md).
+        Value::Object(m) => m.iter().for_each(|(k, x)| {
+            let name = if k == "counters" { prefix.to_string() } else { format!("{prefix}_{k}") };
+            metric_names(&name, x, out)
+        }),
         Value::Array(a) => a.iter().for_each(|x| metric_names(prefix, x, out)),
         _ => {}
     }
@@ -452,7 +456,7 @@ fn inspection_of_a_live_node() {
     assert_schema("agent /stats", &agent_json);
     assert_same_names(&agent_json, &agent_text);
     let samples = prometheus_samples(&agent_text);
-    assert!(samples.contains(&("bolt_xdp_counters_refill_tasks".into(), queued as f64)), "{agent_text}");
+    assert!(samples.contains(&("bolt_xdp_refill_tasks".into(), queued as f64)), "{agent_text}");
     assert!(samples.contains(&("bolt_xdp_reserved{priority=\"1\"}".into(), queued as f64)), "{agent_text}");
     let mut cmd = netns::command_in(&layout.switch_ns, BOLT).unwrap();
     let sw = bolt_json(cmd.args([

@@ -2,7 +2,7 @@
 //! `/stats` as JSON and `/metrics` in Prometheus text format. Both come from one JSON
 //! value, so a counter has the same name everywhere: the JSON field `switch.queue.swaps`
 //! is the Prometheus metric `bolt_switch_queue_swaps`; arrays become labels (priority,
-//! op, kind).
+//! op, kind); an object named `counters` adds nothing to the name.
 
 mod http;
 
@@ -49,7 +49,16 @@ pub fn get_json(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Resu
 }
 
 /// Fields whose value is a level rather than a running count.
-const GAUGES: [&str; 6] = ["queue_depth", "capacity", "queued", "reserved", "ring_capacity", "uptime_s"];
+const GAUGES: [&str; 7] = ["queue_depth", "capacity", "queued", "reserved", "ring_capacity", "unfinished", "elapsed_s"];
+
+/// A level (gauge) rather than a running count: sizes, occupancy, percentiles, rates.
+fn is_gauge(field: &str) -> bool {
+    GAUGES.contains(&field) || field.starts_with("p50_") || field.starts_with("p99_") || field.ends_with("_per_s")
+}
+
+/// An object of this name groups counters without adding to their names: the agent's
+/// `xdp.counters.hit_p1` is `bolt_xdp_hit_p1`, as `hit_p1` is in scheduler-common.
+const TRANSPARENT: &str = "counters";
 
 /// How the elements of an array field are told apart: the label name and the label of
 /// element `i`.
@@ -98,11 +107,12 @@ fn walk(
             name: name.to_string(),
             labels: labels.clone(),
             value: n.as_f64().unwrap_or(0.0),
-            gauge: GAUGES.contains(&field),
+            gauge: is_gauge(field),
         }),
         Value::Object(map) => {
             for (k, v) in map {
-                walk(&format!("{name}_{k}"), k, v, labels, out);
+                let inner = if k == TRANSPARENT { name.to_string() } else { format!("{name}_{k}") };
+                walk(&inner, k, v, labels, out);
             }
         }
         Value::Array(items) => {
@@ -155,6 +165,14 @@ mod tests {
              # TYPE bolt_switch_queue_depth gauge\n\
              bolt_switch_queue_depth{priority=\"1\"} 5\nbolt_switch_queue_depth{priority=\"2\"} 0\n"
         );
+    }
+
+    #[test]
+    fn counters_objects_add_no_name_and_percentiles_are_gauges() {
+        let v = serde_json::json!({"xdp": {"counters": {"hit_p1": 2}}, "client": {"p99_sched_delay_us": 1.5}});
+        let samples = flatten("bolt", &v);
+        let names: Vec<(&str, bool)> = samples.iter().map(|s| (s.name.as_str(), s.gauge)).collect();
+        assert_eq!(names, [("bolt_client_p99_sched_delay_us", true), ("bolt_xdp_hit_p1", false)]);
     }
 
     #[test]

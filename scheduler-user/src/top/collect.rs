@@ -13,7 +13,7 @@ use crate::metrics;
 use crate::xdp::{CounterSnapshot, XdpMaps};
 
 pub struct Collector {
-    iface: Option<String>,
+    ifaces: Vec<String>,
     switch: Option<SocketAddr>,
     switch_netns: Option<String>,
     client: Option<SocketAddr>,
@@ -23,13 +23,14 @@ pub struct Collector {
 
 impl Collector {
     /// `switch_netns`: the namespace the switch's and the client's endpoints are reached from.
+    /// `ifaces`: the nodes to show (empty: every node pinned on this host).
     pub fn new(
-        iface: Option<String>,
+        ifaces: Vec<String>,
         switch: Option<SocketAddr>,
         client: Option<SocketAddr>,
         switch_netns: Option<String>,
     ) -> Collector {
-        Collector { iface, switch, switch_netns, client, last_switch: None, last_counters: HashMap::new() }
+        Collector { ifaces, switch, switch_netns, client, last_switch: None, last_counters: HashMap::new() }
     }
 
     fn get_stats(&self, addr: SocketAddr) -> anyhow::Result<serde_json::Value> {
@@ -112,7 +113,11 @@ impl Collector {
     }
 
     fn read_nodes(&mut self) -> Vec<NodeView> {
-        let Ok(nodes) = pinned_nodes(self.iface.as_deref()) else { return Vec::new() };
+        let nodes = if self.ifaces.is_empty() {
+            pinned_nodes(None).unwrap_or_default()
+        } else {
+            self.ifaces.iter().filter_map(|i| pinned_nodes(Some(i)).ok()).flatten().collect()
+        };
         let mut views = Vec::new();
         for n in nodes {
             let Ok(maps) = XdpMaps::open_pinned(&n.dir) else { continue };

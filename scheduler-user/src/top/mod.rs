@@ -27,9 +27,9 @@ pub struct TopArgs {
     /// (a testbed's switch namespace, e.g. bolt-sw).
     #[arg(long, value_name = "NS")]
     pub switch_netns: Option<String>,
-    /// Only this node's rings (its directory under /sys/fs/bpf/bolt/).
-    #[arg(long, value_name = "IF")]
-    pub iface: Option<String>,
+    /// Only these nodes' rings (their directories under /sys/fs/bpf/bolt/; repeat).
+    #[arg(long = "iface", value_name = "IF")]
+    pub ifaces: Vec<String>,
     /// Seconds between refreshes.
     #[arg(long, value_name = "SECS", default_value_t = 1.0)]
     pub interval: f64,
@@ -60,7 +60,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.interval >= 0.1 && args.interval <= 3600.0, "--interval must be 0.1 to 3600 seconds");
     let switch = crate::metrics::parse_endpoint(&args.switch, crate::metrics::SWITCH_PORT)?;
     let client = crate::metrics::parse_endpoint(&args.client, crate::metrics::CLIENT_PORT)?;
-    let mut collector = Collector::new(args.iface.clone(), switch, client, args.switch_netns.clone());
+    let mut collector = Collector::new(args.ifaces.clone(), switch, client, args.switch_netns.clone());
     let interval = Duration::from_secs_f64(args.interval);
     let mut model = TopModel { interval_s: args.interval, ..TopModel::default() };
     if args.once || !std::io::stdout().is_terminal() {

@@ -30,6 +30,17 @@ fn thousands(v: f64) -> String {
     out
 }
 
+/// A duration in µs, in ms or s when long.
+fn micros(us: f64) -> String {
+    if us < 10_000.0 {
+        format!("{us:.0} us")
+    } else if us < 10_000_000.0 {
+        format!("{:.1} ms", us / 1e3)
+    } else {
+        format!("{:.1} s", us / 1e6)
+    }
+}
+
 pub fn render(frame: &mut Frame, model: &TopModel) {
     let [title, switch, spark, nodes] =
         Layout::vertical([Constraint::Length(1), Constraint::Length(5), Constraint::Length(5), Constraint::Min(4)])
@@ -69,8 +80,12 @@ fn render_switch(frame: &mut Frame, model: &TopModel, area: Rect) {
     let mut lines = lines;
     lines.push(Line::from(match (&model.client, &model.client_error) {
         (Some(c), _) => format!(
-            "sched delay p50 {:.0} us  p99 {:.0} us   client {}: {}/{} done",
-            c.p50_sched_delay_us, c.p99_sched_delay_us, c.endpoint, c.completed, c.submitted
+            "sched delay p50 {}  p99 {}   client {}: {}/{} done",
+            micros(c.p50_sched_delay_us),
+            micros(c.p99_sched_delay_us),
+            c.endpoint,
+            c.completed,
+            c.submitted
         ),
         (None, Some(e)) => format!("client unreachable: {e}"),
         (None, None) => "sched delay: watch a client with --client ADDR (bolt submit --metrics ADDR)".into(),
