@@ -267,7 +267,7 @@ fn the_switch_serves_metrics_over_http_and_switch_stats_reads_them() {
     assert_eq!(drawn.lines().count(), 24, "{drawn}");
     assert!(drawn.contains(&format!("switch {endpoint}")), "{drawn}");
     assert!(drawn.contains("queued  p1 0  p2 5  p3 3  p4 0"), "{drawn}");
-    assert!(drawn.contains(&format!("client {client_http}: 0/3 done")), "{drawn}");
+    assert!(drawn.contains(&format!("done 0/3 ({client_http})")), "{drawn}");
 }
 
 #[test]

@@ -80,12 +80,12 @@ fn render_switch(frame: &mut Frame, model: &TopModel, area: Rect) {
     let mut lines = lines;
     lines.push(Line::from(match (&model.client, &model.client_error) {
         (Some(c), _) => format!(
-            "sched delay p50 {}  p99 {}   client {}: {}/{} done",
+            "sched delay p50 {}  p99 {}  done {}/{} ({})",
             micros(c.p50_sched_delay_us),
             micros(c.p99_sched_delay_us),
-            c.endpoint,
             c.completed,
-            c.submitted
+            c.submitted,
+            c.endpoint
         ),
         (None, Some(e)) => format!("client unreachable: {e}"),
         (None, None) => "sched delay: watch a client with --client ADDR (bolt submit --metrics ADDR)".into(),
