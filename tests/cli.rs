@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bolt_tests::{is_root, require, schema, unique_name};
+use bolt_tests::{is_root, noop_client_in, require, schema, unique_name};
 use scheduler_common::{
     descriptor::Handler,
     encode_submit,
@@ -20,7 +20,6 @@ use scheduler_common::{
     JobRef, Task,
 };
 use scheduler_user::{
-    client::{Client, ClientConfig, Summary, TaskSpec},
     executor::{self, ExecutorConfig},
     metrics, netns,
     testbed::{services::agent_args, Layout, Testbed},
@@ -330,24 +329,6 @@ fn can_run() -> bool {
     )
 }
 
-/// A client in the switch's namespace: `tasks` noop tasks of priority 1, each sent once.
-fn client(ns: &str, switch: SocketAddr, tasks: usize) -> std::thread::JoinHandle<anyhow::Result<(bool, Summary)>> {
-    let ns = ns.to_string();
-    std::thread::spawn(move || {
-        netns::enter(&ns)?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        runtime.block_on(async move {
-            let mut cfg = ClientConfig::new(switch);
-            cfg.tracker.task_timeout = DEADLINE;
-            cfg.tracker.max_attempts = 1;
-            let mut client = Client::bind(cfg).await?;
-            client.submit(&vec![TaskSpec::new(Handler::Noop, 1, 0)?; tasks]).await?;
-            let idle = client.wait_idle(Instant::now() + DEADLINE).await?;
-            Ok((idle, client.summary()))
-        })
-    })
-}
-
 #[test]
 fn inspection_of_a_live_node() {
     if !can_run() {
@@ -372,7 +353,7 @@ fn inspection_of_a_live_node() {
 
     // No executors yet: the agent fills its rings and the rest waits in the switch.
     let tasks = 300;
-    let client = client(&layout.switch_ns, switch_addr, tasks);
+    let client = noop_client_in(&layout.switch_ns, switch_addr, tasks, DEADLINE);
     let dir = PinDir::under(Path::new(PIN_ROOT), &pin).unwrap();
     let deadline = Instant::now() + DEADLINE;
     let mut last = (-1, Instant::now());
