@@ -322,6 +322,39 @@ fn top_draws_its_model_on_an_80x24_terminal() {
     assert!(drawn.lines().all(|l| l.chars().count() <= 80));
 }
 
+#[test]
+fn top_on_a_terminal_quits_on_q() {
+    // A pseudo-terminal of 80x24 from util-linux's `script`; `q` arrives a second in.
+    if !require(Command::new("script").arg("--version").output().is_ok(), "util-linux script for a pty") {
+        return;
+    }
+    let inner = format!("stty cols 80 rows 24; {BOLT} top --switch off --interval 0.2 --duration 30");
+    let mut child = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script");
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"q").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("bolt top did not quit on q");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut screen = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut screen).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(started.elapsed() < Duration::from_secs(15), "quit only after {:?}", started.elapsed());
+    assert!(screen.contains("bolt top") && screen.contains("rings"), "nothing drawn: {screen:?}");
+}
+
 fn can_run() -> bool {
     require(
         is_root() && Path::new("/sys/fs/bpf").is_dir() && Command::new("ip").arg("-V").output().is_ok(),
