@@ -362,14 +362,7 @@ fn start_metrics(
         let xdp = pins.as_ref().and_then(|dir| xdp_json(dir).ok());
         serde_json::json!({ "agent": agent, "xdp": xdp })
     });
-    match MetricsServer::start(at, "bolt", source) {
-        Ok(server) => Ok(Some(server)),
-        Err(e) if addr == crate::metrics::AGENT_DEFAULT => {
-            tracing::warn!(error = %e, "no metrics endpoint (give --metrics ADDR to choose one)");
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
+    crate::metrics::serve(Some(at), addr == crate::metrics::AGENT_DEFAULT, source)
 }
 
 /// The program's side of the agent's metrics: counters by name and slots reserved per ring.

@@ -197,7 +197,7 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
                 let summary = source.lock().map(|s| s.clone()).ok();
                 serde_json::json!({ "client": summary })
             });
-            Some(crate::metrics::MetricsServer::start(at, "bolt", source)?)
+            crate::metrics::serve(Some(at), false, source)?
         }
         None => None,
     };

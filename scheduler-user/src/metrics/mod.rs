@@ -42,6 +42,20 @@ pub fn parse_endpoint(s: &str, port: u16) -> anyhow::Result<Option<SocketAddr>> 
     Ok(Some(addr))
 }
 
+/// Starts an endpoint at `addr` (None: none). An address the operator gave must work; a
+/// default one that is taken (another process on this host has it) only gets a warning.
+pub fn serve(addr: Option<SocketAddr>, is_default: bool, source: StatsSource) -> anyhow::Result<Option<MetricsServer>> {
+    let Some(addr) = addr else { return Ok(None) };
+    match MetricsServer::start(addr, "bolt", source) {
+        Ok(server) => Ok(Some(server)),
+        Err(e) if is_default => {
+            tracing::warn!(error = %e, "no metrics endpoint (give --metrics ADDR to choose one)");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// GET `path` from a metrics endpoint and parse it as JSON.
 pub fn get_json(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Result<serde_json::Value> {
     let body = get(addr, path, timeout)?;

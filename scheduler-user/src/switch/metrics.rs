@@ -48,18 +48,9 @@ pub(super) fn metrics_addr(args: &SwitchArgs) -> anyhow::Result<Option<SocketAdd
     metrics::parse_endpoint(&args.metrics, metrics::SWITCH_PORT)
 }
 
-/// Starts the endpoint. With the default address a failure to bind is a warning (another
-/// switch on this host has it); an address asked for must work.
+/// Starts the endpoint `--metrics` asks for.
 pub(super) fn start(args: &SwitchArgs, handle: &super::SwitchHandle) -> anyhow::Result<Option<MetricsServer>> {
-    let Some(addr) = metrics_addr(args)? else { return Ok(None) };
-    match MetricsServer::start(addr, "bolt", handle.stats_source()) {
-        Ok(server) => Ok(Some(server)),
-        Err(e) if args.metrics == "auto" => {
-            tracing::warn!(error = %e, "no metrics endpoint (give --metrics ADDR to choose one)");
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
+    metrics::serve(metrics_addr(args)?, args.metrics == "auto", handle.stats_source())
 }
 
 /// What `bolt switch stats` prints.
