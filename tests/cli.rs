@@ -75,6 +75,10 @@ fn prefixes_pick_the_one_object_and_command_they_start() {
         assert!(help.contains(&format!("\n  {object} ")), "bolt help does not list {object}:\n{help}");
     }
     assert!(stdout(&bolt(&["map", "help"])).contains("dump"));
+    // The output options belong to the inspection commands.
+    let o = bolt(&["-j", "testbed", "show", "--name", "nosuchbed"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("-j, -p and -f go with"), "{o:?}");
     // Ambiguous prefixes fail and name the candidates.
     for (prefix, candidates) in [("s", &["submit", "switch", "stats"][..]), ("t", &["testbed", "top"])] {
         let o = bolt(&[prefix]);

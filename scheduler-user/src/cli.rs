@@ -71,6 +71,18 @@ pub fn main() -> anyhow::Result<()> {
     telemetry::init_logging();
     let cli = Cli::parse();
     let out = cli.out;
+    let inspects = matches!(
+        cli.command,
+        Command::Prog { .. }
+            | Command::Map { .. }
+            | Command::Ring { .. }
+            | Command::Stats(_)
+            | Command::Switch(switch::SwitchCli { command: Some(_), .. })
+    );
+    anyhow::ensure!(
+        inspects || !(out.json || out.pretty || out.bpffs),
+        "-j, -p and -f go with prog, map, ring, stats and switch stats (other commands have their own --json)"
+    );
     match cli.command {
         Command::Executor(args) => executor::run(args),
         Command::Submit(args) => client::run(args),
