@@ -179,7 +179,34 @@ fn run_on(tb: &testbed::Testbed, args: &DemoArgs) -> anyhow::Result<()> {
     });
     procs.stop_all();
     outcome?;
+    for w in &tb.workers {
+        print_xdp_counters(tb, w)?;
+    }
     println!("\nMode: two-level (XDP tier 1 on {} worker hosts, software switch tier 2).", tb.workers.len());
+    Ok(())
+}
+
+/// What the XDP program on worker `w` did, read from its pinned counters with `bolt stats`.
+fn print_xdp_counters(tb: &testbed::Testbed, w: &testbed::Worker) -> anyhow::Result<()> {
+    let pin = &w.executors[0].host_iface;
+    let out = Command::new(&tb.bolt)
+        .args(["stats", "--json", "--interval", "0.05", "--iface", pin])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running bolt stats")?;
+    anyhow::ensure!(out.status.success(), "bolt stats --iface {pin} failed");
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading bolt stats --json")?;
+    let counters = &reports[0]["counters"];
+    let get = |name: &str| counters[name].as_u64().unwrap_or(0);
+    let hits: u64 = (1..=8).map(|p| get(&format!("hit_p{p}"))).sum();
+    println!(
+        "node {}: the XDP tier answered {hits} GET_TASK from the host's rings, passed {} to the switch while they \
+         were empty (idle executors ask again and again); {} REFILLs brought {} tasks",
+        w.node,
+        get("miss"),
+        get("refill_frames"),
+        get("refill_tasks")
+    );
     Ok(())
 }
 
