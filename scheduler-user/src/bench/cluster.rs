@@ -125,8 +125,9 @@ impl Site {
 
     fn deploy_testbed(&self, layout: &Layout, level: Level, opts: &DeployOptions) -> anyhow::Result<Deployment> {
         let listen = SocketAddr::V4(layout.switch_socket());
-        let switch =
-            netns::run_in(&layout.switch_ns, move || switch::spawn(SwitchConfig { listen, ..SwitchConfig::default() }))?;
+        let switch = netns::run_in(&layout.switch_ns, move || {
+            switch::spawn(SwitchConfig { listen, ..SwitchConfig::default() })
+        })?;
         let mut d = Deployment {
             requested: level,
             ran: level,
@@ -201,7 +202,10 @@ pub struct DeploymentReport {
 impl Deployment {
     /// Runs `f` on a thread in the clients' namespace, with a tokio runtime, and returns
     /// its result.
-    pub fn run_clients<T: Send + 'static, F>(&self, f: impl FnOnce(SocketAddr) -> F + Send + 'static) -> anyhow::Result<T>
+    pub fn run_clients<T: Send + 'static, F>(
+        &self,
+        f: impl FnOnce(SocketAddr) -> F + Send + 'static,
+    ) -> anyhow::Result<T>
     where
         F: std::future::Future<Output = anyhow::Result<T>>,
     {

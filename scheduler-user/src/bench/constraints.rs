@@ -98,7 +98,13 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             for g in 0..3 {
                 let tasks_per_s = c[g] as f64 / bin_s;
                 series[g].push((i as f64 * bin_s, tasks_per_s));
-                lines.write(&BinLine { kind: "bin", level: fields.clone(), group: g + 1, t_s: i as f64 * bin_s, tasks_per_s })?;
+                lines.write(&BinLine {
+                    kind: "bin",
+                    level: fields.clone(),
+                    group: g + 1,
+                    t_s: i as f64 * bin_s,
+                    tasks_per_s,
+                })?;
             }
         }
         for (p, name) in ["A", "B", "C"].into_iter().enumerate() {

@@ -6,11 +6,11 @@
 
 use serde::Serialize;
 
+use super::cluster::Level;
 use super::noop::{self, NoopArgs};
 use super::plot::{self, Chart, Scale, Series};
 use super::suite::{markdown_table, Context, Outcome};
 use super::tiers::{self, TiersArgs};
-use super::cluster::Level;
 
 const WORKERS: u16 = 2;
 

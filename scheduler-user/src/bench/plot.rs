@@ -77,7 +77,8 @@ pub fn render(chart: &Chart, dir: &Path, stem: &str) -> anyhow::Result<[PathBuf;
     load_font()?;
     let svg = dir.join(format!("{stem}.svg"));
     let png = dir.join(format!("{stem}.png"));
-    draw(SVGBackend::new(&svg, SIZE).into_drawing_area(), chart).with_context(|| format!("drawing {}", svg.display()))?;
+    draw(SVGBackend::new(&svg, SIZE).into_drawing_area(), chart)
+        .with_context(|| format!("drawing {}", svg.display()))?;
     // draw() presents the area, which writes the PNG file.
     draw(BitMapBackend::new(&png, SIZE).into_drawing_area(), chart)
         .with_context(|| format!("drawing {}", png.display()))?;

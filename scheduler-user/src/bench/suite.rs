@@ -193,7 +193,10 @@ pub fn print(r: &SuiteReport) {
 /// A Markdown table.
 pub fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut s = format!("| {} |\n", header.join(" | "));
-    s.push_str(&format!("|{}\n", header.iter().enumerate().map(|(i, _)| if i == 0 { "---|" } else { "---:|" }).collect::<String>()));
+    s.push_str(&format!(
+        "|{}\n",
+        header.iter().enumerate().map(|(i, _)| if i == 0 { "---|" } else { "---:|" }).collect::<String>()
+    ));
     for r in rows {
         s.push_str(&format!("| {} |\n", r.join(" | ")));
     }

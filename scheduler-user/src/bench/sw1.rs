@@ -50,11 +50,15 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let mut all = Vec::new();
     for &u in utilizations {
         // utilisation = clients × tasks × task time / interval / executors
-        let tasks_per_job = ((u * executors as f64 * INTERVAL_MS as f64) / (CLIENTS as f64 * TASK_MS as f64)).round() as u32;
+        let tasks_per_job =
+            ((u * executors as f64 * INTERVAL_MS as f64) / (CLIENTS as f64 * TASK_MS as f64)).round() as u32;
         let jobs_per_client = (seconds * 1000.0 / INTERVAL_MS as f64) as u32;
         let task = TaskSpec::new(Handler::Sleep { micros: TASK_MS * 1000 }, 1, 0)?;
         let jobs: Vec<TimedJob> = (0..jobs_per_client)
-            .map(|k| TimedJob { at: Duration::from_millis(k as u64 * INTERVAL_MS), tasks: vec![task; tasks_per_job as usize] })
+            .map(|k| TimedJob {
+                at: Duration::from_millis(k as u64 * INTERVAL_MS),
+                tasks: vec![task; tasks_per_job as usize],
+            })
             .collect();
         for level in Level::BOTH {
             ctx.progress("sw1", format_args!("{} at {:.0} % ({tasks_per_job} tasks per job)", level.name(), u * 100.0));

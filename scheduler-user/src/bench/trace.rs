@@ -127,7 +127,12 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         for level in Level::BOTH {
             ctx.progress(
                 "trace",
-                format_args!("{work:?} executors, {}: {} jobs, {} tasks", level.name(), trace.jobs.len(), trace.tasks()),
+                format_args!(
+                    "{work:?} executors, {}: {} jobs, {} tasks",
+                    level.name(),
+                    trace.jobs.len(),
+                    trace.tasks()
+                ),
             );
             let (fields, r, t) = measure(&site, level, &trace, work, 60)?;
             out.note_fallback(&fields.fallback);
@@ -188,7 +193,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     }
     out.table = format!(
         "Trace: seed {}, {seconds} s, median task 5 ms (log-normal, sigma 1, 0.1..100 ms), 8 tasks per job on \
-         average (geometric), 5 % of arrivals bursts of 5 to 20 jobs; spin at 60 % load, sleep at 70 %.\n\n{}",
+         average (geometric), 5 % of arrivals bursts of 0.5 to 2 tasks per executor; spin at 60 % load, sleep at 70 %.\n\n{}",
         ctx.seed,
         markdown_table(
             &[

@@ -41,7 +41,9 @@ impl Work {
 /// trace accelerated to the cluster, median task 5 ms, 12 priorities folded into 4).
 ///
 /// Jobs arrive in a Poisson process; each arrival is, with `burst_probability`, a burst
-/// of `burst_jobs` jobs at the same instant (the trace's bursts of hundreds of tasks).
+/// of jobs at the same instant holding `burst_tasks_per_executor` (uniform in the range)
+/// tasks per executor on average, at least 2 jobs (the trace's bursts of hundreds of
+/// tasks on 176 executors, scaled to the cluster as the thesis scaled its sampling).
 /// Tasks per job are geometric with mean `mean_tasks_per_job` (at most
 /// `max_tasks_per_job`); task durations are log-normal with median `median_task_ms` and
 /// shape `sigma`, clamped to `min_task_ms..=max_task_ms`. A job's priority is drawn
@@ -60,7 +62,7 @@ pub struct TraceParams {
     pub mean_tasks_per_job: f64,
     pub max_tasks_per_job: u32,
     pub burst_probability: f64,
-    pub burst_jobs: (u32, u32),
+    pub burst_tasks_per_executor: (f64, f64),
     pub priority_shares: [f64; 4],
     /// All tasks at priority 1 (the FIFO baseline of thesis Figure 15).
     pub fifo: bool,
@@ -81,7 +83,7 @@ impl TraceParams {
             mean_tasks_per_job: 8.0,
             max_tasks_per_job: 200,
             burst_probability: 0.05,
-            burst_jobs: (5, 20),
+            burst_tasks_per_executor: (0.5, 2.0),
             priority_shares: [1.2, 1.7, 64.6, 32.2],
             fifo: false,
         }
@@ -97,12 +99,14 @@ pub struct Trace {
 impl Trace {
     pub fn generate(p: &TraceParams) -> anyhow::Result<Trace> {
         anyhow::ensure!(p.seconds > 0.0 && p.load > 0.0 && p.executors > 0, "trace needs time, load and executors");
-        anyhow::ensure!(p.mean_tasks_per_job >= 1.0 && p.burst_jobs.0 >= 1 && p.burst_jobs.0 <= p.burst_jobs.1);
+        let (lo, hi) = p.burst_tasks_per_executor;
+        anyhow::ensure!(p.mean_tasks_per_job >= 1.0 && lo > 0.0 && lo <= hi, "bad trace parameters");
+        let burst_jobs = |x: f64| (x * p.executors as f64 / p.mean_tasks_per_job).round().max(2.0);
         let mut rng = StdRng::seed_from_u64(p.seed);
         // The mean of the clamped log-normal, estimated from its own stream of draws.
         let mut est = StdRng::seed_from_u64(p.seed ^ 0x5eed);
         let mean_task_s = (0..20_000).map(|_| duration_us(&mut est, p) as f64).sum::<f64>() / 20_000.0 / 1e6;
-        let mean_burst = (p.burst_jobs.0 + p.burst_jobs.1) as f64 / 2.0;
+        let mean_burst = (burst_jobs(lo) + burst_jobs(hi)) / 2.0;
         let jobs_per_arrival = 1.0 - p.burst_probability + p.burst_probability * mean_burst;
         let work_per_arrival_s = jobs_per_arrival * p.mean_tasks_per_job * mean_task_s;
         let arrivals_per_s = p.load * p.executors as f64 / work_per_arrival_s;
@@ -113,8 +117,7 @@ impl Trace {
             if t >= p.seconds {
                 break;
             }
-            let burst =
-                if rng.gen_bool(p.burst_probability) { rng.gen_range(p.burst_jobs.0..=p.burst_jobs.1) } else { 1 };
+            let burst = if rng.gen_bool(p.burst_probability) { burst_jobs(rng.gen_range(lo..=hi)) as u32 } else { 1 };
             for _ in 0..burst {
                 let n = geometric(&mut rng, p.mean_tasks_per_job).min(p.max_tasks_per_job);
                 let prio = if p.fifo { 1 } else { pick_priority(&mut rng, &p.priority_shares) };
