@@ -47,6 +47,8 @@ struct PhaseLine {
     completed: u64,
     /// Last completion, seconds after the first submission.
     finished_s: f64,
+    /// Tasks executors refused over the whole run (needing resources they lack).
+    tasks_refused: u64,
 }
 
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
@@ -77,7 +79,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             replay(bench_client_config(switch), &my_jobs, Duration::from_secs(120)).await
         })?;
         let fields = LevelFields::of(&d);
-        d.stop()?;
+        let refused = d.stop()?.executors.tasks_refused;
         out.note_fallback(&fields.fallback);
         out.submitted += r.summary.submitted;
         out.completed += r.summary.completed;
@@ -128,6 +130,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 submitted: per_phase * tasks_per_job as u64,
                 completed: phase_records.clone().count() as u64,
                 finished_s: phase_records.map(|t| secs(t.completed_unix_ns)).fold(0.0, f64::max),
+                tasks_refused: refused,
             };
             rows.push(vec![
                 level.name().to_string(),

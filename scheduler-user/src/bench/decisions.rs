@@ -103,9 +103,9 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     }
     let chart = Chart {
         title: "No-op tasks: scheduling decisions per second".into(),
-        x_label: "executors (log scale)".into(),
+        x_label: "executors".into(),
         y_label: "thousand decisions per second".into(),
-        x_scale: Scale::Log,
+        x_scale: Scale::Linear,
         series: Level::BOTH.iter().zip(series).map(|(l, pts)| Series::new(l.name(), pts)).collect(),
     };
     out.plots.extend(plot::render(&chart, ctx.results.path(), "noop_decisions")?);

@@ -2,9 +2,11 @@
 //! of [`TraceParams`] replayed through one client, with CPU-spin executors (13.a) and
 //! with sleep executors, more of them (13.b). Reported per workload and level: the CDF
 //! of the scheduling delay (submit → start), and its breakdown into the GET_TASK round
-//! trip (the executor's last GET_TASK → the ASSIGN that answered it, measured by the
+//! trip (the executor's latest GET_TASK → the ASSIGN it then received, measured by the
 //! executor) and the queueing delay (the rest: the task waited in a queue, or travelled
-//! from client to switch, while no executor asked for it).
+//! from client to switch, while no executor asked for it). An executor whose GET_TASK
+//! timed out under overload has two in flight from then on, so an ASSIGN may be
+//! waiting already when it asks: those round trips are about a microsecond.
 
 use std::collections::HashMap;
 
