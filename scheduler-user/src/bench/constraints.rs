@@ -143,17 +143,17 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             ]);
             lines.write(&line)?;
         }
-        let chart = Chart {
-            title: format!("SW2: throughput per node group, {}", level.name()),
-            x_label: "time since the first submission (s)".into(),
-            y_label: "tasks completed per second, per node".into(),
-            x_scale: Scale::Linear,
-            series: series
+        let chart = Chart::new(
+            format!("SW2: throughput per node group, {}", level.name()),
+            "time since the first submission (s)",
+            "tasks completed per second, per node",
+            Scale::Linear,
+            series
                 .into_iter()
                 .zip(["G1 {A}", "G2 {A,B}", "G3 {A,B,C}"])
                 .map(|(pts, name)| Series::new(name, pts))
                 .collect(),
-        };
+        );
         let stem = format!("constraints_{}", level.name().replace('-', "_"));
         out.plots.extend(plot::render(&chart, ctx.results.path(), &stem)?);
     }

@@ -101,13 +101,13 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         }
         rows.push(row);
     }
-    let chart = Chart {
-        title: "No-op tasks: scheduling decisions per second".into(),
-        x_label: "executors".into(),
-        y_label: "thousand decisions per second".into(),
-        x_scale: Scale::Linear,
-        series: Level::BOTH.iter().zip(series).map(|(l, pts)| Series::new(l.name(), pts)).collect(),
-    };
+    let chart = Chart::new(
+        "No-op tasks: scheduling decisions per second",
+        "executors",
+        "thousand decisions per second",
+        Scale::Linear,
+        Level::BOTH.iter().zip(series).map(|(l, pts)| Series::new(l.name(), pts)).collect(),
+    );
     out.plots.extend(plot::render(&chart, ctx.results.path(), "noop_decisions")?);
     out.table = format!(
         "{WORKERS} worker nodes, closed-loop no-op executors (one GET_TASK in flight each), {seconds} s per point; \

@@ -72,6 +72,18 @@ pub struct Chart {
     pub series: Vec<Series>,
 }
 
+impl Chart {
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+        x_scale: Scale,
+        series: Vec<Series>,
+    ) -> Chart {
+        Chart { title: title.into(), x_label: x_label.into(), y_label: y_label.into(), x_scale, series }
+    }
+}
+
 /// Writes `dir/<stem>.svg` and `dir/<stem>.png`; returns both paths.
 pub fn render(chart: &Chart, dir: &Path, stem: &str) -> anyhow::Result<[PathBuf; 2]> {
     load_font()?;

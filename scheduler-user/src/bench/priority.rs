@@ -84,23 +84,23 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         }
         get_series.push(Series::new(format!("median, {}", level.name()), p50));
         get_series.push(Series::new(format!("p90, {}", level.name()), p90));
-        let chart = Chart {
-            title: format!("Queueing delay per priority level, {}", level.name()),
-            x_label: "queueing delay (ms, log scale)".into(),
-            y_label: "fraction of tasks".into(),
-            x_scale: Scale::Log,
-            series: queue_series,
-        };
+        let chart = Chart::new(
+            format!("Queueing delay per priority level, {}", level.name()),
+            "queueing delay (ms, log scale)",
+            "fraction of tasks",
+            Scale::Log,
+            queue_series,
+        );
         let stem = format!("priority_queueing_{}", level.name().replace('-', "_"));
         out.plots.extend(plot::render(&chart, ctx.results.path(), &stem)?);
     }
-    let chart = Chart {
-        title: "GET_TASK round trip per priority level".into(),
-        x_label: "priority level of the task assigned".into(),
-        y_label: "GET_TASK to ASSIGN (us)".into(),
-        x_scale: Scale::Linear,
-        series: get_series,
-    };
+    let chart = Chart::new(
+        "GET_TASK round trip per priority level",
+        "priority level of the task assigned",
+        "GET_TASK to ASSIGN (us)",
+        Scale::Linear,
+        get_series,
+    );
     out.plots.extend(plot::render(&chart, ctx.results.path(), "priority_get_task")?);
     out.table = format!(
         "Trace at 95 % load (seed {}, {seconds} s), {} sleep executors; FIFO: the same trace, every task at \

@@ -138,26 +138,29 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             })
             .collect::<Vec<_>>()
     };
-    let mut jct = series(|l| l.p50_job_ms, "median");
-    jct.extend(series(|l| l.p99_job_ms, "p99"));
-    let chart = Chart {
-        title: "SW1: job completion time (10-ms tasks)".into(),
-        x_label: "cluster utilisation".into(),
-        y_label: "job completion time (ms)".into(),
-        x_scale: Scale::Linear,
-        series: jct,
-    };
-    out.plots.extend(plot::render(&chart, ctx.results.path(), "sw1_job_completion")?);
-    let mut delay = series(|l| l.p50_sched_delay_ms, "median");
-    delay.extend(series(|l| l.p99_sched_delay_ms, "p99"));
-    let chart = Chart {
-        title: "SW1: scheduling delay (submit to start)".into(),
-        x_label: "cluster utilisation".into(),
-        y_label: "scheduling delay (ms)".into(),
-        x_scale: Scale::Linear,
-        series: delay,
-    };
-    out.plots.extend(plot::render(&chart, ctx.results.path(), "sw1_sched_delay")?);
+    type Pick = fn(&Line) -> f64;
+    let charts: [(&str, &str, Pick, Pick, &str); 2] = [
+        (
+            "SW1: job completion time (10-ms tasks)",
+            "job completion time (ms)",
+            |l| l.p50_job_ms,
+            |l| l.p99_job_ms,
+            "sw1_job_completion",
+        ),
+        (
+            "SW1: scheduling delay (submit to start)",
+            "scheduling delay (ms)",
+            |l| l.p50_sched_delay_ms,
+            |l| l.p99_sched_delay_ms,
+            "sw1_sched_delay",
+        ),
+    ];
+    for (title, y_label, p50, p99, stem) in charts {
+        let mut s = series(p50, "median");
+        s.extend(series(p99, "p99"));
+        let chart = Chart::new(title, "cluster utilisation", y_label, Scale::Linear, s);
+        out.plots.extend(plot::render(&chart, ctx.results.path(), stem)?);
+    }
     (out.jsonl, out.lines) = lines.finish()?;
     Ok(out)
 }

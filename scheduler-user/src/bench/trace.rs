@@ -176,21 +176,21 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             }
         }
         let w = format!("{work:?}").to_lowercase();
-        let chart = Chart {
-            title: format!("Trace, {w} executors: scheduling delay CDF"),
-            x_label: "scheduling delay, submit to start (ms, log scale)".into(),
-            y_label: "fraction of tasks".into(),
-            x_scale: Scale::Log,
-            series: cdf_series,
-        };
+        let chart = Chart::new(
+            format!("Trace, {w} executors: scheduling delay CDF"),
+            "scheduling delay, submit to start (ms, log scale)",
+            "fraction of tasks",
+            Scale::Log,
+            cdf_series,
+        );
         out.plots.extend(plot::render(&chart, ctx.results.path(), &format!("trace_cdf_{w}"))?);
-        let chart = Chart {
-            title: format!("Trace, {w} executors: scheduling delay breakdown"),
-            x_label: "ms (log scale)".into(),
-            y_label: "fraction of tasks".into(),
-            x_scale: Scale::Log,
-            series: breakdown,
-        };
+        let chart = Chart::new(
+            format!("Trace, {w} executors: scheduling delay breakdown"),
+            "ms (log scale)",
+            "fraction of tasks",
+            Scale::Log,
+            breakdown,
+        );
         out.plots.extend(plot::render(&chart, ctx.results.path(), &format!("trace_breakdown_{w}"))?);
     }
     out.table = format!(
