@@ -2,6 +2,7 @@
 //! and prints a table or, with --json, one JSON object.
 
 pub mod noop;
+pub mod peers;
 pub mod tiers;
 
 use std::time::Duration;
@@ -22,6 +23,9 @@ pub enum Experiment {
     /// testbed: GET_TASK round trip, decisions per second, switch packets per task
     /// (needs root).
     Tiers(tiers::TiersArgs),
+    /// Bolt against Dask, Ray, Celery with Redis and a plain Redis pull queue, in one
+    /// run on loopback: throughput and scheduling delay, and their ratios to Bolt.
+    Peers(peers::PeersArgs),
     /// ns per packet of the XDP program (GET_TASK hit and miss, REFILL per task) with
     /// BPF_PROG_TEST_RUN. Needs root.
     Xdp(XdpArgs),
@@ -44,6 +48,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
     match args.experiment {
         Experiment::Noop(a) => noop::print(&noop::run_compared(&a)?, a.json),
         Experiment::Tiers(a) => tiers::print(&tiers::run(&a)?, a.json),
+        Experiment::Peers(a) => peers::print(&peers::run(&a)?, a.json),
         Experiment::Xdp(a) => {
             let opts = crate::xdp::bench::BenchOptions { repeat: a.repeat, refill_batch: a.batch };
             let report = crate::xdp::bench::run(opts)?;
