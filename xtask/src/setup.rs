@@ -8,8 +8,9 @@ use clap::Args;
 use crate::run::{is_root, output, status};
 
 /// Debian packages: the BPF-capable compiler and its prebuilt `core`, LLVM 22 for
-/// bpf-linker, and the tools the tests and the testbed use.
-pub const PACKAGES: [&str; 9] = [
+/// bpf-linker, the tools the tests and the testbed use, and what `bolt bench peers`
+/// runs the other schedulers with (a Redis server, Python venvs for pinned pip packages).
+pub const PACKAGES: [&str; 11] = [
     "rustc-web",
     "cargo-web",
     "libstd-rust-web-dev-bpf",
@@ -19,6 +20,8 @@ pub const PACKAGES: [&str; 9] = [
     "bpftool",
     "ethtool",
     "iproute2",
+    "redis-server",
+    "python3-venv",
 ];
 
 pub const BPF_LINKER_VERSION: &str = "0.13.0";

@@ -78,7 +78,7 @@ impl PeersArgs {
     }
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum System {
     Bolt,
@@ -554,4 +554,76 @@ pub fn print(report: &PeersReport, json: bool) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::driver::{DriverLine, DriverRun};
+    use super::*;
+
+    fn args() -> PeersArgs {
+        PeersArgs {
+            quick: true,
+            tasks: None,
+            waves: None,
+            workers: 2,
+            sleep_us: 1000,
+            systems: System::ALL.to_vec(),
+            venv: None,
+            python: None,
+            json: false,
+        }
+    }
+
+    fn line(json: &str) -> DriverLine {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn an_unavailable_peer_is_reported_for_every_workload() {
+        let run = DriverRun {
+            lines: vec![line(r#"{"status":"unavailable","reason":"ray does not import"}"#)],
+            malformed_lines: 0,
+            error: None,
+        };
+        let m = peer_measurements(System::Ray, &args(), run);
+        assert_eq!(m.len(), 2);
+        assert!(m
+            .iter()
+            .all(|m| m.status == Status::Unavailable && m.reason.as_deref() == Some("ray does not import")));
+    }
+
+    #[test]
+    fn a_workload_the_driver_never_reached_fails_with_the_drivers_error() {
+        let ok = r#"{"status":"ok","sleep_us":0,"throughput_tasks_per_s":500.0,"delay_p50_us":900.0,
+                     "delay_p99_us":2000.0,"idle_tasks":50,"burst_delay_p50_us":1.0,"burst_delay_p99_us":2.0}"#;
+        let run = DriverRun {
+            lines: vec![line(ok)],
+            malformed_lines: 0,
+            error: Some("did not finish within 60 s: worker lost".into()),
+        };
+        let m = peer_measurements(System::Dask, &args(), run);
+        assert_eq!((m[0].workload, m[0].status, m[0].throughput_tasks_per_s), ("noop", Status::Ok, Some(500.0)));
+        assert_eq!((m[1].workload, m[1].status), ("sleep", Status::Failed));
+        assert_eq!(m[1].reason.as_deref(), Some("did not finish within 60 s: worker lost"));
+    }
+
+    #[test]
+    fn ratios_pair_bolt_with_each_peer_that_ran_on_the_same_workload() {
+        let a = args();
+        let mut bolt = Measurement::new(System::Bolt, Workload::Noop, &a, Status::Ok, None);
+        bolt.throughput_tasks_per_s = Some(10_000.0);
+        bolt.delay_p50_us = Some(100.0);
+        let mut dask = Measurement::new(System::Dask, Workload::Noop, &a, Status::Ok, None);
+        dask.throughput_tasks_per_s = Some(500.0);
+        dask.delay_p50_us = Some(2_000.0);
+        let celery = Measurement::new(System::Celery, Workload::Noop, &a, Status::Failed, Some("timeout".into()));
+        let mut ray_sleep = Measurement::new(System::Ray, Workload::Sleep { micros: 1000 }, &a, Status::Ok, None);
+        ray_sleep.throughput_tasks_per_s = Some(1.0);
+        ray_sleep.delay_p50_us = Some(1.0);
+        let r = ratios(&[bolt, dask, celery, ray_sleep]);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].system, r[0].workload), (System::Dask, "noop"));
+        assert_eq!((r[0].throughput_bolt_over_peer, r[0].delay_p50_bolt_over_peer), (20.0, 0.05));
+    }
 }

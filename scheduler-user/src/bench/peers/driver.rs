@@ -146,3 +146,36 @@ pub fn run(
     }
     Ok(run)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A driver that hangs is ended at the limit together with what it started, and the
+    /// lines it printed before are kept.
+    #[test]
+    fn a_hanging_driver_and_its_children_are_ended_at_the_limit() {
+        let dir = std::env::temp_dir().join(format!("bolt-peers-driver-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid_file = dir.join("child.pid");
+        let script = format!(
+            "echo '{{\"status\":\"ok\",\"sleep_us\":0}}'\necho not-json\necho started >&2\n\
+             sleep 60 & echo $! > {}\nwait\n",
+            pid_file.display()
+        );
+        std::fs::write(dir.join("hang.sh"), script).unwrap();
+        let started = Instant::now();
+        let mut seen = 0;
+        let run = run(Path::new("/bin/sh"), &dir, "hang.sh", &[], 0, Duration::from_secs(1), |_| seen += 1).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!((run.lines.len(), seen, run.malformed_lines), (1, 1, 1));
+        let error = run.error.unwrap();
+        assert!(error.starts_with("did not finish within 1 s") && error.ends_with("started"), "{error}");
+        // The grandchild (sleep) went with the group.
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        // Gone, or a zombie waiting for its new parent to reap it.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(stat.is_empty() || stat.contains(") Z "), "child {pid} survived: {stat}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
