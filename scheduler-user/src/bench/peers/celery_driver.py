@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from peers_common import task_body
+from peers_common import measure, parse_args, task_body, unavailable, wait_or_kill
 
 try:
     from celery import Celery
@@ -29,8 +29,6 @@ if Celery is not None:
 
 
 def main():
-    from peers_common import measure, parse_args, unavailable
-
     args = parse_args()
     if Celery is None:
         unavailable(f"celery does not import: {IMPORT_ERROR}")
@@ -54,11 +52,7 @@ def main():
         measure(args, submit, starts)
     finally:
         worker.terminate()
-        try:
-            worker.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        wait_or_kill(worker, 10)
 
 
 if __name__ == "__main__":

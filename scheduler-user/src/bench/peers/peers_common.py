@@ -8,6 +8,7 @@ Bolt's client and executors use: one host, one clock.
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 import traceback
@@ -37,6 +38,15 @@ def parse_args(extra=None):
 
 def emit(**fields):
     print(json.dumps(fields), flush=True)
+
+
+def wait_or_kill(proc, timeout_s):
+    """Waits for a worker process that was asked to stop; kills it after `timeout_s`."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def unavailable(reason):

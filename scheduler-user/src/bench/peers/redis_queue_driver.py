@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from peers_common import parse_args, task_body, unavailable
+from peers_common import measure, parse_args, task_body, unavailable, wait_or_kill
 
 TASKS, RESULTS, READY = "bolt:peers:tasks", "bolt:peers:results", "bolt:peers:ready"
 
@@ -31,8 +31,6 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         worker(int(sys.argv[2]))
         return
-    from peers_common import measure
-
     args = parse_args()
     try:
         import redis
@@ -75,11 +73,7 @@ def main():
         for _ in procs:
             r.lpush(TASKS, "stop")
         for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            wait_or_kill(p, 5)
 
 
 if __name__ == "__main__":
