@@ -305,9 +305,9 @@ fn try_measure_bolt(workload: Workload, args: &PeersArgs) -> anyhow::Result<Meas
     let result = runtime.block_on(async {
         let addr = switch.local_addr();
         // Warm-up, as the drivers do: every executor has run a task.
-        bolt_phase(addr, &[vec![task.clone(); 2 * args.workers as usize]], limit).await?;
-        let burst = bolt_phase(addr, &[vec![task.clone(); args.tasks() as usize]], limit).await?;
-        let waves: Vec<_> = (0..args.waves()).map(|_| vec![task.clone(); args.workers as usize]).collect();
+        bolt_phase(addr, &[vec![task; 2 * args.workers as usize]], limit).await?;
+        let burst = bolt_phase(addr, &[vec![task; args.tasks() as usize]], limit).await?;
+        let waves: Vec<_> = (0..args.waves()).map(|_| vec![task; args.workers as usize]).collect();
         let idle = bolt_phase(addr, &waves, limit).await?;
         anyhow::Ok((burst, idle))
     });
@@ -347,7 +347,7 @@ async fn bolt_phase(
 /// Each phase (warm-up, burst, all waves) gets this long; generous, since the slowest
 /// peers run a few hundred tasks per second on a shared machine.
 fn phase_limit(args: &PeersArgs) -> Duration {
-    let per_task = Duration::from_micros(10_000 + 2 * args.sleep_us as u64);
+    let per_task = Duration::from_micros(30_000 + 2 * args.sleep_us as u64);
     Duration::from_secs(30) + per_task * args.tasks().max(args.waves() * args.workers as u32)
 }
 
