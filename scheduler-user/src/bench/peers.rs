@@ -388,11 +388,16 @@ fn measure_peers(
         None
     };
 
+    // Each package set is installed (or fails) once, whichever peers need it.
+    let mut installed: Vec<(&str, Result<(), String>)> = Vec::new();
     for &peer in peers {
         let Some((script, packages)) = peer.driver() else { continue };
         progress.set_message(format!("{peer}: pip install (first use only)"));
-        if let Err(e) = venv.install(packages) {
-            unavailable(out, peer, &format!("{e:#}"));
+        if !installed.iter().any(|(name, _)| *name == packages.name) {
+            installed.push((packages.name, venv.install(packages).map_err(|e| format!("{e:#}"))));
+        }
+        if let Some((_, Err(reason))) = installed.iter().find(|(name, _)| *name == packages.name) {
+            unavailable(out, peer, reason);
             continue;
         }
         let port = match (&redis, peer.needs_redis()) {
