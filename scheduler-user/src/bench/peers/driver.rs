@@ -155,15 +155,16 @@ mod tests {
     /// lines it printed before are kept.
     #[test]
     fn a_hanging_driver_and_its_children_are_ended_at_the_limit() {
-        let dir = std::env::temp_dir().join(format!("bolt-peers-driver-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed on drop, also when an assertion fails.
+        let run_dir = super::super::env::RunDir::create().unwrap();
+        let dir = run_dir.path.clone();
         let pid_file = dir.join("child.pid");
         let script = format!(
             "echo '{{\"status\":\"ok\",\"sleep_us\":0}}'\necho not-json\necho started >&2\n\
              sleep 60 & echo $! > {}\nwait\n",
             pid_file.display()
         );
-        std::fs::write(dir.join("hang.sh"), script).unwrap();
+        run_dir.write("hang.sh", &script).unwrap();
         let started = Instant::now();
         let mut seen = 0;
         let run = run(Path::new("/bin/sh"), &dir, "hang.sh", &[], 0, Duration::from_secs(1), |_| seen += 1).unwrap();
@@ -176,6 +177,5 @@ mod tests {
         // Gone, or a zombie waiting for its new parent to reap it.
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         assert!(stat.is_empty() || stat.contains(") Z "), "child {pid} survived: {stat}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
