@@ -4,8 +4,8 @@
 
 mod demo;
 mod ebpf;
-mod load;
 mod p4;
+mod load;
 mod run;
 mod setup;
 mod test;
@@ -33,7 +33,8 @@ enum Task {
     /// clients on loopback with a short SW1-style workload, then print their summaries.
     Demo(demo::DemoArgs),
     /// Install what building and testing need: Debian packages (rustc-web for the BPF
-    /// target, LLVM 22, bpftool, ethtool, iproute2, redis-server, python3-venv), bpf-linker 0.13.0, and a mounted bpffs.
+    /// target, LLVM 22, bpftool, ethtool, iproute2, redis-server, python3-venv),
+    /// bpf-linker 0.13.0, and a mounted bpffs.
     /// Idempotent: only what is missing is installed.
     Setup(setup::SetupArgs),
     /// Build the XDP object (scheduler-ebpf) for bpfel-unknown-none.

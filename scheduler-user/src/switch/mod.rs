@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::queue::{QueueConfig, QueueStats, Scheduler};
 
-pub use server::{run_cli, SwitchArgs};
+pub use server::{SwitchArgs, run_cli};
 
 /// How to run a software switch.
 #[derive(Clone, Debug)]

@@ -51,12 +51,7 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
 /// Receives a batch, runs every datagram through the pipeline, sends what it produced;
 /// until told to stop.
-pub(super) fn packet_loop(
-    sock: UdpSocket,
-    mut scheduler: Scheduler,
-    batch: usize,
-    shared: &Shared,
-) -> anyhow::Result<()> {
+pub(super) fn packet_loop(sock: UdpSocket, mut scheduler: Scheduler, batch: usize, shared: &Shared) -> anyhow::Result<()> {
     let mut rx = Batch::new(batch);
     let mut tx = Batch::new(batch);
     let mut counters = SwitchStats { capacity: scheduler.pipeline().config().capacity, ..SwitchStats::default() };
