@@ -3,6 +3,7 @@
 //! batched syscalls, no allocation and no lock; other threads only read published
 //! snapshots of its counters.
 
+mod metrics;
 mod server;
 
 use std::net::{SocketAddr, UdpSocket};
@@ -16,7 +17,8 @@ use serde::Serialize;
 
 use crate::queue::{QueueConfig, QueueStats, Scheduler};
 
-pub use server::{SwitchArgs, run_cli};
+pub use metrics::{run_stats, SwitchCli, SwitchCommand, SwitchStatsArgs};
+pub use server::{run_cli, SwitchArgs};
 
 /// How to run a software switch.
 #[derive(Clone, Debug)]
@@ -101,6 +103,15 @@ impl SwitchHandle {
     /// Counters as last published (every 100 ms, and at shutdown).
     pub fn stats(&self) -> SwitchStats {
         self.shared.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The counters as the metrics endpoint serves them: `{"switch": SwitchStats}`.
+    pub fn stats_source(&self) -> crate::metrics::StatsSource {
+        let shared = self.shared.clone();
+        Arc::new(move || {
+            let stats = shared.stats.lock().map(|s| s.clone()).unwrap_or_default();
+            serde_json::json!({ "switch": stats })
+        })
     }
 
     /// Stops the packet thread and waits for it.

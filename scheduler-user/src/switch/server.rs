@@ -51,7 +51,12 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
 /// Receives a batch, runs every datagram through the pipeline, sends what it produced;
 /// until told to stop.
-pub(super) fn packet_loop(sock: UdpSocket, mut scheduler: Scheduler, batch: usize, shared: &Shared) -> anyhow::Result<()> {
+pub(super) fn packet_loop(
+    sock: UdpSocket,
+    mut scheduler: Scheduler,
+    batch: usize,
+    shared: &Shared,
+) -> anyhow::Result<()> {
     let mut rx = Batch::new(batch);
     let mut tx = Batch::new(batch);
     let mut counters = SwitchStats { capacity: scheduler.pipeline().config().capacity, ..SwitchStats::default() };
@@ -113,6 +118,11 @@ pub struct SwitchArgs {
     /// Log a line of counters every this many seconds (0: never).
     #[arg(long, default_value_t = 10)]
     pub report_secs: u64,
+    /// Serve counters over HTTP at this address: /metrics (Prometheus) and /stats (JSON,
+    /// what `bolt switch stats` reads). "auto": the --listen IP at port 9171, skipped with a
+    /// warning if taken; "off": none.
+    #[arg(long, value_name = "ADDR|auto|off", default_value = "auto")]
+    pub metrics: String,
 }
 
 pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
@@ -124,6 +134,7 @@ pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
         ..SwitchConfig::default()
     };
     let handle = super::spawn(config)?;
+    let _metrics = super::metrics::start(&args, &handle)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -18,7 +18,8 @@ fn recv(s: &UdpSocket, buf: &mut [u8]) -> usize {
 }
 
 fn start(capacity: u32) -> SwitchHandle {
-    let cfg = SwitchConfig { listen: "127.0.0.1:0".parse().unwrap(), queue_capacity: capacity, ..SwitchConfig::default() };
+    let cfg =
+        SwitchConfig { listen: "127.0.0.1:0".parse().unwrap(), queue_capacity: capacity, ..SwitchConfig::default() };
     spawn(cfg).unwrap()
 }
 
@@ -95,7 +96,7 @@ fn bad_input_is_counted_not_fatal() {
     s.send_to(&swap, sw.local_addr()).unwrap(); // internal op from outside
     let n = encode_noop(&mut buf, Requester::new(1, 1, 1)).unwrap();
     s.send_to(&buf[..n], sw.local_addr()).unwrap(); // wrong direction
-    // The switch still answers afterwards.
+                                                    // The switch still answers afterwards.
     let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 77)).unwrap();
     s.send_to(&buf[..n], sw.local_addr()).unwrap();
     let n = recv(&s, &mut buf);
