@@ -34,7 +34,8 @@ enum Task {
     /// when it can (root), one-level on loopback otherwise. It says which mode it ran in.
     Demo(demo::DemoArgs),
     /// Install what building and testing need: Debian packages (rustc-web for the BPF
-    /// target, LLVM 22, bpftool, ethtool, iproute2), bpf-linker 0.13.0, and a mounted bpffs.
+    /// target, LLVM 22, bpftool, ethtool, iproute2, redis-server, python3-venv),
+    /// bpf-linker 0.13.0, and a mounted bpffs.
     /// Idempotent: only what is missing is installed.
     Setup(setup::SetupArgs),
     /// Build the XDP object (scheduler-ebpf) for bpfel-unknown-none.

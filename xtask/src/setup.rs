@@ -8,9 +8,10 @@ use clap::Args;
 use crate::run::{is_root, output, status};
 
 /// Debian packages: the BPF-capable compiler and its prebuilt `core`, LLVM 22 for
-/// bpf-linker, the tools the tests and the testbed use, and the font of the benchmark
-/// plots.
-pub const PACKAGES: [&str; 10] = [
+/// bpf-linker, the tools the tests and the testbed use, the font of the benchmark plots,
+/// and what `bolt bench peers` runs the other schedulers with (a Redis server, Python
+/// venvs for pinned pip packages).
+pub const PACKAGES: [&str; 12] = [
     "rustc-web",
     "cargo-web",
     "libstd-rust-web-dev-bpf",
@@ -21,6 +22,8 @@ pub const PACKAGES: [&str; 10] = [
     "ethtool",
     "iproute2",
     "fonts-dejavu-core",
+    "redis-server",
+    "python3-venv",
 ];
 
 pub const BPF_LINKER_VERSION: &str = "0.13.0";

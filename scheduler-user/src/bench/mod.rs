@@ -6,6 +6,7 @@ pub mod constraints;
 pub mod decisions;
 pub mod noop;
 pub mod output;
+pub mod peers;
 pub mod plot;
 pub mod priority;
 pub mod suite;
@@ -32,6 +33,9 @@ pub enum Experiment {
     /// testbed: GET_TASK round trip, decisions per second, switch packets per task
     /// (needs root).
     Tiers(tiers::TiersArgs),
+    /// Bolt against Dask, Ray, Celery with Redis and a plain Redis pull queue, in one
+    /// run on loopback: throughput and scheduling delay, and their ratios to Bolt.
+    Peers(peers::PeersArgs),
     /// ns per packet of the XDP program (GET_TASK hit and miss, REFILL per task) with
     /// BPF_PROG_TEST_RUN. Needs root.
     Xdp(XdpArgs),
@@ -71,6 +75,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Noop(a) => return noop::print(&noop::run_compared(&a)?, a.json),
         Experiment::Tiers(a) => return tiers::print(&tiers::run(&a)?, a.json),
         Experiment::Xdp(a) => return run_xdp(&a),
+        Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
         Experiment::All(a) => a,
         Experiment::Sw1(a) => only(a, "sw1"),
         Experiment::Trace(a) => only(a, "trace"),
