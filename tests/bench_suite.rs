@@ -18,8 +18,15 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
     let report = suite::run(&args).expect("the quick suite runs");
     assert_eq!(report.experiments.len(), EXPERIMENTS.len(), "every registered experiment ran");
     for (name, o) in &report.experiments {
+        // `peers` runs Bolt and the other schedulers on loopback, one-level; a peer that
+        // cannot run is reported with its reason (tests/bench_peers.rs checks those).
+        let both_levels = name != "peers";
         assert_eq!(o.submitted, o.completed, "{name}: every submitted task completed");
-        assert!(o.fallbacks.is_empty(), "{name}: as root both levels run on the testbed: {:?}", o.fallbacks);
+        assert!(
+            !both_levels || o.fallbacks.is_empty(),
+            "{name}: as root both levels run on the testbed: {:?}",
+            o.fallbacks
+        );
         assert!(o.table.contains("|---"), "{name}: a Markdown table");
         let text = std::fs::read_to_string(&o.jsonl).unwrap();
         assert_eq!(text.lines().count() as u64, o.lines);
@@ -37,7 +44,7 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
                 assert!(d > 0.0, "{name}: {line}");
             }
         }
-        for level in ["one-level", "two-level"] {
+        for level in ["one-level", "two-level"].iter().filter(|_| both_levels) {
             assert!(levels.iter().any(|l| l == level), "{name}: measured {level}");
         }
         assert!(o.submitted > 0 || name == "noop", "{name}: tasks ran");

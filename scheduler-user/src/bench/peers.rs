@@ -21,11 +21,13 @@ mod env;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use scheduler_common::descriptor::Handler;
 use serde::Serialize;
 
+use super::plot::{self, Chart, Scale, Series};
+use super::suite::{markdown_table, Context, Outcome};
 use crate::client::{Client, ClientConfig, TaskSpec};
 use crate::executor::{self, ExecutorConfig};
 use crate::switch::{self, SwitchConfig};
@@ -504,6 +506,97 @@ fn machine() -> Machine {
         load_avg_1m: load.and_then(|l| l.split_whitespace().next()?.parse().ok()),
         kernel: kernel.map(|k| k.trim().to_string()),
     }
+}
+
+/// `peers` as an experiment of `bolt bench all`: the default comparison (or --quick's),
+/// its JSON lines, a Markdown table of the ratios, and charts of throughput and idle
+/// delay by task length. Bolt runs one-level on loopback here, as every peer does.
+pub fn run_in_suite(ctx: &Context) -> anyhow::Result<Outcome> {
+    let args = PeersArgs {
+        quick: ctx.quick,
+        tasks: None,
+        waves: None,
+        workers: 4,
+        sleep_us: 1000,
+        systems: System::ALL.to_vec(),
+        venv: None,
+        python: None,
+        json: true,
+    };
+    ctx.progress("peers", format_args!("{} tasks per burst, {} workers", args.tasks(), args.workers));
+    let report = run(&args)?;
+    let mut out = Outcome::default();
+    let mut lines = ctx.results.jsonl("peers")?;
+    lines.write(&report.machine)?;
+    for m in &report.measurements {
+        lines.write(m)?;
+        // Bolt's own tasks are the ones this project answers for; a peer that could not
+        // run is reported below, with its reason.
+        if m.system == System::Bolt && m.status != Status::Unavailable {
+            out.submitted += u64::from(m.tasks);
+            out.completed += if m.status == Status::Ok { u64::from(m.tasks) } else { 0 };
+        }
+    }
+    for r in &report.ratios {
+        lines.write(r)?;
+    }
+    (out.jsonl, out.lines) = lines.finish()?;
+    let ok = |m: &&Measurement| m.status == Status::Ok;
+    for (metric, label, stem, value) in [
+        (
+            "throughput",
+            "tasks per second (burst)",
+            "peers_throughput",
+            (|m: &Measurement| m.throughput_tasks_per_s) as fn(&Measurement) -> Option<f64>,
+        ),
+        ("delay", "median scheduling delay with idle workers (µs)", "peers_delay", |m: &Measurement| m.delay_p50_us),
+    ] {
+        let series = System::ALL
+            .iter()
+            .map(|&sys| {
+                let points = report
+                    .measurements
+                    .iter()
+                    .filter(ok)
+                    .filter(|m| m.system == sys)
+                    .filter_map(|m| Some((f64::from(m.sleep_us), value(m)?)))
+                    .collect();
+                Series::new(sys.name(), points)
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        let chart = Chart::new(
+            format!("Bolt and its peers, {} workers on loopback: {metric}", args.workers),
+            "task length (µs)",
+            label,
+            Scale::Linear,
+            series,
+        );
+        out.plots.extend(plot::render(&chart, ctx.results.path(), stem)?);
+    }
+    let rows: Vec<Vec<String>> = report
+        .ratios
+        .iter()
+        .map(|r| {
+            vec![
+                r.system.name().to_string(),
+                r.workload.to_string(),
+                format!("{:.1}x", r.throughput_bolt_over_peer),
+                format!("{:.3}x", r.delay_p50_bolt_over_peer),
+            ]
+        })
+        .collect();
+    let mut table = markdown_table(
+        &["Bolt over", "workload", "throughput (>1: Bolt)", "median delay, idle workers (<1: Bolt)"],
+        &rows,
+    );
+    for m in report.measurements.iter().filter(|m| m.status != Status::Ok) {
+        let why = format!("{} {}: {}", m.system.name(), m.workload, m.reason.as_deref().unwrap_or("no reason given"));
+        table.push_str(&format!("\n{why}\n"));
+        out.fallbacks.push(why);
+    }
+    out.table = table;
+    Ok(out)
 }
 
 pub fn print(report: &PeersReport, json: bool) -> anyhow::Result<()> {

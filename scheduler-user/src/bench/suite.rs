@@ -50,6 +50,11 @@ pub const EXPERIMENTS: &[Registered] = &[
         about: "Fig. 17: SW2, throughput per node group as tasks need A, then B, then C",
         run: super::constraints::run,
     },
+    Registered {
+        name: "peers",
+        about: "Bolt against Dask, Ray, Celery with Redis and a Redis queue, in the same run (one-level, loopback)",
+        run: super::peers::run_in_suite,
+    },
 ];
 
 /// What every experiment is given.
@@ -126,7 +131,7 @@ pub struct SuiteArgs {
     #[arg(long)]
     pub quick: bool,
     /// Run only these experiments (repeat; default: all). Names: noop, sw1, trace,
-    /// priority, constraints.
+    /// priority, constraints, peers.
     #[arg(long = "only", value_name = "NAME")]
     pub only: Vec<String>,
     /// Results directory (default: target/bench/<UTC time>).
