@@ -279,10 +279,7 @@ fn full_rings_overflow_to_the_agent_then_back_to_the_switch() {
     let expected = udp_frame(&rig.switch_to_node().reversed(), Ipv4Fields::default(), &ret[..n]);
     assert_eq!(out, expected, "bounced RETURN differs from scheduler-common's encoding");
     let c = rig.counters();
-    assert_eq!(
-        (c.get(Counter::RefillTasks), c.get(Counter::Overflow), c.get(Counter::Bounced)),
-        (3, 4, 3)
-    );
+    assert_eq!((c.get(Counter::RefillTasks), c.get(Counter::Overflow), c.get(Counter::Bounced)), (3, 4, 3));
     // Nothing lost: ring + overflow + bounced = everything sent, each once.
     let mut seen: Vec<u32> = std::iter::from_fn(|| rig.maps().pop(1).unwrap()).map(|e| tid(&e)).collect();
     assert_eq!(seen, [1, 2, 3]);
@@ -341,10 +338,30 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
     };
     let pass = Verdict::Pass;
     let mut cases = vec![
-        Case { what: "ethernet header only", frame: get[..ETH_LEN].to_vec(), verdict: pass, counter: Counter::Truncated },
-        Case { what: "cut inside the IPv4 header", frame: get[..ETH_LEN + 10].to_vec(), verdict: pass, counter: Counter::Truncated },
-        Case { what: "cut inside the UDP header", frame: get[..ETH_LEN + 24].to_vec(), verdict: pass, counter: Counter::Truncated },
-        Case { what: "cut inside the Bolt message", frame: get[..PAYLOAD_OFF + 10].to_vec(), verdict: pass, counter: Counter::Truncated },
+        Case {
+            what: "ethernet header only",
+            frame: get[..ETH_LEN].to_vec(),
+            verdict: pass,
+            counter: Counter::Truncated,
+        },
+        Case {
+            what: "cut inside the IPv4 header",
+            frame: get[..ETH_LEN + 10].to_vec(),
+            verdict: pass,
+            counter: Counter::Truncated,
+        },
+        Case {
+            what: "cut inside the UDP header",
+            frame: get[..ETH_LEN + 24].to_vec(),
+            verdict: pass,
+            counter: Counter::Truncated,
+        },
+        Case {
+            what: "cut inside the Bolt message",
+            frame: get[..PAYLOAD_OFF + 10].to_vec(),
+            verdict: pass,
+            counter: Counter::Truncated,
+        },
         Case {
             what: "IPv6",
             frame: with(&|f| f[12..14].copy_from_slice(&0x86DDu16.to_be_bytes())),
@@ -431,14 +448,54 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
             verdict: pass,
             counter: Counter::Malformed,
         },
-        Case { what: "bad magic", frame: with(&|f| f[PAYLOAD_OFF + 1] = 0x18), verdict: pass, counter: Counter::Malformed },
-        Case { what: "bad version", frame: with(&|f| f[PAYLOAD_OFF + 2] = 2), verdict: pass, counter: Counter::Malformed },
-        Case { what: "unknown op", frame: with(&|f| f[PAYLOAD_OFF + 3] = 99), verdict: pass, counter: Counter::Malformed },
-        Case { what: "unknown header flag", frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x80), verdict: pass, counter: Counter::Malformed },
-        Case { what: "GET_TASK with a header flag", frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x01), verdict: pass, counter: Counter::Malformed },
-        Case { what: "GET_TASK priority 0", frame: with(&|f| f[PAYLOAD_OFF + 5] = 0), verdict: pass, counter: Counter::Malformed },
-        Case { what: "GET_TASK priority 9", frame: with(&|f| f[PAYLOAD_OFF + 5] = 9), verdict: pass, counter: Counter::Malformed },
-        Case { what: "GET_TASK with a list count", frame: with(&|f| f[PAYLOAD_OFF + 4] = 1), verdict: pass, counter: Counter::Malformed },
+        Case {
+            what: "bad magic",
+            frame: with(&|f| f[PAYLOAD_OFF + 1] = 0x18),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "bad version",
+            frame: with(&|f| f[PAYLOAD_OFF + 2] = 2),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "unknown op",
+            frame: with(&|f| f[PAYLOAD_OFF + 3] = 99),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "unknown header flag",
+            frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x80),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "GET_TASK with a header flag",
+            frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x01),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "GET_TASK priority 0",
+            frame: with(&|f| f[PAYLOAD_OFF + 5] = 0),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "GET_TASK priority 9",
+            frame: with(&|f| f[PAYLOAD_OFF + 5] = 9),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "GET_TASK with a list count",
+            frame: with(&|f| f[PAYLOAD_OFF + 4] = 1),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
         Case {
             what: "GET_TASK of another node",
             frame: get_task_frame(&rig.exec, 1, 0, NODE + 1, 1),
@@ -582,7 +639,9 @@ fn test_pin_dir(name: &str) -> PinGuard {
 
 #[test]
 fn pinned_maps_keep_tasks_across_reloads() {
-    if !can_run() || !require(is_bpffs(std::path::Path::new("/sys/fs/bpf")), "bpffs mounted at /sys/fs/bpf (cargo xtask setup)") {
+    if !can_run()
+        || !require(is_bpffs(std::path::Path::new("/sys/fs/bpf")), "bpffs mounted at /sys/fs/bpf (cargo xtask setup)")
+    {
         return;
     }
     let guard = test_pin_dir("node");
@@ -631,7 +690,9 @@ impl Drop for Veth {
 
 #[test]
 fn attach_pins_program_and_link_and_unload_removes_them() {
-    if !can_run() || !require(is_bpffs(std::path::Path::new("/sys/fs/bpf")), "bpffs mounted at /sys/fs/bpf (cargo xtask setup)") {
+    if !can_run()
+        || !require(is_bpffs(std::path::Path::new("/sys/fs/bpf")), "bpffs mounted at /sys/fs/bpf (cargo xtask setup)")
+    {
         return;
     }
     let Some(veth) = Veth::create() else {

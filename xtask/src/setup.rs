@@ -48,10 +48,7 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<()> {
         eprintln!("installing Debian packages: {}", missing.join(" "));
         status(Command::new("apt-get").arg("update").env("DEBIAN_FRONTEND", "noninteractive"))?;
         status(
-            Command::new("apt-get")
-                .args(["install", "-y"])
-                .args(&missing)
-                .env("DEBIAN_FRONTEND", "noninteractive"),
+            Command::new("apt-get").args(["install", "-y"]).args(&missing).env("DEBIAN_FRONTEND", "noninteractive"),
         )?;
     }
     if !linker_ok {
@@ -96,7 +93,8 @@ pub fn cargo_bin_dir() -> PathBuf {
 fn bpf_linker_ok() -> bool {
     let in_cargo_bin = cargo_bin_dir().join("bpf-linker");
     [in_cargo_bin, PathBuf::from("bpf-linker")].iter().any(|bin| {
-        output(Command::new(bin).arg("--version")).is_some_and(|v| v.split_whitespace().any(|w| w == BPF_LINKER_VERSION))
+        output(Command::new(bin).arg("--version"))
+            .is_some_and(|v| v.split_whitespace().any(|w| w == BPF_LINKER_VERSION))
     })
 }
 
@@ -114,9 +112,11 @@ fn install_bpf_linker() -> anyhow::Result<()> {
 
 fn bpffs_mounted() -> bool {
     std::fs::read_to_string("/proc/mounts")
-        .map(|m| m.lines().any(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 2 && f[1] == BPFFS && f[2] == "bpf"
-        }))
+        .map(|m| {
+            m.lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 2 && f[1] == BPFFS && f[2] == "bpf"
+            })
+        })
         .unwrap_or(false)
 }

@@ -236,7 +236,12 @@ fn update(bar: &ProgressBar, client: &Client) {
     }
     let s = client.tracker().stats();
     bar.set_position(s.done + s.failed + s.canceled);
-    bar.set_message(format!("{} failed, {} resubmitted, {} in flight", s.failed, s.resubmitted, client.tracker().running()));
+    bar.set_message(format!(
+        "{} failed, {} resubmitted, {} in flight",
+        s.failed,
+        s.resubmitted,
+        client.tracker().running()
+    ));
 }
 
 fn print_summary(s: &Summary) {
@@ -271,8 +276,19 @@ mod tests {
 
     #[test]
     fn builds_the_task_from_the_flags() {
-        let a = parse(&["--tasks", "10", "--handler", "spin", "--duration-us", "250", "--priority", "2", "--resources", "0b11"])
-            .unwrap();
+        let a = parse(&[
+            "--tasks",
+            "10",
+            "--handler",
+            "spin",
+            "--duration-us",
+            "250",
+            "--priority",
+            "2",
+            "--resources",
+            "0b11",
+        ])
+        .unwrap();
         let t = a.task().unwrap();
         assert_eq!((t.priority, t.resources), (2, 3));
         assert_eq!(Handler::decode(&t.descriptor).unwrap(), Handler::Spin { micros: 250 });

@@ -77,7 +77,13 @@ impl Default for Latencies {
         };
         const HOUR_NS: u64 = 3_600_000_000_000;
         const DAY_US: u64 = 86_400_000_000;
-        Latencies { sched_delay_ns: h(HOUR_NS), job_us: h(DAY_US), run_ns: h(HOUR_NS), first_send: None, last_done: None }
+        Latencies {
+            sched_delay_ns: h(HOUR_NS),
+            job_us: h(DAY_US),
+            run_ns: h(HOUR_NS),
+            first_send: None,
+            last_done: None,
+        }
     }
 }
 

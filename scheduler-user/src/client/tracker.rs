@@ -329,11 +329,7 @@ impl Tracker {
         if resubmit {
             self.stats.resubmitted += count as u64;
         }
-        Some(Packet {
-            job: JobRef::new(self.cfg.uid, jid),
-            flags: if resubmit { FLAG_RESUBMIT } else { 0 },
-            count,
-        })
+        Some(Packet { job: JobRef::new(self.cfg.uid, jid), flags: if resubmit { FLAG_RESUBMIT } else { 0 }, count })
     }
 
     fn begin_attempt(&mut self, tid: u32, now: Instant, now_unix_ns: u64) -> Task {

@@ -126,7 +126,12 @@ impl Worker {
         while unanswered > 0 {
             let now = Instant::now();
             if now >= quiet_until {
-                tracing::debug!(node = self.node, executor = self.index, unanswered, "stopping with GET_TASKs unanswered");
+                tracing::debug!(
+                    node = self.node,
+                    executor = self.index,
+                    unanswered,
+                    "stopping with GET_TASKs unanswered"
+                );
                 return;
             }
             self.set_read_timeout(quiet_until - now);
@@ -264,13 +269,18 @@ impl Worker {
         let port = entry.client_port();
         if ip.is_unspecified() || port == 0 {
             bump(&self.counters.complete_errors);
-            tracing::warn!(uid = entry.uid(), jid = entry.jid(), tid = entry.task.tid(), "ENTRY has no client address; COMPLETE not sent");
+            tracing::warn!(
+                uid = entry.uid(),
+                jid = entry.jid(),
+                tid = entry.task.tid(),
+                "ENTRY has no client address; COMPLETE not sent"
+            );
             return;
         }
         let to = SocketAddr::V4(SocketAddrV4::new(ip, port));
-        let sent = encode_complete(tx, c).map_err(|e| e.to_string()).and_then(|n| {
-            self.socket.send_to(&tx[..n], to).map_err(|e| e.to_string())
-        });
+        let sent = encode_complete(tx, c)
+            .map_err(|e| e.to_string())
+            .and_then(|n| self.socket.send_to(&tx[..n], to).map_err(|e| e.to_string()));
         if let Err(e) = sent {
             bump(&self.counters.complete_errors);
             tracing::warn!(client = %to, error = %e, "sending COMPLETE failed");
