@@ -969,9 +969,10 @@ control BoltIngress(inout headers_t hdr,
         default_action = NoAction();
         size = 1024;
     }
-    /* GET_TASK, REFILL_REQ and RETURN only from registered worker nodes. */
+    /* GET_TASK, REFILL_REQ and RETURN only from registered worker nodes: addresses
+     * (/32) or prefixes, as `bolt switch --nodes` (switch/admission.rs AccessRules). */
     table acl_workers {
-        key = { hdr.ipv4.src_addr : exact; }
+        key = { hdr.ipv4.src_addr : lpm; }
         actions = { allow; NoAction; }
         default_action = NoAction();
         size = 16384;

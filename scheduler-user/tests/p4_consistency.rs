@@ -850,3 +850,59 @@ fn bolt_p4_writes_no_bytes_the_decoder_refuses() {
         assert!(line.ends_with("++ 16w0;"), "a stored pad is not zero: {line}");
     }
 }
+
+/// The body of `table NAME { ... }` in the source without comments.
+fn table_body<'a>(src: &'a str, name: &str) -> &'a str {
+    let start = src.find(&format!("table {name} {{")).unwrap_or_else(|| panic!("bolt.p4 has no table {name}"));
+    let body = &src[start..];
+    let mut depth = 0;
+    for (i, c) in body.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 1 => return &body[..=i],
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    panic!("table {name} does not close")
+}
+
+/// The access rules of bolt.p4 are those of the software switch (`AccessRules::admits`):
+/// SUBMIT checked against the client prefixes, GET_TASK, REFILL_REQ and RETURN against the
+/// registered nodes, both longest-prefix tables on the source address (an address is its
+/// /32, so `--nodes` and `acl.workers` take the same lists), and a refusal counted per op
+/// as `SwitchStats::refused` is.
+#[test]
+fn access_rules_match_the_software_switch() {
+    use scheduler_common::Ipv4Prefix;
+    use scheduler_user::switch::AccessRules;
+
+    let src = strip_comments(&read("bolt.p4"));
+    for table in ["acl_clients", "acl_workers"] {
+        let key: String = table_body(&src, table).split_whitespace().collect();
+        assert!(key.contains("key={hdr.ipv4.src_addr:lpm;}"), "{table} must be an LPM on the source address: {key}");
+        assert!(
+            key.contains("actions={allow;NoAction;}") && key.contains("default_action=NoAction()"),
+            "{table}: {key}"
+        );
+    }
+    let apply: String = src.split_whitespace().collect();
+    assert!(
+        apply.contains("if(hdr.bolt.op==OP_SUBMIT){acl_clients.apply();}else{acl_workers.apply();}"),
+        "SUBMIT goes to acl_clients and every other admitted op to acl_workers"
+    );
+    assert!(apply.contains("if(ig_md.allowed==0){acl_denied.count(hdr.bolt.op[3:0]);ig_dprsr_md.drop_ctl=1;}"));
+    // The ops that reach the ACL in bolt.p4 (every other op is wrong-direction first).
+    assert!(apply.contains(
+        "hdr.bolt.op!=OP_SUBMIT&&hdr.bolt.op!=OP_GET_TASK&&hdr.bolt.op!=OP_REFILL_REQ&&hdr.bolt.op!=OP_RETURN"
+    ));
+    // The same split in the software switch.
+    let client = Ipv4Prefix::parse("192.0.2.0/24").unwrap();
+    let node = Ipv4Prefix::parse("198.51.100.7").unwrap();
+    let rules = AccessRules { clients: vec![client], nodes: vec![node] };
+    let (from_client, from_node) = ("192.0.2.5:1".parse().unwrap(), "198.51.100.7:1".parse().unwrap());
+    assert!(rules.admits(Op::Submit, from_client) && !rules.admits(Op::Submit, from_node));
+    for op in [Op::GetTask, Op::RefillReq, Op::Return] {
+        assert!(rules.admits(op, from_node) && !rules.admits(op, from_client), "{op:?}");
+    }
+}
