@@ -40,3 +40,4 @@ pub fn unique_name(prefix: &str) -> String {
     assert!(name.len() <= 15, "interface name {name} too long");
     name
 }
+pub mod cluster;
