@@ -18,7 +18,7 @@ use std::time::Duration;
 use bolt_tests::cluster::{cluster_can_run, Cluster, Impairment, Workload};
 use scheduler_common::descriptor::Handler;
 
-const BOLT: &str = env!("CARGO_BIN_EXE_bolt");
+const BOLT: &str = env!("CARGO_BIN_EXE_bolt-role");
 
 fn join<T>(h: std::thread::JoinHandle<T>) -> T {
     h.join().expect("thread panicked")

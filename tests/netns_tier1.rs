@@ -200,7 +200,12 @@ fn tasks_complete_through_xdp_hits() {
 
 /// The agent as a process of its own (killed with SIGKILL if still running when dropped).
 fn agent_process(rig: &Rig, extra: &[&str]) -> Process {
-    Process::start(Path::new(env!("CARGO_BIN_EXE_bolt")), &rig.worker().host_ns, &rig.agent_args(extra), "tier 1 is up")
+    Process::start(
+        Path::new(env!("CARGO_BIN_EXE_bolt-role")),
+        &rig.worker().host_ns,
+        &rig.agent_args(extra),
+        "tier 1 is up",
+    )
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! A Bolt cluster on a namespace testbed whose roles run as processes of their own (the
-//! `bolt` binary of this package), so that tests can kill them with SIGKILL, restart
+//! `bolt-role` binary of this package), so that tests can kill them with SIGKILL, restart
 //! them and sample their memory; a client workload in the switch's namespace that
 //! reports what it saw; and packet loss and duplication injected with nftables.
 //!
@@ -189,7 +189,7 @@ pub struct Cluster {
 
 impl Cluster {
     /// A testbed of one worker host with `executor_links` executor namespaces; nothing
-    /// runs yet. `bin` is this package's `bolt` binary (`env!("CARGO_BIN_EXE_bolt")`).
+    /// runs yet. `bin` is this package's `bolt-role` binary (`env!("CARGO_BIN_EXE_bolt-role")`).
     pub fn new(bin: &str, executor_links: u8) -> Cluster {
         let layout = Layout::plan(&unique_name("bf"), 1, executor_links).expect("layout");
         let testbed = Testbed::create(layout).expect("testbed");
@@ -278,8 +278,6 @@ pub struct Workload {
     pub max_attempts: u8,
     /// Give up waiting for the last completions after this long.
     pub deadline: Duration,
-    /// Called about once a second with the time since the first job (RSS sampling).
-    pub every_second: Option<fn(Duration)>,
 }
 
 impl Workload {
@@ -292,16 +290,7 @@ impl Workload {
         handler: Handler<'static>,
         task_timeout: Duration,
     ) -> Self {
-        Workload {
-            jobs,
-            tasks_per_job,
-            interval,
-            handler,
-            task_timeout,
-            max_attempts: 20,
-            deadline: DEADLINE,
-            every_second: None,
-        }
+        Workload { jobs, tasks_per_job, interval, handler, task_timeout, max_attempts: 20, deadline: DEADLINE }
     }
 
     pub fn tasks(&self) -> u64 {
@@ -319,16 +308,11 @@ impl Workload {
             let spec = TaskSpec::new(self.handler, 1, 0)?;
             let job = vec![spec; self.tasks_per_job];
             let start = Instant::now();
-            let mut next_tick = Duration::from_secs(1);
             for j in 0..self.jobs {
                 let at = start + self.interval * j;
                 client.drive_until(at).await?;
                 client.add_job(&job)?;
                 client.flush().await;
-                if let Some(f) = self.every_second.filter(|_| start.elapsed() >= next_tick) {
-                    f(start.elapsed());
-                    next_tick += Duration::from_secs(1);
-                }
             }
             let idle = client.wait_idle(Instant::now() + self.deadline).await?;
             Ok(Outcome { idle, summary: client.summary(), tasks: self.tasks() })

@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 use scheduler_user::{agent, executor, switch, telemetry};
 
 #[derive(Parser)]
-#[command(name = "bolt")]
+#[command(name = "bolt-role")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
