@@ -8,8 +8,9 @@ use clap::Args;
 use crate::run::{is_root, output, status};
 
 /// Debian packages: the BPF-capable compiler and its prebuilt `core`, LLVM 22 for
-/// bpf-linker, and the tools the tests and the testbed use.
-pub const PACKAGES: [&str; 9] = [
+/// bpf-linker, and the tools the tests and the testbed use (nftables injects the packet
+/// loss and duplication of the fault tests).
+pub const PACKAGES: [&str; 10] = [
     "rustc-web",
     "cargo-web",
     "libstd-rust-web-dev-bpf",
@@ -19,6 +20,7 @@ pub const PACKAGES: [&str; 9] = [
     "bpftool",
     "ethtool",
     "iproute2",
+    "nftables",
 ];
 
 pub const BPF_LINKER_VERSION: &str = "0.13.0";
