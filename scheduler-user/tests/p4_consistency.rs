@@ -12,11 +12,12 @@ use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 
 use scheduler_common::{
-    decode, decode_packet, encode_assign, encode_complete, encode_get_task, encode_noop, encode_queue_full,
-    encode_refill, encode_refill_req, encode_repair, encode_return, encode_submit, message_len, Completion,
-    DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester, SwapState, Task, DEFAULT_PORT,
-    DEFAULT_PRIORITIES, FLAG_RESUBMIT, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN,
-    MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, TASK_FLAG_EXACTLY_ONCE, VERSION,
+    decode, decode_packet, encode_assign, encode_claim, encode_claim_reply, encode_complete, encode_get_task,
+    encode_noop, encode_queue_full, encode_refill, encode_refill_req, encode_repair, encode_return, encode_submit,
+    message_len, Claim, Completion, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester,
+    SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_RESUBMIT, KNOWN_HEADER_FLAGS,
+    KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR,
+    STATUS_FAILED, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
 use scheduler_user::queue::{QueueConfig, DRIFT_LIMIT};
 
@@ -281,6 +282,23 @@ fn message_bodies_match_scheduler_common() {
         ],
         "completion_h",
     );
+    // CLAIM and CLAIM_REPLY go between executor and client; validated, then refused.
+    check_layout(
+        &p4,
+        "Claim",
+        size_of::<Claim>(),
+        Claim::LEN,
+        &[
+            field!(Claim, uid, 4, [("uid", 32)]),
+            field!(Claim, jid, 4, [("jid", 32)]),
+            field!(Claim, tid, 4, [("tid", 32)]),
+            field!(Claim, node, 2, [("node", 16)]),
+            field!(Claim, executor, 2, [("executor", 16)]),
+            field!(Claim, verdict, 1, [("verdict", 8)]),
+            field!(Claim, pad, 3, [("pad", 24)]),
+        ],
+        "claim_h",
+    );
 }
 
 #[test]
@@ -387,6 +405,7 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
                 }
                 Op::Assign | Op::Refill | Op::Return => (0..count as usize).for_each(|i| body[i * Entry::LEN + 12] = 1),
                 Op::RefillReq => body[2] = 1,
+                Op::ClaimReply => body[16] = CLAIM_GRANTED,
                 _ => {}
             }
             match decode(&buf) {
@@ -715,6 +734,9 @@ fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     put(Op::Refill, &|b| encode_refill(b, &entries).unwrap());
     put(Op::Refill, &|b| encode_refill(b, &[]).unwrap());
     put(Op::Return, &|b| encode_return(b, &entries).unwrap());
+    let claim = Claim::of(&entries[1], 4, 2);
+    put(Op::Claim, &|b| encode_claim(b, &claim).unwrap());
+    put(Op::ClaimReply, &|b| encode_claim_reply(b, &claim.answered(CLAIM_DENIED)).unwrap());
     out
 }
 

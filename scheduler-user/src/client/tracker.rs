@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use scheduler_common::descriptor::Handler;
 use scheduler_common::{
-    Completion, JobRef, Task, FLAG_RESUBMIT, MAX_LIST, MAX_PRIORITIES, STATUS_OK, STATUS_REFUSED,
+    Claim, Completion, JobRef, Task, FLAG_RESUBMIT, MAX_LIST, MAX_PRIORITIES, STATUS_OK, STATUS_REFUSED,
     TASK_FLAG_EXACTLY_ONCE,
 };
 
@@ -143,6 +143,9 @@ struct Slot {
     bounces: u32,
     /// Bumped on every send, so a timeout entry can tell whether it is still current.
     send_stamp: u32,
+    /// The `send_stamp` of the attempt an executor holds the claim of (0: none): one
+    /// claim per attempt, so the table of claims is this field of the bounded slot table.
+    claimed_stamp: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -287,7 +290,15 @@ impl Tracker {
                 ..Task::default()
             };
             task.set_tid(tid);
-            self.slots.push_back(Slot { task, jid, first_sent_unix_ns: 0, attempts: 0, bounces: 0, send_stamp: 0 });
+            self.slots.push_back(Slot {
+                task,
+                jid,
+                first_sent_unix_ns: 0,
+                attempts: 0,
+                bounces: 0,
+                send_stamp: 0,
+                claimed_stamp: 0,
+            });
             self.ready.push_back(tid);
         }
         self.jobs.insert(jid, Job { first_tid: first, tasks: n, done: 0, failed: 0, canceled: 0, created: now });
@@ -347,6 +358,30 @@ impl Tracker {
         self.timeouts.push_back((deadline, tid, stamp));
         self.latency.first_send.get_or_insert(now);
         task
+    }
+
+    /// Decides an executor's CLAIM on a task (exactly-once execution): granted only for a
+    /// task of this client that is Running and whose current attempt nobody has claimed.
+    /// A duplicate delivery of the same attempt, a task Done, Failed, Canceled or waiting
+    /// to be resent, and an unknown task are denied, so the executor drops them unrun. A
+    /// resubmission (after a timeout, say of an executor that claimed and died) is a new
+    /// attempt and can be claimed again.
+    pub fn on_claim(&mut self, c: &Claim) -> bool {
+        let granted = c.uid() == self.cfg.uid
+            && self.states.state_of(c.tid()) == Some(TaskState::Running)
+            && match self.slot_mut(c.tid()) {
+                Some(slot) if slot.jid == c.jid() && slot.claimed_stamp != slot.send_stamp => {
+                    slot.claimed_stamp = slot.send_stamp;
+                    true
+                }
+                _ => false,
+            };
+        if granted {
+            self.stats.claims_granted += 1;
+        } else {
+            self.stats.claims_denied += 1;
+        }
+        granted
     }
 
     /// Applies a COMPLETE.

@@ -125,6 +125,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             counters,
             stop: stop.clone(),
             read_timeout: cfg.get_timeout,
+            stash: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("bolt-exec-{index}"))
