@@ -164,6 +164,18 @@ impl Job {
     }
 }
 
+/// Most doublings of the task timeout: attempt k waits `task_timeout << min(k - 1, 4)`.
+const MAX_TIMEOUT_DOUBLINGS: u8 = 4;
+
+/// How long attempt `attempt` (1-based) waits for its COMPLETE. Each resubmission waits
+/// twice as long as the one before (up to 16 times the task timeout), as TCP backs off
+/// its retransmission timer: when the cluster is slower than the timeout, resending at
+/// a fixed pace would add copies of the same tasks to the queues faster than the
+/// executors drain them, and the backlog would only grow.
+fn attempt_timeout(task_timeout: Duration, attempt: u8) -> Duration {
+    task_timeout * (1u32 << attempt.saturating_sub(1).min(MAX_TIMEOUT_DOUBLINGS))
+}
+
 /// The client state machine.
 #[derive(Debug)]
 pub struct Tracker {
@@ -182,9 +194,8 @@ pub struct Tracker {
     ready: VecDeque<u32>,
     /// Bounced tasks and when they may go out again.
     backoff: BinaryHeap<Reverse<(Instant, u32)>>,
-    /// (deadline, tid, send stamp) per attempt, in send order (the timeout is fixed, so
-    /// deadlines are ordered too).
-    timeouts: VecDeque<(Instant, u32, u32)>,
+    /// (deadline, tid, send stamp) per attempt, earliest first.
+    timeouts: BinaryHeap<Reverse<(Instant, u32, u32)>>,
     running: usize,
     finished: Vec<JobReport>,
     stats: ClientStats,
@@ -206,7 +217,7 @@ impl Tracker {
             unfinished_jobs: 0,
             ready: VecDeque::new(),
             backoff: BinaryHeap::new(),
-            timeouts: VecDeque::new(),
+            timeouts: BinaryHeap::new(),
             running: 0,
             finished: Vec::new(),
             stats: ClientStats::default(),
@@ -347,15 +358,15 @@ impl Tracker {
         self.states.transition(tid, TaskState::Pending, TaskState::Running);
         self.running += 1;
         self.stats.tasks_sent += 1;
-        let deadline = now + self.cfg.task_timeout;
         let slot = self.slot_mut(tid).expect("caller checked the slot");
         if slot.first_sent_unix_ns == 0 {
             slot.first_sent_unix_ns = now_unix_ns.max(1);
         }
         slot.attempts = slot.attempts.saturating_add(1);
         slot.send_stamp = slot.send_stamp.wrapping_add(1);
-        let (stamp, task) = (slot.send_stamp, slot.task);
-        self.timeouts.push_back((deadline, tid, stamp));
+        let (stamp, task, attempts) = (slot.send_stamp, slot.task, slot.attempts);
+        let deadline = now + attempt_timeout(self.cfg.task_timeout, attempts);
+        self.timeouts.push(Reverse((deadline, tid, stamp)));
         self.latency.first_send.get_or_insert(now);
         task
     }
@@ -498,11 +509,11 @@ impl Tracker {
     /// Expires attempts past their timeout and releases bounced tasks whose back-off
     /// is over. Call whenever time has passed.
     pub fn on_tick(&mut self, now: Instant) {
-        while let Some(&(deadline, tid, stamp)) = self.timeouts.front() {
+        while let Some(&Reverse((deadline, tid, stamp))) = self.timeouts.peek() {
             if deadline > now {
                 break;
             }
-            self.timeouts.pop_front();
+            self.timeouts.pop();
             if self.states.state_of(tid) != Some(TaskState::Running) {
                 continue;
             }
@@ -536,7 +547,7 @@ impl Tracker {
 
     /// When [`Tracker::on_tick`] next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let t = self.timeouts.front().map(|e| e.0);
+        let t = self.timeouts.peek().map(|Reverse(e)| e.0);
         let b = self.backoff.peek().map(|Reverse((at, _))| *at);
         match (t, b) {
             (Some(t), Some(b)) => Some(t.min(b)),
