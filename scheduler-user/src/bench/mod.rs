@@ -1,6 +1,7 @@
 //! `bolt bench`: the measurements behind docs/benchmarks.md. Each experiment runs alone
 //! and prints a table or, with --json, one JSON object.
 
+pub mod claims;
 pub mod noop;
 pub mod tiers;
 
@@ -22,6 +23,9 @@ pub enum Experiment {
     /// testbed: GET_TASK round trip, decisions per second, switch packets per task
     /// (needs root).
     Tiers(tiers::TiersArgs),
+    /// What exactly-once execution (claim before run) costs: tasks/s and submit→start
+    /// latency with and without it, in alternating rounds of one run.
+    Claims(claims::ClaimsArgs),
     /// ns per packet of the XDP program (GET_TASK hit and miss, REFILL per task) with
     /// BPF_PROG_TEST_RUN. Needs root.
     Xdp(XdpArgs),
@@ -44,6 +48,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
     match args.experiment {
         Experiment::Noop(a) => noop::print(&noop::run_compared(&a)?, a.json),
         Experiment::Tiers(a) => tiers::print(&tiers::run(&a)?, a.json),
+        Experiment::Claims(a) => claims::print(&claims::run(&a)?, a.json),
         Experiment::Xdp(a) => {
             let opts = crate::xdp::bench::BenchOptions { repeat: a.repeat, refill_batch: a.batch };
             let report = crate::xdp::bench::run(opts)?;
