@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use bolt_tests::cluster::{cluster_can_run, Cluster, Impairment, Workload};
+use bolt_tests::cluster::{cluster_can_run, Cluster, Impairment, Outcome, Workload};
 use scheduler_common::descriptor::Handler;
 
 const BOLT: &str = env!("CARGO_BIN_EXE_bolt-role");
@@ -57,21 +57,34 @@ fn five_percent_loss_and_duplication_lose_nothing() {
     lossy_run(50);
 }
 
+/// Runs 1,600 2 ms tasks (16 per job every 20 ms, about 2 s), kills a role with
+/// SIGKILL 700 ms in (with tasks in every tier), restarts it 300 ms later, and returns
+/// what the client saw.
+fn kill_and_restart_mid_workload(
+    task_timeout: Duration,
+    kill: impl FnOnce(&mut Cluster),
+    restart: impl FnOnce(&mut Cluster),
+) -> Outcome {
+    let mut c = cluster(&[], 4);
+    let work = Workload::new(100, 16, Duration::from_millis(20), Handler::Sleep { micros: 2_000 }, task_timeout);
+    let client = c.client(work);
+    std::thread::sleep(Duration::from_millis(700));
+    kill(&mut c);
+    std::thread::sleep(Duration::from_millis(300));
+    restart(&mut c);
+    join(client).expect("client")
+}
+
 #[test]
 fn a_switch_killed_and_restarted_mid_workload_loses_nothing() {
     if !cluster_can_run() {
         return;
     }
-    let mut c = cluster(&[], 4);
-    // 2 ms tasks, 1,600 of them over about 2 s: the kill lands with tasks in every tier.
-    let work =
-        Workload::new(100, 16, Duration::from_millis(20), Handler::Sleep { micros: 2_000 }, Duration::from_millis(800));
-    let client = c.client(work);
-    std::thread::sleep(Duration::from_millis(700));
-    c.switch.as_mut().expect("switch").kill();
-    std::thread::sleep(Duration::from_millis(300));
-    c.start_switch(&[]);
-    let outcome = join(client).expect("client");
+    let outcome = kill_and_restart_mid_workload(
+        Duration::from_millis(800),
+        |c| c.switch.as_mut().expect("switch").kill(),
+        |c| c.start_switch(&[]),
+    );
     outcome.assert_exactly_once("switch SIGKILL and restart");
     assert!(outcome.summary.resubmitted > 0, "nothing was resubmitted: did the kill land mid-workload?");
 }
@@ -81,16 +94,14 @@ fn an_agent_killed_and_restarted_mid_workload_loses_nothing() {
     if !cluster_can_run() {
         return;
     }
-    let mut c = cluster(&[], 4);
-    let work =
-        Workload::new(100, 16, Duration::from_millis(20), Handler::Sleep { micros: 2_000 }, Duration::from_secs(2));
-    let client = c.client(work);
-    std::thread::sleep(Duration::from_millis(700));
-    c.agent.as_mut().expect("agent").kill();
-    std::thread::sleep(Duration::from_millis(300));
-    c.start_agent(&["--low-watermark", "32", "--batch", "32"]);
-    c.agent.as_ref().unwrap().wait_for_log("reattached to the pinned XDP program");
-    let outcome = join(client).expect("client");
+    let outcome = kill_and_restart_mid_workload(
+        Duration::from_secs(2),
+        |c| c.agent.as_mut().expect("agent").kill(),
+        |c| {
+            c.start_agent(&["--low-watermark", "32", "--batch", "32"]);
+            c.agent.as_ref().unwrap().wait_for_log("reattached to the pinned XDP program");
+        },
+    );
     outcome.assert_exactly_once("agent SIGKILL and restart");
 }
 

@@ -264,28 +264,21 @@ impl Worker {
         if entry.task.flags & TASK_FLAG_EXACTLY_ONCE != 0 {
             let (answer, during) = self.claim(entry, tx);
             answers = during;
-            match answer {
-                ClaimAnswer::Granted => bump(&self.counters.claims_granted),
-                ClaimAnswer::Denied => {
-                    bump(&self.counters.claims_denied);
-                    tracing::debug!(
-                        uid = entry.uid(),
-                        jid = entry.jid(),
-                        tid = entry.task.tid(),
-                        "claim denied; not run"
-                    );
-                    return answers;
-                }
-                ClaimAnswer::Unanswered => {
-                    bump(&self.counters.claims_unanswered);
-                    tracing::debug!(
-                        uid = entry.uid(),
-                        jid = entry.jid(),
-                        tid = entry.task.tid(),
-                        "claim unanswered; not run"
-                    );
-                    return answers;
-                }
+            let (counter, why) = match answer {
+                ClaimAnswer::Granted => (&self.counters.claims_granted, None),
+                ClaimAnswer::Denied => (&self.counters.claims_denied, Some("denied")),
+                ClaimAnswer::Unanswered => (&self.counters.claims_unanswered, Some("unanswered")),
+            };
+            bump(counter);
+            if let Some(why) = why {
+                tracing::debug!(
+                    uid = entry.uid(),
+                    jid = entry.jid(),
+                    tid = entry.task.tid(),
+                    why,
+                    "claim not granted; not run"
+                );
+                return answers;
             }
         }
         self.run_and_report(entry, tx);
