@@ -9,8 +9,8 @@ use scheduler_common::prefix::{mask, Ipv4Prefix};
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     if let Ok(p) = Ipv4Prefix::parse(text) {
-        assert!(p.len() <= 32);
-        assert_eq!(u32::from_be_bytes(p.network()) & !mask(p.len()), 0, "{p} has host bits");
+        assert!(p.prefix_len() <= 32);
+        assert_eq!(u32::from_be_bytes(p.network()) & !mask(p.prefix_len()), 0, "{p} has host bits");
         assert!(p.contains(p.network()));
         assert_eq!(Ipv4Prefix::parse(&p.to_string()), Ok(p), "{text:?} prints as {p}");
     }

@@ -90,7 +90,7 @@ impl Ipv4Prefix {
         self.net.to_be_bytes()
     }
 
-    pub const fn len(&self) -> u8 {
+    pub const fn prefix_len(&self) -> u8 {
         self.len
     }
 
@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn parses_prefixes_and_single_addresses() {
         assert_eq!(Ipv4Prefix::parse("10.77.0.0/16"), Ipv4Prefix::new([10, 77, 0, 0], 16));
-        assert_eq!(Ipv4Prefix::parse(" 192.0.2.7 ").unwrap().len(), 32);
+        assert_eq!(Ipv4Prefix::parse(" 192.0.2.7 ").unwrap().prefix_len(), 32);
         assert_eq!(Ipv4Prefix::parse("0.0.0.0/0"), Ok(Ipv4Prefix::ANY));
         assert_eq!(Ipv4Prefix::parse("10.0.0.1/24"), Err(PrefixError::HostBits));
         assert_eq!(Ipv4Prefix::parse("10.0.0.0/33"), Err(PrefixError::BadLength));

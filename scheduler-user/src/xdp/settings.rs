@@ -71,7 +71,7 @@ impl XdpSettings {
             node: self.node,
             switch_ipv4: self.switch_addr.map(|a| a.octets()).unwrap_or([0; 4]),
             levels: self.levels,
-            executor_prefix_len: self.executors.len(),
+            executor_prefix_len: self.executors.prefix_len(),
             pad: [0; 2],
             ring_capacity: self.ring_capacity,
             low_watermark: self.low_watermark,
