@@ -82,15 +82,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         setup::run(&SetupArgs::default())?;
     }
     status(
-        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())).current_dir(workspace_root()).args([
-            "build",
-            "--release",
-            "--locked",
-            "-p",
-            "scheduler-user",
-            "--bin",
-            "bolt",
-        ]),
+        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .current_dir(workspace_root())
+            .args(["build", "--release", "--locked", "-p", "scheduler-user", "--bin", "bolt"]),
     )?;
     let bolt = bolt_binary();
     let switch = format!("127.0.0.1:{}", free_udp_port()?);

@@ -4,8 +4,8 @@
 
 mod demo;
 mod ebpf;
-mod load;
 mod p4;
+mod load;
 mod run;
 mod setup;
 mod test;

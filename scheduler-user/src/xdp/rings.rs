@@ -11,7 +11,8 @@ use aya::{
 };
 use scheduler_common::{
     maps::{
-        Counters, XdpConfig, CONFIG_MAP, COUNTERS_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_COUNT, RING_MAPS, RING_STATE_MAP,
+        Counters, XdpConfig, CONFIG_MAP, COUNTERS_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_COUNT, RING_MAPS,
+        RING_STATE_MAP,
     },
     Entry, MAX_PRIORITIES,
 };
