@@ -24,8 +24,7 @@ fn main() {
 
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("bolt-xdp.o");
     let object = build_ebpf(&ebpf_dir);
-    std::fs::copy(&object, &out)
-        .unwrap_or_else(|e| panic!("copying {} to {}: {e}", object.display(), out.display()));
+    std::fs::copy(&object, &out).unwrap_or_else(|e| panic!("copying {} to {}: {e}", object.display(), out.display()));
 }
 
 fn require(ok: bool, what: &str) {
@@ -64,7 +63,11 @@ fn build_ebpf(ebpf_dir: &Path) -> PathBuf {
     // target directory come from scheduler-ebpf/.cargo/config.toml.
     for (key, _) in env::vars_os() {
         let key = key.to_string_lossy();
-        if key.starts_with("CARGO_") && key != "CARGO_HOME" || key.starts_with("RUSTC") || key == "RUSTFLAGS" || key == "RUSTDOC" {
+        if key.starts_with("CARGO_") && key != "CARGO_HOME"
+            || key.starts_with("RUSTC")
+            || key == "RUSTFLAGS"
+            || key == "RUSTDOC"
+        {
             cmd.env_remove(&*key);
         }
     }

@@ -16,11 +16,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bolt_tests::{cluster::Process, is_root, require, unique_name};
-use scheduler_common::{descriptor::Handler, maps::PIN_ROOT};
+use bolt_tests::{cluster::Process, is_root, noop_client_in, require, unique_name};
+use scheduler_common::maps::PIN_ROOT;
 use scheduler_user::{
     agent::{self, AgentHandle, AgentStats, StopMode},
-    client::{Client, ClientConfig, Summary, TaskSpec},
+    client::Summary,
     executor::{self, ExecutorConfig, ExecutorPool},
     netns,
     switch::{self, SwitchConfig, SwitchHandle, SwitchStats},
@@ -97,24 +97,9 @@ impl Rig {
     }
 
     /// A client in the switch's namespace that submits `tasks` noop tasks and waits for
-    /// them; `task_timeout` long enough that no task is resubmitted unless it is lost.
+    /// them, each sent once.
     fn client(&self, tasks: usize) -> std::thread::JoinHandle<anyhow::Result<(bool, Summary)>> {
-        let ns = self.layout().switch_ns.clone();
-        let switch = SocketAddr::V4(self.layout().switch_socket());
-        std::thread::spawn(move || {
-            netns::enter(&ns)?;
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            runtime.block_on(async move {
-                let mut cfg = ClientConfig::new(switch);
-                cfg.tracker.task_timeout = DEADLINE;
-                cfg.tracker.max_attempts = 1;
-                let mut client = Client::bind(cfg).await?;
-                let spec = TaskSpec::new(Handler::Noop, 1, 0)?;
-                client.submit(&vec![spec; tasks]).await?;
-                let idle = client.wait_idle(Instant::now() + DEADLINE).await?;
-                Ok((idle, client.summary()))
-            })
-        })
+        noop_client_in(&self.layout().switch_ns, SocketAddr::V4(self.layout().switch_socket()), tasks, DEADLINE)
     }
 
     fn counters(&self) -> CounterSnapshot {

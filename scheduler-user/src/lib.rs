@@ -3,12 +3,16 @@
 
 pub mod agent;
 pub mod bench;
+pub mod cli;
 pub mod client;
 pub mod executor;
+pub mod inspect;
+pub mod metrics;
 pub mod net;
 pub mod netns;
 pub mod queue;
 pub mod switch;
 pub mod telemetry;
 pub mod testbed;
+pub mod top;
 pub mod xdp;

@@ -128,7 +128,13 @@ impl Batch {
         }
         // SAFETY: hdrs are wired to live buffers of the stated sizes.
         let n = unsafe {
-            libc::recvmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, flags, std::ptr::null_mut())
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                self.hdrs.len() as u32,
+                flags,
+                std::ptr::null_mut(),
+            )
         };
         if n < 0 {
             self.len = 0;

@@ -350,7 +350,8 @@ fn scenarios() -> Vec<Scenario> {
     s.send(refill_req(0b0111, 18), HOST).send(refill_req(0b0111, 8), HOST).send(refill_req(0b0111, 8), HOST);
     all.push(s);
 
-    let other = |tid: u32, prio: u8| Entry::new(40, 41, task(tid, prio, 0), OTHER_CLIENT.ip().octets(), OTHER_CLIENT.port());
+    let other =
+        |tid: u32, prio: u8| Entry::new(40, 41, task(tid, prio, 0), OTHER_CLIENT.ip().octets(), OTHER_CLIENT.port());
     let mut s = Scenario::new(
         "return",
         "a host gives entries back; they queue like SUBMIT, keep their client, and bounce to it when full",

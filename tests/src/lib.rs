@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod schema;
+
 /// True when running under CI (`CI=true`), where tests that need the kernel must run.
 pub fn in_ci() -> bool {
     std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
@@ -40,4 +42,33 @@ pub fn unique_name(prefix: &str) -> String {
     assert!(name.len() <= 15, "interface name {name} too long");
     name
 }
+
+/// A client on a thread of its own in network namespace `ns` that submits `tasks` noop
+/// tasks of priority 1 to `switch` and waits for them until `deadline` from now. Each task
+/// is sent once (its timeout is the whole deadline): a lost task shows as lost, never as
+/// resubmitted. Returns whether the client ended idle, and its summary.
+pub fn noop_client_in(
+    ns: &str,
+    switch: std::net::SocketAddr,
+    tasks: usize,
+    deadline: std::time::Duration,
+) -> std::thread::JoinHandle<anyhow::Result<(bool, scheduler_user::client::Summary)>> {
+    use scheduler_user::client::{Client, ClientConfig, TaskSpec};
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        scheduler_user::netns::enter(&ns)?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async move {
+            let mut cfg = ClientConfig::new(switch);
+            cfg.tracker.task_timeout = deadline;
+            cfg.tracker.max_attempts = 1;
+            let mut client = Client::bind(cfg).await?;
+            let spec = TaskSpec::new(scheduler_common::descriptor::Handler::Noop, 1, 0)?;
+            client.submit(&vec![spec; tasks]).await?;
+            let idle = client.wait_idle(std::time::Instant::now() + deadline).await?;
+            Ok((idle, client.summary()))
+        })
+    })
+}
+
 pub mod cluster;

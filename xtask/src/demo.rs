@@ -1,26 +1,39 @@
-//! `cargo xtask demo`: Bolt end to end on this machine. Builds `bolt`, starts the
-//! software switch and a pool of executors on loopback, runs a short SW1-style workload
-//! (two clients each submitting a job every 10 ms), and prints what the clients measured.
+//! `cargo xtask demo`: Bolt end to end on this machine, with a short SW1-style workload
+//! (two clients each submitting a job every 10 ms) and what the clients measured.
+//!
+//! Where it can (root, network namespaces, XDP), it runs two-level on the namespace
+//! testbed: `bolt switch` in a switch namespace, a `bolt agent` with the XDP tier on each
+//! worker host, executors in the executor namespaces behind them, clients beside the
+//! switch. Elsewhere it runs one-level on loopback. It says which mode it ran in, and why.
 
 use std::net::UdpSocket;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use clap::Args;
+use clap::{Parser, ValueEnum};
 
-use crate::run::{status, workspace_root};
+use crate::run::{build_bolt, is_root};
 use crate::setup::{self, SetupArgs};
+use crate::testbed::{self, UpOptions};
 
-#[derive(Args, Debug)]
+// Parser as well as Args: `cargo xtask test` builds its short demo from an argument list.
+#[derive(Parser, Debug)]
 pub struct DemoArgs {
     /// Do not run `cargo xtask setup` first.
     #[arg(long)]
     pub no_setup: bool,
-    /// Executors on the one worker node.
+    /// Where to run: `auto` is the testbed with the XDP tier when it can come up (root,
+    /// namespaces, XDP) and loopback otherwise.
+    #[arg(long, value_enum, default_value_t = Mode::Auto)]
+    pub mode: Mode,
+    /// Executors in all (split evenly over the worker hosts on the testbed).
     #[arg(long, default_value_t = 16)]
     pub executors: u16,
+    /// Worker hosts on the testbed.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=8))]
+    pub workers: u16,
     /// Jobs each of the two clients submits, one every --interval-ms.
     #[arg(long, default_value_t = 200)]
     pub jobs: u32,
@@ -36,10 +49,37 @@ pub struct DemoArgs {
     pub task_us: u64,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// The testbed when it can come up, else loopback.
+    Auto,
+    /// Two-level on the namespace testbed (fails if it cannot come up).
+    Testbed,
+    /// One-level on loopback: switch, executors and clients as plain processes.
+    Loopback,
+}
+
 /// Children that are stopped (SIGTERM, then SIGKILL) however the demo ends.
-struct Processes(Vec<(&'static str, Child)>);
+struct Processes(Vec<(String, Child)>);
 
 impl Processes {
+    fn spawn(&mut self, name: impl Into<String>, cmd: &mut Command) -> anyhow::Result<()> {
+        let name = name.into();
+        let child = cmd.stdin(Stdio::null()).spawn().with_context(|| format!("starting {name}"))?;
+        self.0.push((name, child));
+        Ok(())
+    }
+
+    /// Fails if any child has exited already.
+    fn check_running(&mut self) -> anyhow::Result<()> {
+        for (name, child) in &mut self.0 {
+            if let Some(st) = child.try_wait()? {
+                bail!("{name} exited at start ({st}); see its log above");
+            }
+        }
+        Ok(())
+    }
+
     fn stop_all(&mut self) {
         for (_, child) in &mut self.0 {
             let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
@@ -68,10 +108,6 @@ impl Drop for Processes {
     }
 }
 
-fn bolt_binary() -> PathBuf {
-    workspace_root().join("target/release/bolt")
-}
-
 /// A loopback port nobody listens on right now.
 fn free_udp_port() -> anyhow::Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -81,47 +117,152 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     if !args.no_setup {
         setup::run(&SetupArgs::default())?;
     }
-    status(
-        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .current_dir(workspace_root())
-            .args(["build", "--release", "--locked", "-p", "scheduler-user", "--bin", "bolt"]),
-    )?;
-    let bolt = bolt_binary();
-    let switch = format!("127.0.0.1:{}", free_udp_port()?);
-    println!("\nBolt demo: software switch (tier 2) on {switch}, {} executors, loopback", args.executors);
-    println!("(the two-level set-up with the XDP tier runs on the namespace testbed: cargo xtask testbed)\n");
-
-    let mut procs = Processes(Vec::new());
-    let sw = Command::new(&bolt)
-        .args(["switch", "--listen", &switch, "--report-secs", "0"])
-        .stdin(Stdio::null())
-        .spawn()
-        .context("starting bolt switch")?;
-    procs.0.push(("bolt switch", sw));
-    let executors = Command::new(&bolt)
-        .args(["executor", "--switch", &switch, "--node", "1", "--resources", "0xff"])
-        .args(["--executors", &args.executors.to_string()])
-        .stdin(Stdio::null())
-        .spawn()
-        .context("starting bolt executor")?;
-    procs.0.push(("bolt executor", executors));
-    std::thread::sleep(Duration::from_millis(300));
-    for (name, child) in &mut procs.0 {
-        if let Some(st) = child.try_wait()? {
-            bail!("{name} exited at start ({st}); see its log above");
-        }
+    let bolt = build_bolt(true)?;
+    match args.mode {
+        Mode::Loopback => on_loopback(&bolt, args, "asked for with --mode loopback"),
+        Mode::Testbed => on_testbed(args),
+        Mode::Auto if !is_root() => on_loopback(&bolt, args, "the testbed needs root: run as root for two-level"),
+        Mode::Auto => match testbed::up(&testbed_options(args)) {
+            Ok(tb) => run_on(&tb, args),
+            Err(e) => on_loopback(&bolt, args, &format!("the testbed could not come up: {e:#}")),
+        },
     }
+}
 
-    // Two clients at once, as in the thesis's SW1 workload.
+fn testbed_options(args: &DemoArgs) -> UpOptions {
+    // Rings sized to the executors: every task in a ring is committed to that host, so a
+    // deep ring holds back higher-priority tasks still at the switch and leaves other hosts
+    // idle. With 5 ms tasks a few tasks per host cover the refill round trip.
+    let prefetch = ["--low-watermark", "4", "--batch", "8"];
+    UpOptions {
+        name: "demo".into(),
+        workers: args.workers,
+        agent_args: prefetch.iter().map(|s| s.to_string()).collect(),
+        ..UpOptions::default()
+    }
+}
+
+fn on_testbed(args: &DemoArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(is_root(), "--mode testbed needs root (network namespaces, XDP)");
+    let tb = testbed::up(&testbed_options(args))?;
+    run_on(&tb, args)
+}
+
+/// Two-level: the testbed `tb` is up with its switch and agents; executors go in the
+/// executor namespaces, clients in the switch's. Dropping `tb` afterwards stops the
+/// agents (their tasks go back to the switch), the switch, and deletes the namespaces.
+fn run_on(tb: &testbed::Testbed, args: &DemoArgs) -> anyhow::Result<()> {
+    let switch = tb.switch_socket();
+    let per_worker = args.executors.div_ceil(tb.workers.len() as u16).max(1);
+    println!(
+        "\nBolt demo, two-level on the namespace testbed `{}`: software switch (tier 2) at {switch} in {}; \
+         on each of {} worker hosts a `bolt agent` with the XDP tier (generic mode) answers GET_TASK \
+         from its rings; {per_worker} executors behind each host\n",
+        tb.name,
+        tb.switch_ns,
+        tb.workers.len()
+    );
+    let mut procs = Processes(Vec::new());
+    for w in &tb.workers {
+        let node = w.node.to_string();
+        let mut exec = tb.bolt_in(&w.executors[0].ns);
+        exec.args(["executor", "--switch", &switch, "--node", &node, "--resources", "0xff"])
+            .args(["--executors", &per_worker.to_string()]);
+        procs.spawn(format!("bolt executor (node {node})"), &mut exec)?;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    procs.check_running()?;
+    let outcome = run_clients(args, &switch, |cmd| {
+        let mut c = tb.bolt_in(&tb.switch_ns);
+        c.args(cmd);
+        c
+    });
+    procs.stop_all();
+    outcome?;
+    for w in &tb.workers {
+        print_xdp_counters(tb, w)?;
+    }
+    println!("\nMode: two-level (XDP tier 1 on {} worker hosts, software switch tier 2).", tb.workers.len());
+    Ok(())
+}
+
+/// What the XDP program on worker `w` did, read from its pinned counters with `bolt stats`.
+fn print_xdp_counters(tb: &testbed::Testbed, w: &testbed::Worker) -> anyhow::Result<()> {
+    let pin = &w.executors[0].host_iface;
+    let out = Command::new(&tb.bolt)
+        .args(["stats", "--json", "--interval", "0.05", "--iface", pin])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running bolt stats")?;
+    anyhow::ensure!(out.status.success(), "bolt stats --iface {pin} failed");
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading bolt stats --json")?;
+    let counters = &reports[0]["counters"];
+    let get = |name: &str| counters[name].as_u64().unwrap_or(0);
+    let hits: u64 = (1..=8).map(|p| get(&format!("hit_p{p}"))).sum();
+    println!(
+        "node {}: the XDP tier answered {hits} GET_TASK from the host's rings, passed {} to the switch while they \
+         were empty (idle executors ask again and again); {} REFILLs brought {} tasks",
+        w.node,
+        get("miss"),
+        get("refill_frames"),
+        get("refill_tasks")
+    );
+    Ok(())
+}
+
+/// One-level: the switch, one executor pool and the clients as plain processes on loopback.
+fn on_loopback(bolt: &Path, args: &DemoArgs, why: &str) -> anyhow::Result<()> {
+    let switch = format!("127.0.0.1:{}", free_udp_port()?);
+    println!(
+        "\nBolt demo, one-level on loopback ({why}): software switch (tier 2) on {switch}, {} executors asking it directly\n",
+        args.executors
+    );
+    let mut procs = Processes(Vec::new());
+    procs.spawn("bolt switch", Command::new(bolt).args(["switch", "--listen", &switch, "--report-secs", "0"]))?;
+    procs.spawn(
+        "bolt executor",
+        Command::new(bolt)
+            .args(["executor", "--switch", &switch, "--node", "1", "--resources", "0xff"])
+            .args(["--executors", &args.executors.to_string()]),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    procs.check_running()?;
+    let outcome = run_clients(args, &switch, |cmd| {
+        let mut c = Command::new(bolt);
+        c.args(cmd);
+        c
+    });
+    procs.stop_all();
+    outcome?;
+    println!("\nMode: one-level on loopback ({why}).");
+    Ok(())
+}
+
+/// Two clients at once, as in the thesis's SW1 workload; prints their summaries and fails
+/// if either reports a failed or lost task.
+fn run_clients(args: &DemoArgs, switch: &str, bolt: impl Fn(&[String]) -> Command) -> anyhow::Result<()> {
     let client = |priority: &str| {
-        Command::new(&bolt)
-            .args(["submit", "--switch", &switch, "--handler", "sleep"])
-            .args(["--duration-us", &args.task_us.to_string()])
-            .args(["--tasks", &args.tasks.to_string(), "--jobs", &args.jobs.to_string()])
-            .args(["--interval-ms", &args.interval_ms.to_string(), "--priority", priority])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
+        let argv: Vec<String> = [
+            "submit",
+            "--switch",
+            switch,
+            "--handler",
+            "sleep",
+            "--duration-us",
+            &args.task_us.to_string(),
+            "--tasks",
+            &args.tasks.to_string(),
+            "--jobs",
+            &args.jobs.to_string(),
+            "--interval-ms",
+            &args.interval_ms.to_string(),
+            "--priority",
+            priority,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        bolt(&argv).stdin(Stdio::null()).stdout(Stdio::piped()).spawn()
     };
     let first = client("1").context("starting the first client")?;
     let second = client("2").context("starting the second client")?;
@@ -132,7 +273,6 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         print!("{}", String::from_utf8_lossy(&out.stdout));
         failed |= !out.status.success();
     }
-    procs.stop_all();
     if failed {
         bail!("a client reported failed or lost tasks");
     }

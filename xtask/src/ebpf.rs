@@ -28,10 +28,20 @@ pub fn build(args: &BuildArgs) -> anyhow::Result<PathBuf> {
         cmd.arg("--release");
     }
     // scheduler-ebpf/.cargo/config.toml picks the compiler; nothing inherited may override it.
-    for var in ["RUSTC", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"] {
+    for var in [
+        "RUSTC",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+    ] {
         cmd.env_remove(var);
     }
-    status(&mut cmd).map_err(|e| e.context("building the XDP object failed; is the toolchain installed? run `cargo xtask setup`"))?;
+    status(&mut cmd).map_err(|e| {
+        e.context("building the XDP object failed; is the toolchain installed? run `cargo xtask setup`")
+    })?;
     let profile = if args.debug { "debug" } else { "release" };
     let object = dir.join("target/bpfel-unknown-none").join(profile).join("bolt-xdp");
     anyhow::ensure!(object.exists(), "the build produced no {}", object.display());

@@ -4,8 +4,8 @@
 
 mod demo;
 mod ebpf;
-mod p4;
 mod load;
+mod p4;
 mod run;
 mod setup;
 mod test;
@@ -29,11 +29,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Run Bolt end to end on this machine: the software switch, executors and two
-    /// clients on loopback with a short SW1-style workload, then print their summaries.
+    /// Run Bolt end to end on this machine with a short SW1-style workload (two clients) and
+    /// print what the clients measured: two-level on the namespace testbed with the XDP tier
+    /// when it can (root), one-level on loopback otherwise. It says which mode it ran in.
     Demo(demo::DemoArgs),
     /// Install what building and testing need: Debian packages (rustc-web for the BPF
-    /// target, LLVM 22, bpftool, ethtool, iproute2), bpf-linker 0.13.0, and a mounted bpffs.
+    /// target, LLVM 22, bpftool, ethtool, iproute2, redis-server, python3-venv),
+    /// bpf-linker 0.13.0, and a mounted bpffs.
     /// Idempotent: only what is missing is installed.
     Setup(setup::SetupArgs),
     /// Build the XDP object (scheduler-ebpf) for bpfel-unknown-none.

@@ -50,7 +50,8 @@ pub fn build_bolt(release: bool) -> anyhow::Result<PathBuf> {
         cmd.arg("--release");
     }
     status(&mut cmd)?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
     let bolt = target.join(if release { "release" } else { "debug" }).join("bolt");
     anyhow::ensure!(bolt.exists(), "the build produced no {}", bolt.display());
     Ok(bolt)

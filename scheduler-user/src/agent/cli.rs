@@ -2,16 +2,21 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use clap::Args;
-use scheduler_common::{maps::DEFAULT_RING_CAPACITY, Ipv4Prefix, DEFAULT_PRIORITIES, MAX_PRIORITIES};
+use scheduler_common::{
+    maps::{DEFAULT_RING_CAPACITY, RING_COUNT},
+    Ipv4Prefix, DEFAULT_PRIORITIES, MAX_PRIORITIES,
+};
 
 use super::{
     connected_prefix, route_interface, Agent, AgentConfig, AgentStats, RefillPolicy, StopMode, Tier1Config, XdpChoice,
 };
 use crate::executor::{parse_addr, parse_resources};
-use crate::xdp::{AttachMode, XdpSettings};
+use crate::metrics::{MetricsServer, StatsSource};
+use crate::xdp::{AttachMode, PinDir, XdpMaps, XdpSettings};
 
 /// What `bolt agent --help` says first.
 pub const HELP: &str = "Run tier 1 on this host.\n\n\
@@ -140,6 +145,12 @@ pub struct AgentArgs {
     /// while executors keep every CPU busy (needs CAP_SYS_NICE).
     #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
     pub nice: Option<i32>,
+
+    /// Serve counters over HTTP at this address: /metrics (Prometheus) and /stats (JSON,
+    /// what `bolt ring show` and `bolt top` read): the agent's and the XDP program's.
+    /// Skipped with a warning when the default is taken; "off": none.
+    #[arg(long, value_name = "ADDR|off", default_value = crate::metrics::AGENT_DEFAULT)]
+    pub metrics: String,
 
     /// Log a line of counters every this many seconds (0: only at exit).
     #[arg(long, value_name = "S", default_value_t = 10)]
@@ -323,20 +334,63 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
     }
     let on_signal = if args.keep_attached { StopMode::KeepAttached } else { StopMode::Drain };
     let stop = || SIGNALLED.load(Ordering::Relaxed).then_some(on_signal);
-    let every = Duration::from_secs(args.stats_interval_s.max(1));
+    let published = Arc::new(Mutex::new(agent.stats()));
+    let pins = agent.pins().cloned();
+    let _metrics = start_metrics(&args.metrics, published.clone(), pins)?;
+    let log_every = Duration::from_secs(args.stats_interval_s.max(1));
     let mut last = AgentStats::default();
+    let mut last_log = Instant::now();
     let mut publish = |s: &AgentStats| {
-        if args.stats_interval_s > 0 && (s.refill_tasks != last.refill_tasks || s.returned_tasks != last.returned_tasks)
+        if let Ok(mut p) = published.lock() {
+            p.clone_from(s);
+        }
+        if args.stats_interval_s > 0
+            && last_log.elapsed() >= log_every
+            && (s.refill_tasks != last.refill_tasks || s.returned_tasks != last.returned_tasks)
         {
             log_stats("agent", s);
             last = s.clone();
+            last_log = Instant::now();
         }
     };
-    let mode = agent.run(&stop, every, &mut publish)?;
+    let mode = agent.run(&stop, PUBLISH_EVERY, &mut publish)?;
     tracing::info!(?mode, "signal received: stopping");
     let stats = agent.finish(mode)?;
     log_stats("agent stopped", &stats);
     Ok(())
+}
+
+/// How often the loop hands its counters to the metrics endpoint.
+const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+
+/// The metrics endpoint: `{"agent": AgentStats, "xdp": {...} | null}`, the program's
+/// counters and ring levels read from its pinned maps when asked (off the agent's loop).
+fn start_metrics(
+    addr: &str,
+    published: Arc<Mutex<AgentStats>>,
+    pins: Option<PinDir>,
+) -> anyhow::Result<Option<MetricsServer>> {
+    let Some(at) = crate::metrics::parse_endpoint(addr, crate::metrics::AGENT_PORT)? else { return Ok(None) };
+    let source: StatsSource = Arc::new(move || {
+        let agent = published.lock().map(|s| s.clone()).unwrap_or_default();
+        let xdp = pins.as_ref().and_then(|dir| xdp_json(dir).ok());
+        serde_json::json!({ "agent": agent, "xdp": xdp })
+    });
+    crate::metrics::serve(Some(at), addr == crate::metrics::AGENT_DEFAULT, source)
+}
+
+/// The program's side of the agent's metrics: counters by name and slots reserved per ring.
+fn xdp_json(dir: &PinDir) -> anyhow::Result<serde_json::Value> {
+    let maps = XdpMaps::open_pinned(dir)?;
+    let cfg = maps.config()?;
+    let pin_name = dir.path().file_name().map(|n| n.to_string_lossy().into_owned());
+    Ok(serde_json::json!({
+        "pin_name": pin_name,
+        "node": cfg.node,
+        "counters": crate::inspect::maps::counters_object(&maps.counters()?.0),
+        "reserved": maps.occupancy()[..cfg.levels.clamp(1, RING_COUNT as u8) as usize],
+        "ring_capacity": cfg.ring_capacity,
+    }))
 }
 
 fn log_stats(what: &str, s: &AgentStats) {

@@ -207,6 +207,11 @@ impl Agent {
         &self.tier1.mode
     }
 
+    /// Where the program and its maps are pinned (None: rings in this process only).
+    pub fn pins(&self) -> Option<&crate::xdp::PinDir> {
+        self.tier1.pins.as_ref()
+    }
+
     /// The counters now.
     pub fn stats(&mut self) -> AgentStats {
         let occupancy = self.tier1.rings.occupancy();

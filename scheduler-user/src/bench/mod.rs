@@ -2,8 +2,19 @@
 //! and prints a table or, with --json, one JSON object.
 
 pub mod claims;
+pub mod cluster;
+pub mod constraints;
+pub mod decisions;
 pub mod noop;
+pub mod output;
+pub mod peers;
+pub mod plot;
+pub mod priority;
+pub mod suite;
+pub mod sw1;
 pub mod tiers;
+pub mod trace;
+pub mod workload;
 
 use std::time::Duration;
 
@@ -26,9 +37,24 @@ pub enum Experiment {
     /// What exactly-once execution (claim before run) costs: tasks/s and submit→start
     /// latency with and without it, in alternating rounds of one run.
     Claims(claims::ClaimsArgs),
+    /// Bolt against Dask, Ray, Celery with Redis and a plain Redis pull queue, in one
+    /// run on loopback: throughput and scheduling delay, and their ratios to Bolt.
+    Peers(peers::PeersArgs),
     /// ns per packet of the XDP program (GET_TASK hit and miss, REFILL per task) with
     /// BPF_PROG_TEST_RUN. Needs root.
     Xdp(XdpArgs),
+    /// Every experiment of the thesis's evaluation, one-level and two-level side by side:
+    /// JSON lines and plots in a results directory, Markdown tables on stdout.
+    All(suite::SuiteArgs),
+    /// SW1: job completion time and scheduling delay from 40 % to 100 % utilisation
+    /// (thesis Figure 12); `all --only sw1`.
+    Sw1(suite::SuiteArgs),
+    /// The Google-like trace: scheduling delay CDF and its breakdown (Figures 13, 14).
+    Trace(suite::SuiteArgs),
+    /// Queueing delay per priority level against FIFO, GET_TASK per level (Figures 15, 16).
+    Priority(suite::SuiteArgs),
+    /// SW2: throughput per node group under resource constraints (Figure 17).
+    Constraints(suite::SuiteArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -45,21 +71,35 @@ pub struct XdpArgs {
 }
 
 pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
-    match args.experiment {
-        Experiment::Noop(a) => noop::print(&noop::run_compared(&a)?, a.json),
-        Experiment::Tiers(a) => tiers::print(&tiers::run(&a)?, a.json),
-        Experiment::Claims(a) => claims::print(&claims::run(&a)?, a.json),
-        Experiment::Xdp(a) => {
-            let opts = crate::xdp::bench::BenchOptions { repeat: a.repeat, refill_batch: a.batch };
-            let report = crate::xdp::bench::run(opts)?;
-            if a.json {
-                println!("{}", serde_json::to_string(&report)?);
-            } else {
-                println!("{report}");
-            }
-            Ok(())
-        }
+    let only = |mut a: suite::SuiteArgs, name: &str| {
+        a.only = vec![name.to_string()];
+        a
+    };
+    let suite_args = match args.experiment {
+        Experiment::Noop(a) => return noop::print(&noop::run_compared(&a)?, a.json),
+        Experiment::Tiers(a) => return tiers::print(&tiers::run(&a)?, a.json),
+        Experiment::Xdp(a) => return run_xdp(&a),
+        Experiment::Claims(a) => return claims::print(&claims::run(&a)?, a.json),
+        Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
+        Experiment::All(a) => a,
+        Experiment::Sw1(a) => only(a, "sw1"),
+        Experiment::Trace(a) => only(a, "trace"),
+        Experiment::Priority(a) => only(a, "priority"),
+        Experiment::Constraints(a) => only(a, "constraints"),
+    };
+    suite::print(&suite::run(&suite_args)?);
+    Ok(())
+}
+
+fn run_xdp(a: &XdpArgs) -> anyhow::Result<()> {
+    let opts = crate::xdp::bench::BenchOptions { repeat: a.repeat, refill_batch: a.batch };
+    let report = crate::xdp::bench::run(opts)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!("{report}");
     }
+    Ok(())
 }
 
 /// A progress bar over `total`, drawn only when stderr is a terminal.

@@ -95,7 +95,8 @@ pub fn run(args: &NoopArgs) -> anyhow::Result<NoopResult> {
         (None, Some(a)) => a,
         (None, None) => unreachable!(),
     };
-    let sock = bind_udp("127.0.0.1:0".parse()?, Some(Duration::from_millis(20))).context("binding the load generator")?;
+    let sock =
+        bind_udp("127.0.0.1:0".parse()?, Some(Duration::from_millis(20))).context("binding the load generator")?;
     sock.connect(target)?;
     let SocketAddr::V4(target) = target else { bail!("the switch address must be IPv4") };
 
@@ -319,7 +320,11 @@ pub fn print(r: &NoopResult, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(r)?);
         return Ok(());
     }
-    println!("mode                 {}{}", r.mode, if r.refill_batch > 0 { format!(" (batch {})", r.refill_batch) } else { String::new() });
+    println!(
+        "mode                 {}{}",
+        r.mode,
+        if r.refill_batch > 0 { format!(" (batch {})", r.refill_batch) } else { String::new() }
+    );
     println!("executors            {}", r.executors);
     println!("seconds              {:.2}", r.seconds);
     println!("decisions            {}", r.decisions);

@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
@@ -114,6 +114,11 @@ pub struct SubmitArgs {
     /// Print one JSON object instead of the readable summary.
     #[arg(long)]
     pub json: bool,
+
+    /// Serve the running summary (scheduling delay percentiles, tasks done) over HTTP at
+    /// this address, /stats (JSON) and /metrics (Prometheus), for `bolt top --client`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
 }
 
 impl SubmitArgs {
@@ -189,6 +194,28 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
         }
     });
     let progress = progress_bar(total);
+    let published = Arc::new(Mutex::new(client.summary()));
+    let _metrics = match &args.metrics {
+        Some(addr) => {
+            let at = crate::metrics::parse_endpoint(addr, crate::metrics::CLIENT_PORT)?
+                .ok_or_else(|| anyhow::anyhow!("--metrics off: leave it out instead"))?;
+            let source = published.clone();
+            let source: crate::metrics::StatsSource = Arc::new(move || {
+                let summary = source.lock().map(|s| s.clone()).ok();
+                serde_json::json!({ "client": summary })
+            });
+            crate::metrics::serve(Some(at), false, source)?
+        }
+        None => None,
+    };
+    let update = |bar: &ProgressBar, client: &Client| {
+        update(bar, client);
+        if _metrics.is_some() {
+            if let Ok(mut p) = published.lock() {
+                *p = client.summary();
+            }
+        }
+    };
     let specs = vec![spec; args.tasks as usize];
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.deadline_s);

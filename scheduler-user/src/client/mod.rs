@@ -42,7 +42,7 @@ use crate::executor::unix_now_ns;
 pub use cli::{run, HandlerKind, SubmitArgs};
 pub use state::{TaskState, TaskStates};
 pub use stats::{ClientStats, Latencies};
-pub use tracker::{CompletionEffect, JobProgress, JobReport, Packet, TaskSpec, Tracker, TrackerConfig};
+pub use tracker::{CompletionEffect, JobProgress, JobReport, Packet, TaskRecord, TaskSpec, Tracker, TrackerConfig};
 
 /// Where a client sends and how it tracks.
 #[derive(Clone, Debug)]
@@ -178,6 +178,11 @@ impl Client {
     /// Cancels a job's unfinished tasks (client side only; see [`Tracker::cancel_job`]).
     pub fn cancel_job(&mut self, jid: u32) -> u32 {
         self.tracker.cancel_job(jid, Instant::now())
+    }
+
+    /// Records of tasks completed since the last call (with `record_tasks` on).
+    pub fn take_records(&mut self) -> Vec<TaskRecord> {
+        self.tracker.take_records()
     }
 
     /// Reports of jobs finished since the last call.

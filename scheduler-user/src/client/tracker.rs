@@ -47,6 +47,10 @@ pub struct TrackerConfig {
     pub queue_full_backoff_max: Duration,
     /// Bounces after which a task is Failed.
     pub max_queue_full_bounces: u32,
+    /// Keep a [`TaskRecord`] of every task that completes, for benchmarks that need
+    /// per-task latencies (priority, node, time of completion). Off by default: the
+    /// log grows with the number of tasks.
+    pub record_tasks: bool,
 }
 
 impl TrackerConfig {
@@ -59,6 +63,7 @@ impl TrackerConfig {
             queue_full_backoff: Duration::from_micros(200),
             queue_full_backoff_max: Duration::from_millis(20),
             max_queue_full_bounces: 1000,
+            record_tasks: false,
         }
     }
 }
@@ -109,6 +114,33 @@ pub struct JobProgress {
     pub canceled: u32,
     /// First task id; the job's tasks are `first_tid .. first_tid + tasks`.
     pub first_tid: u32,
+}
+
+/// One completed task, as the client saw it (kept when [`TrackerConfig::record_tasks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TaskRecord {
+    pub jid: u32,
+    pub tid: u32,
+    pub priority: u8,
+    pub resources: u8,
+    /// Client wall clock at the task's first send, ns since the Unix epoch.
+    pub first_sent_unix_ns: u64,
+    /// The executor's wall clock when it started the task.
+    pub start_unix_ns: u64,
+    /// How long the handler ran, ns.
+    pub run_ns: u32,
+    /// Who ran it.
+    pub node: u16,
+    pub executor: u16,
+    /// Client wall clock when the COMPLETE arrived.
+    pub completed_unix_ns: u64,
+}
+
+impl TaskRecord {
+    /// Submit → start, ns (0 if the clocks disagree).
+    pub fn sched_delay_ns(&self) -> u64 {
+        self.start_unix_ns.saturating_sub(self.first_sent_unix_ns)
+    }
 }
 
 /// What a COMPLETE did.
@@ -198,6 +230,7 @@ pub struct Tracker {
     timeouts: BinaryHeap<Reverse<(Instant, u32, u32)>>,
     running: usize,
     finished: Vec<JobReport>,
+    records: Vec<TaskRecord>,
     stats: ClientStats,
     latency: Latencies,
     rng: u64,
@@ -220,6 +253,7 @@ impl Tracker {
             timeouts: BinaryHeap::new(),
             running: 0,
             finished: Vec::new(),
+            records: Vec::new(),
             stats: ClientStats::default(),
             latency: Latencies::default(),
             rng,
@@ -273,6 +307,12 @@ impl Tracker {
     /// Reports of the jobs finished since the last call.
     pub fn take_finished(&mut self) -> Vec<JobReport> {
         std::mem::take(&mut self.finished)
+    }
+
+    /// The records of tasks completed since the last call (empty unless
+    /// [`TrackerConfig::record_tasks`]).
+    pub fn take_records(&mut self) -> Vec<TaskRecord> {
+        std::mem::take(&mut self.records)
     }
 
     /// Adds a job; its tasks are Pending until [`Tracker::next_packet`] sends them.
@@ -432,6 +472,20 @@ impl Tracker {
             }
             self.latency.run_ns.saturating_record(c.run_ns() as u64);
             self.latency.last_done = Some(now);
+            if self.cfg.record_tasks {
+                self.records.push(TaskRecord {
+                    jid: slot.jid,
+                    tid,
+                    priority: slot.task.prio,
+                    resources: slot.task.rsrc,
+                    first_sent_unix_ns: slot.first_sent_unix_ns,
+                    start_unix_ns: c.start_unix_ns(),
+                    run_ns: c.run_ns(),
+                    node: c.node(),
+                    executor: c.executor(),
+                    completed_unix_ns: crate::executor::unix_now_ns(),
+                });
+            }
             self.finish_task(slot.jid, TaskState::Done, now);
             return CompletionEffect::Done;
         }

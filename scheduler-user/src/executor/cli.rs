@@ -74,6 +74,7 @@ impl ExecutorArgs {
             task_time_limit: Duration::from_millis(self.task_time_limit_ms),
             allow_exec: self.allow_exec.clone(),
             bind: self.bind,
+            record_assignments: false,
         }
     }
 }

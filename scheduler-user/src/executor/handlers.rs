@@ -36,9 +36,14 @@ pub enum Refusal {
     /// An exec name that is not on this executor's allow-list.
     NotAllowed,
     /// A sleep or spin longer than the task time limit.
-    TooLong { micros: u32 },
+    TooLong {
+        micros: u32,
+    },
     /// The task needs resources this executor does not offer (the scheduler erred).
-    MissingResources { needed: u8, offered: u8 },
+    MissingResources {
+        needed: u8,
+        offered: u8,
+    },
 }
 
 impl std::fmt::Display for Refusal {

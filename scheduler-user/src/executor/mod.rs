@@ -18,7 +18,7 @@ mod worker;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ use anyhow::{bail, Context};
 pub use cli::{parse_addr, parse_resources, run, ExecutorArgs};
 pub use counters::{CounterSnapshot, ExecutorCounters};
 pub use handlers::{spin_for, ExecRule, Handlers, Outcome, Refusal};
-pub use worker::{unix_now_ns, RTRV_PRIO};
+pub use worker::{unix_now_ns, AssignmentRecord, MAX_ASSIGNMENT_RECORDS, RTRV_PRIO};
 
 /// How a set of executors on one node runs.
 #[derive(Clone, Debug)]
@@ -51,6 +51,9 @@ pub struct ExecutorConfig {
     /// Local address to bind the sockets to; `None` picks loopback for a loopback switch
     /// and the unspecified address otherwise.
     pub bind: Option<IpAddr>,
+    /// Keep an [`AssignmentRecord`] (the GET_TASK round trip) of every task assigned,
+    /// for benchmarks; at most [`MAX_ASSIGNMENT_RECORDS`] per executor.
+    pub record_assignments: bool,
 }
 
 impl ExecutorConfig {
@@ -70,6 +73,7 @@ impl ExecutorConfig {
             task_time_limit: Self::DEFAULT_TASK_TIME_LIMIT,
             allow_exec: Vec::new(),
             bind: None,
+            record_assignments: false,
         }
     }
 
@@ -91,6 +95,7 @@ impl ExecutorConfig {
 pub struct ExecutorPool {
     threads: Vec<JoinHandle<()>>,
     counters: Vec<Arc<ExecutorCounters>>,
+    assignments: Vec<Arc<Mutex<Vec<AssignmentRecord>>>>,
     addrs: Vec<SocketAddr>,
     stop: Arc<AtomicBool>,
 }
@@ -105,7 +110,13 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
     }
     let handlers = Arc::new(Handlers::new(cfg.allow_exec.clone(), cfg.task_time_limit));
     let stop = Arc::new(AtomicBool::new(false));
-    let mut pool = ExecutorPool { threads: Vec::new(), counters: Vec::new(), addrs: Vec::new(), stop: stop.clone() };
+    let mut pool = ExecutorPool {
+        threads: Vec::new(),
+        counters: Vec::new(),
+        assignments: Vec::new(),
+        addrs: Vec::new(),
+        stop: stop.clone(),
+    };
     let bind = SocketAddr::new(cfg.bind_ip(), 0);
     for index in 0..cfg.executors {
         let socket = UdpSocket::bind(bind).with_context(|| format!("binding an executor socket to {bind}"))?;
@@ -113,6 +124,8 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
         pool.addrs.push(socket.local_addr()?);
         let counters = Arc::new(ExecutorCounters::default());
         pool.counters.push(counters.clone());
+        let assignments = cfg.record_assignments.then(|| Arc::new(Mutex::new(Vec::new())));
+        pool.assignments.extend(assignments.clone());
         let worker = worker::Worker {
             socket,
             switch: cfg.switch,
@@ -125,6 +138,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             counters,
             stop: stop.clone(),
             read_timeout: cfg.get_timeout,
+            assignments,
             stash: Vec::new(),
         };
         let thread = std::thread::Builder::new()
@@ -152,6 +166,18 @@ impl ExecutorPool {
     /// Each executor's counters, by executor index.
     pub fn per_executor(&self) -> Vec<CounterSnapshot> {
         self.counters.iter().map(|c| c.snapshot()).collect()
+    }
+
+    /// The assignment records of every executor since the last call (empty unless
+    /// `record_assignments`).
+    pub fn take_assignments(&self) -> Vec<AssignmentRecord> {
+        let mut all = Vec::new();
+        for log in &self.assignments {
+            // A poisoned lock only means an executor panicked; its records are still whole.
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            all.append(&mut log);
+        }
+        all
     }
 
     /// Asks every executor to stop after its running task, without waiting.

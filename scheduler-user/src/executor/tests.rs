@@ -94,6 +94,28 @@ fn pulls_runs_and_reports_to_the_client() {
 }
 
 #[test]
+fn records_the_get_task_round_trip_of_each_assignment_when_asked() {
+    let (switch, client) = (socket(), socket());
+    let mut cfg = config(&switch, 0);
+    cfg.record_assignments = true;
+    let pool = spawn(cfg).unwrap();
+    let (_, _, _, exec_addr) = recv_get(&switch);
+    // Answer late, so the round trip is at least this pause.
+    std::thread::sleep(Duration::from_millis(20));
+    let mut e = entry(&client, 9, Handler::Noop.encode().unwrap(), 0);
+    e.task.prio = 3;
+    send_assign(&switch, exec_addr, &e);
+    assert_eq!(recv_complete(&client).tid(), 9);
+    recv_get(&switch);
+    let log = pool.take_assignments();
+    assert_eq!(log.len(), 1);
+    assert_eq!((log[0].uid, log[0].jid, log[0].tid, log[0].priority, log[0].node), (77, 5, 9, 3, 3));
+    assert!(log[0].get_rtt_ns >= 20_000_000 && log[0].get_rtt_ns < 2_000_000_000, "{}", log[0].get_rtt_ns);
+    assert!(pool.take_assignments().is_empty(), "taken records are gone");
+    pool.shutdown();
+}
+
+#[test]
 fn resends_get_task_after_a_timeout() {
     let (switch, client) = (socket(), socket());
     let mut cfg = config(&switch, 0);

@@ -4,7 +4,7 @@
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use scheduler_common::{
@@ -17,6 +17,22 @@ use super::handlers::{Handlers, Outcome, Refusal};
 
 /// RTRV_PRIO of every GET_TASK: search from the highest priority level down.
 pub const RTRV_PRIO: u8 = 1;
+
+/// Most assignment records one executor keeps; later assignments are not recorded.
+pub const MAX_ASSIGNMENT_RECORDS: usize = 1 << 20;
+
+/// One task assigned to an executor: who it belongs to and how long the GET_TASK that
+/// brought it took to be answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AssignmentRecord {
+    pub uid: u32,
+    pub jid: u32,
+    pub tid: u32,
+    pub priority: u8,
+    pub node: u16,
+    /// The latest GET_TASK sent → this ASSIGN received, ns.
+    pub get_rtt_ns: u64,
+}
 
 /// GET timeouts in a row after which the executor warns that the scheduler is silent.
 const SILENT_WARN_AFTER: u32 = 20;
@@ -59,6 +75,8 @@ pub(crate) struct Worker {
     pub read_timeout: Duration,
     /// ASSIGNs that arrived while waiting for a CLAIM_REPLY, to run next.
     pub stash: Vec<Entry>,
+    /// Where assignments are recorded, if they are.
+    pub assignments: Option<Arc<Mutex<Vec<AssignmentRecord>>>>,
 }
 
 impl Worker {
@@ -81,7 +99,8 @@ impl Worker {
                 continue;
             }
             unanswered = unanswered.saturating_add(1);
-            let deadline = Instant::now() + self.get_timeout;
+            let sent = Instant::now();
+            let deadline = sent + self.get_timeout;
             self.set_read_timeout(self.get_timeout);
             loop {
                 match self.receive(&mut rx) {
@@ -89,6 +108,7 @@ impl Worker {
                         // Any ASSIGN is work, even one answering an earlier timed-out GET.
                         unanswered = unanswered.saturating_sub(1);
                         self.heard_from_switch(&mut silent);
+                        self.record_assignment(&entry, sent.elapsed());
                         let answers = self.execute_all(entry, &mut tx);
                         unanswered = unanswered.saturating_sub(answers);
                         continue 'pull;
@@ -160,6 +180,21 @@ impl Worker {
                 Received::Noop(_) => unanswered -= 1,
                 Received::Ignored | Received::Nothing => {}
             }
+        }
+    }
+
+    fn record_assignment(&self, entry: &Entry, rtt: Duration) {
+        let Some(log) = &self.assignments else { return };
+        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() < MAX_ASSIGNMENT_RECORDS {
+            log.push(AssignmentRecord {
+                uid: entry.uid(),
+                jid: entry.jid(),
+                tid: entry.task.tid(),
+                priority: entry.task.prio,
+                node: self.node,
+                get_rtt_ns: rtt.as_nanos() as u64,
+            });
         }
     }
 

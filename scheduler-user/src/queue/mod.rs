@@ -11,7 +11,7 @@ mod packet;
 mod pipeline;
 mod pointer;
 mod registers;
-mod stats;
+pub mod stats;
 #[cfg(test)]
 mod tests;
 

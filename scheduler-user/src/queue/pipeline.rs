@@ -208,12 +208,9 @@ impl Pipeline {
                 rtrv_prio.min(self.config.priorities) - 1,
                 1,
             )),
-            Message::RefillReq { node_rsrc, req } => Packet::Retrieve(retrieval(
-                Asker::Host { addr: src, node: req.node() },
-                node_rsrc,
-                0,
-                req.want as u16,
-            )),
+            Message::RefillReq { node_rsrc, req } => {
+                Packet::Retrieve(retrieval(Asker::Host { addr: src, node: req.node() }, node_rsrc, 0, req.want as u16))
+            }
             ref other => return Err(NotForSwitch::WrongDirection(other.op())),
         };
         self.stats.cost[origin_index(msg.op())].packets += 1;
@@ -227,7 +224,9 @@ impl Pipeline {
         let cost = &mut self.stats.cost[origin];
         cost.passes += 1;
         let result = match pkt {
-            Packet::Enqueue { list, next, rejected, refusals } => self.enqueue_pass(list, next, rejected, refusals, out),
+            Packet::Enqueue { list, next, rejected, refusals } => {
+                self.enqueue_pass(list, next, rejected, refusals, out)
+            }
             Packet::Retrieve(r) => self.retrieve_pass(r, out),
             Packet::Swap { r, held, swap_idx, pkt_retrieve_ptr } => {
                 self.swap_pass(r, held, swap_idx, pkt_retrieve_ptr, out)
@@ -456,13 +455,15 @@ impl Pipeline {
         if r.budget == 0 {
             self.stats.budget_exhausted += 1;
             let done = Retrieval { level: self.config.priorities, ..r };
-            return PassOutput { recirculate: Some(Packet::Reinsert { held, level: l as u8, then: done }), spawn: None };
+            return PassOutput {
+                recirculate: Some(Packet::Reinsert { held, level: l as u8, then: done }),
+                spawn: None,
+            };
         }
         let r = Retrieval { budget: r.budget - 1, ..r };
         let add = self.add_read(l);
         let head = self.retrieve_read(l);
-        let (at, pkt_retrieve_ptr) =
-            if head != pkt_retrieve_ptr { (head, head) } else { (swap_idx, pkt_retrieve_ptr) };
+        let (at, pkt_retrieve_ptr) = if head != pkt_retrieve_ptr { (head, head) } else { (swap_idx, pkt_retrieve_ptr) };
         if Ring::at_or_past(at, add) {
             return PassOutput { recirculate: Some(Packet::Reinsert { held, level: l as u8, then: r }), spawn: None };
         }

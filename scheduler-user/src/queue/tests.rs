@@ -90,10 +90,7 @@ fn full_queue_returns_the_tasks_not_added_and_repairs_add_ptr() {
     let mut s = Scheduler::new(config(4, 1)).unwrap();
     let tasks: Vec<Task> = (0..6).map(|i| task(i, 1, 0)).collect();
     let out = submit(&mut s, 7, &tasks);
-    assert_eq!(
-        out,
-        vec![Output::QueueFull { to: CLIENT, job: JobRef::new(1, 7), tasks: vec![tasks[4], tasks[5]] }]
-    );
+    assert_eq!(out, vec![Output::QueueFull { to: CLIENT, job: JobRef::new(1, 7), tasks: vec![tasks[4], tasks[5]] }]);
     // The mistaken increments were undone: add_ptr is 4 past retrieve_ptr, no repair pending.
     assert_eq!(s.pipeline().pointers(0), (4, 0));
     assert!(!s.pipeline().repairing());
@@ -250,9 +247,8 @@ fn empty_refill_says_so() {
 fn returned_entries_are_queued_again_or_bounced_to_their_client() {
     let mut s = Scheduler::new(config(2, 1)).unwrap();
     let other = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 9), 5555);
-    let entries: Vec<Entry> = (0..3)
-        .map(|i| Entry::new(4, 5, task(i, 1, 0), other.ip().octets(), other.port()))
-        .collect();
+    let entries: Vec<Entry> =
+        (0..3).map(|i| Entry::new(4, 5, task(i, 1, 0), other.ip().octets(), other.port())).collect();
     let mut out = Collect::default();
     s.handle(&Message::Return(&entries), EXECUTOR, &mut out).unwrap();
     assert_eq!(out.0, vec![Output::QueueFull { to: other, job: JobRef::new(4, 5), tasks: vec![entries[2].task] }]);
@@ -487,7 +483,13 @@ fn admit(pipe: &mut Pipeline, st: Step, tid: &mut u32, submitted: &mut u32) -> P
     let tasks: Vec<Task>;
     let (msg, src) = match st {
         Step::Submit(spec) => {
-            tasks = spec.iter().map(|&(p, r)| { *tid += 1; task(*tid, p, r) }).collect();
+            tasks = spec
+                .iter()
+                .map(|&(p, r)| {
+                    *tid += 1;
+                    task(*tid, p, r)
+                })
+                .collect();
             *submitted += tasks.len() as u32;
             (Message::Submit { job: JobRef::new(1, 1), flags: 0, tasks: &tasks }, CLIENT)
         }

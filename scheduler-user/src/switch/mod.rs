@@ -4,6 +4,7 @@
 //! snapshots of its counters.
 
 mod admission;
+mod metrics;
 mod server;
 
 use std::net::{SocketAddr, UdpSocket};
@@ -18,6 +19,7 @@ use serde::Serialize;
 use crate::queue::{QueueConfig, QueueStats, Scheduler};
 
 pub use admission::{parse_prefix, AccessRules, GetTaskLimit};
+pub use metrics::{run_stats, SwitchCli, SwitchCommand, SwitchStatsArgs};
 pub use server::{run_cli, SwitchArgs};
 
 /// How to run a software switch.
@@ -123,6 +125,15 @@ impl SwitchHandle {
     /// Counters as last published (every 100 ms, and at shutdown).
     pub fn stats(&self) -> SwitchStats {
         self.shared.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The counters as the metrics endpoint serves them: `{"switch": SwitchStats}`.
+    pub fn stats_source(&self) -> crate::metrics::StatsSource {
+        let shared = self.shared.clone();
+        Arc::new(move || {
+            let stats = shared.stats.lock().map(|s| s.clone()).unwrap_or_default();
+            serde_json::json!({ "switch": stats })
+        })
     }
 
     /// Stops the packet thread and waits for it.

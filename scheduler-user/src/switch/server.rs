@@ -150,6 +150,11 @@ pub struct SwitchArgs {
     /// Burst of --get-task-rate.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub get_task_burst: u32,
+    /// Serve counters over HTTP at this address: /metrics (Prometheus) and /stats (JSON,
+    /// what `bolt switch stats` reads). "auto": the --listen IP at port 9171, skipped with a
+    /// warning if taken; "off": none.
+    #[arg(long, value_name = "ADDR|auto|off", default_value = "auto")]
+    pub metrics: String,
 }
 
 pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
@@ -165,6 +170,7 @@ pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
     };
     tracing::info!(clients = ?config.access.clients, nodes = ?config.access.nodes, "access rules");
     let handle = super::spawn(config)?;
+    let _metrics = super::metrics::start(&args, &handle)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

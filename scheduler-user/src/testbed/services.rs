@@ -128,8 +128,15 @@ pub fn all_running(name: &str) -> bool {
         .filter_map(|l| l.split_once(' ').and_then(|(_, p)| p.trim().parse::<i32>().ok()))
         .all(|pid| is_ours(pid, name))
 }
-/// `bolt agent` arguments for worker `w`: XDP in generic mode on all of its links.
+/// `bolt agent` arguments for worker `w`: XDP in generic mode on all of its links, every
+/// resource offered.
 pub fn agent_args(layout: &Layout, w: &WorkerHost) -> Vec<String> {
+    agent_args_offering(layout, w, 0xff)
+}
+
+/// `bolt agent` arguments for worker `w` offering `resources` (tier 2 refills it only
+/// with tasks these cover).
+pub fn agent_args_offering(layout: &Layout, w: &WorkerHost, resources: u8) -> Vec<String> {
     let mut args: Vec<String> = vec!["agent".into()];
     for e in &w.executors {
         args.extend(["--iface".to_string(), e.host_iface.clone()]);
@@ -142,7 +149,7 @@ pub fn agent_args(layout: &Layout, w: &WorkerHost) -> Vec<String> {
         "--node",
         &w.node.to_string(),
         "--resources",
-        "0xff",
+        &resources.to_string(),
         "--mode",
         "skb",
         "--xdp",

@@ -104,9 +104,9 @@ impl BoltXdp {
         for (name, path) in &paths {
             loader.map_pin_path(name, Cow::Borrowed(path.as_path()));
         }
-        let mut ebpf = loader.load(object).context(
-            "loading the Bolt XDP object (needs root or CAP_BPF + CAP_NET_ADMIN, and bpffs for pinning)",
-        )?;
+        let mut ebpf = loader
+            .load(object)
+            .context("loading the Bolt XDP object (needs root or CAP_BPF + CAP_NET_ADMIN, and bpffs for pinning)")?;
         let logger = if settings.log_level > 0 {
             Some(EbpfLogger::init(&mut ebpf).context("starting the XDP program's logger")?)
         } else {
@@ -134,29 +134,18 @@ impl BoltXdp {
 
     /// The loaded program, for attaching by hand or BPF_PROG_TEST_RUN.
     pub fn program(&self) -> anyhow::Result<&Xdp> {
-        Ok(self
-            .ebpf
-            .program(PROGRAM_NAME)
-            .with_context(|| format!("no program {PROGRAM_NAME}"))?
-            .try_into()?)
+        Ok(self.ebpf.program(PROGRAM_NAME).with_context(|| format!("no program {PROGRAM_NAME}"))?.try_into()?)
     }
 
     fn program_mut(&mut self) -> anyhow::Result<&mut Xdp> {
-        Ok(self
-            .ebpf
-            .program_mut(PROGRAM_NAME)
-            .with_context(|| format!("no program {PROGRAM_NAME}"))?
-            .try_into()?)
+        Ok(self.ebpf.program_mut(PROGRAM_NAME).with_context(|| format!("no program {PROGRAM_NAME}"))?.try_into()?)
     }
 
     /// The program and the maps at once, e.g. to run frames on some threads while
     /// another pushes tasks.
     pub fn parts(&mut self) -> anyhow::Result<(&Xdp, &mut XdpMaps)> {
-        let program = self
-            .ebpf
-            .program(PROGRAM_NAME)
-            .with_context(|| format!("no program {PROGRAM_NAME}"))?
-            .try_into()?;
+        let program =
+            self.ebpf.program(PROGRAM_NAME).with_context(|| format!("no program {PROGRAM_NAME}"))?.try_into()?;
         Ok((program, &mut self.maps))
     }
 
@@ -242,7 +231,8 @@ impl BoltXdp {
     /// drain to RETURN them.
     pub fn detach_pinned(dir: &PinDir) -> anyhow::Result<()> {
         for path in dir.links() {
-            let link = PinnedLink::from_pin(&path).with_context(|| format!("opening pinned link {}", path.display()))?;
+            let link =
+                PinnedLink::from_pin(&path).with_context(|| format!("opening pinned link {}", path.display()))?;
             link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
         }
         Ok(())
@@ -258,9 +248,8 @@ impl BoltXdp {
 
 /// Pins an XDP link so that it outlives this process.
 fn pin_link(link: aya::programs::xdp::XdpLink, path: &std::path::Path) -> anyhow::Result<()> {
-    let fd_link = FdLink::try_from(link).context(
-        "this kernel attached XDP through netlink, which cannot be pinned; use a kernel with XDP links",
-    )?;
+    let fd_link = FdLink::try_from(link)
+        .context("this kernel attached XDP through netlink, which cannot be pinned; use a kernel with XDP links")?;
     fd_link.pin(path).with_context(|| format!("pinning the link at {}", path.display()))?;
     Ok(())
 }

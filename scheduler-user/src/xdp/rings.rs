@@ -11,8 +11,7 @@ use aya::{
 };
 use scheduler_common::{
     maps::{
-        Counters, XdpConfig, CONFIG_MAP, COUNTERS_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_COUNT, RING_MAPS,
-        RING_STATE_MAP,
+        Counters, XdpConfig, CONFIG_MAP, COUNTERS_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_COUNT, RING_MAPS, RING_STATE_MAP,
     },
     Entry, MAX_PRIORITIES,
 };
@@ -179,6 +178,35 @@ impl XdpMaps {
     /// Capacity of the overflow queue.
     pub fn overflow_capacity(&self) -> u32 {
         self.overflow.capacity()
+    }
+
+    /// Every task in ring `prio` (1-based), head first, at most `max`: each is taken off the
+    /// head and put back at the tail with its slot still reserved, so it always fits and
+    /// the ring ends as it began. A queue map offers no other way to read past its head;
+    /// a ring served meanwhile may hand tasks out in a different order.
+    pub fn walk_ring(&mut self, prio: u8, max: usize) -> anyhow::Result<Vec<Entry>> {
+        anyhow::ensure!((1..=RING_COUNT as u8).contains(&prio), "priority {prio} has no ring");
+        let ring = &mut self.rings[prio as usize - 1];
+        let count = (self.states.load(prio).max(0) as usize).min(max);
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            match ring.pop(0) {
+                Ok(e) => {
+                    // The slot stays reserved, and the map holds no more entries than
+                    // reserved slots: the push cannot find it full.
+                    ring.push(e, 0).with_context(|| format!("putting a task back into ring {prio}"))?;
+                    out.push(e);
+                }
+                Err(MapError::ElementNotFound) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The counters of each CPU.
+    pub fn counters_per_cpu(&self) -> anyhow::Result<Vec<Counters>> {
+        Ok(self.counters.get(&0, 0)?.iter().copied().collect())
     }
 
     /// The counters, summed over CPUs.

@@ -129,6 +129,33 @@ fn the_scheduling_delay_runs_from_first_send_to_start() {
 }
 
 #[test]
+fn task_records_are_kept_only_when_asked_for_and_once_per_task() {
+    let now = Instant::now();
+    let mut off = Tracker::new(cfg());
+    let jid = off.add_job(&specs(2), now).unwrap();
+    drain(&mut off, now);
+    off.on_complete(&complete(7, jid, 0, STATUS_OK, 5_000), now);
+    assert!(off.take_records().is_empty());
+
+    let mut t = Tracker::new(TrackerConfig { record_tasks: true, ..cfg() });
+    let jid = t.add_job(&specs(3), now).unwrap();
+    drain(&mut t, now); // sent at unix 1_000 ns
+    let mut c = complete(7, jid, 1, STATUS_OK, 41_000);
+    c.set_node(3);
+    c.set_executor(2);
+    t.on_complete(&c, now);
+    t.on_complete(&c, now); // a duplicate is not recorded again
+    t.on_complete(&complete(7, jid, 2, STATUS_FAILED, 9_000), now); // not done: no record
+    let r = t.take_records();
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].jid, r[0].tid, r[0].priority, r[0].resources), (jid, 1, 2, 1));
+    assert_eq!((r[0].node, r[0].executor, r[0].run_ns), (3, 2, 500));
+    assert_eq!(r[0].sched_delay_ns(), 40_000);
+    assert!(r[0].completed_unix_ns > 0);
+    assert!(t.take_records().is_empty(), "taken records are gone");
+}
+
+#[test]
 fn timeouts_resubmit_and_a_late_first_completion_still_counts() {
     let now = Instant::now();
     let mut t = Tracker::new(cfg());

@@ -1,0 +1,257 @@
+//! A Bolt cluster for one measurement, one-level or two-level, on this machine.
+//!
+//! A [`Site`] is where the experiments run: the network-namespace testbed (as root), or
+//! loopback when namespaces cannot be made. Each measurement deploys on it a fresh
+//! software switch, the real executor pools (`executor::spawn`, one pool per worker node,
+//! each with its own resources) and, for two-level, an agent with the XDP program on
+//! every worker host ([`Deployment`]). Clients run in the switch's namespace, as on the
+//! thesis's scheduler host. The set-up is the one `bolt bench tiers` and `bolt testbed`
+//! use: `Layout::plan`, `Testbed::create`, `agent_args_offering`.
+//!
+//! Where two-level cannot run (no root, or XDP does not attach), the deployment is
+//! one-level on loopback and says so in [`Deployment::fallback`], which every JSON line
+//! of the experiments carries.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::agent::{self, AgentHandle, StopMode};
+use crate::executor::{self, AssignmentRecord, CounterSnapshot, ExecutorConfig, ExecutorPool};
+use crate::netns;
+use crate::switch::{self, SwitchConfig, SwitchHandle};
+use crate::testbed::{services::agent_args_offering, Layout, Testbed};
+
+/// One-level: executors ask tier 2 directly. Two-level: the XDP tier answers them on
+/// their host from rings its agent refills from tier 2 in batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Level {
+    #[serde(rename = "one-level")]
+    OneLevel,
+    #[serde(rename = "two-level")]
+    TwoLevel,
+}
+
+impl Level {
+    pub const BOTH: [Level; 2] = [Level::OneLevel, Level::TwoLevel];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::OneLevel => "one-level",
+            Level::TwoLevel => "two-level",
+        }
+    }
+}
+
+/// One worker node: how many executors it runs and the resources it offers.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct NodeSpec {
+    pub executors: u16,
+    pub resources: u8,
+}
+
+/// Where measurements run: a namespace testbed, or loopback.
+pub struct Site {
+    nodes: Vec<NodeSpec>,
+    /// `None`: loopback.
+    testbed: Option<Testbed>,
+    /// Why there is no testbed.
+    no_testbed: Option<String>,
+}
+
+impl Site {
+    /// A testbed named `name` with one worker host per node (as root), else loopback.
+    pub fn new(name: &str, nodes: &[NodeSpec]) -> anyhow::Result<Site> {
+        anyhow::ensure!(!nodes.is_empty(), "a cluster needs at least one worker node");
+        anyhow::ensure!(nodes.iter().all(|n| n.executors > 0), "every node needs an executor");
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let (testbed, no_testbed) = if root {
+            let layout = Layout::plan(name, nodes.len() as u16, 1)?;
+            let tb = Testbed::create(layout)
+                .with_context(|| format!("creating testbed {name} (is one of this name up? `bolt testbed down`)"))?;
+            (Some(tb), None)
+        } else {
+            (None, Some("not root: no network namespaces or XDP".to_string()))
+        };
+        Ok(Site { nodes: nodes.to_vec(), testbed, no_testbed })
+    }
+
+    pub fn nodes(&self) -> &[NodeSpec] {
+        &self.nodes
+    }
+
+    pub fn executors(&self) -> u32 {
+        self.nodes.iter().map(|n| n.executors as u32).sum()
+    }
+
+    /// Starts a switch, executors and (two-level) agents. Two-level falls back to
+    /// one-level on loopback when it cannot run, and says why.
+    pub fn deploy(&self, level: Level, opts: &DeployOptions) -> anyhow::Result<Deployment> {
+        let Some(tb) = &self.testbed else {
+            let why = self.no_testbed.clone().unwrap_or_default();
+            return self.deploy_loopback(level, opts, format!("{why}: one-level on loopback"));
+        };
+        match self.deploy_testbed(tb.layout(), level, opts) {
+            Ok(d) => Ok(d),
+            Err(e) if level == Level::TwoLevel => {
+                tracing::warn!(error = format!("{e:#}"), "two-level cannot run here; one-level on loopback instead");
+                self.deploy_loopback(level, opts, format!("two-level failed ({e:#}): one-level on loopback"))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn deploy_loopback(&self, level: Level, opts: &DeployOptions, why: String) -> anyhow::Result<Deployment> {
+        let switch = switch::spawn(SwitchConfig { listen: "127.0.0.1:0".parse()?, ..SwitchConfig::default() })?;
+        let addr = switch.local_addr();
+        let mut pools = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            pools.push(executor::spawn(executor_config(addr, i as u16 + 1, n, opts))?);
+        }
+        Ok(Deployment {
+            requested: level,
+            ran: Level::OneLevel,
+            fallback: Some(why),
+            switch_addr: addr,
+            client_ns: None,
+            pools,
+            agents: Vec::new(),
+            switch: Some(switch),
+        })
+    }
+
+    fn deploy_testbed(&self, layout: &Layout, level: Level, opts: &DeployOptions) -> anyhow::Result<Deployment> {
+        let listen = SocketAddr::V4(layout.switch_socket());
+        let switch = netns::run_in(&layout.switch_ns, move || {
+            switch::spawn(SwitchConfig { listen, ..SwitchConfig::default() })
+        })?;
+        let mut d = Deployment {
+            requested: level,
+            ran: level,
+            fallback: None,
+            switch_addr: listen,
+            client_ns: Some(layout.switch_ns.clone()),
+            pools: Vec::new(),
+            agents: Vec::new(),
+            switch: Some(switch),
+        };
+        if level == Level::TwoLevel {
+            for (w, n) in layout.workers.iter().zip(&self.nodes) {
+                let mut args = agent_args_offering(layout, w, n.resources);
+                // Rings about one task per executor deep: enough to answer every
+                // executor from the host, shallow enough that priorities still hold.
+                let batch = opts.agent_batch.unwrap_or(n.executors.clamp(1, 255) as u8);
+                let low = opts.agent_low_watermark.unwrap_or(n.executors as u32);
+                args.extend(["--batch".into(), batch.to_string(), "--low-watermark".into(), low.to_string()]);
+                args.extend(["--nice".into(), "-10".into()]);
+                let cfg = agent::config_from_args(args)?;
+                d.agents.push(netns::run_in(&w.host_ns, move || agent::spawn(cfg))?);
+            }
+        }
+        for (w, n) in layout.workers.iter().zip(&self.nodes) {
+            let cfg = executor_config(listen, w.node, n, opts);
+            d.pools.push(netns::run_in(&w.exec().ns, move || executor::spawn(cfg))?);
+        }
+        Ok(d)
+    }
+}
+
+/// Knobs of a deployment.
+#[derive(Clone, Debug, Default)]
+pub struct DeployOptions {
+    /// Executors keep an [`AssignmentRecord`] per task (GET_TASK round trips).
+    pub record_assignments: bool,
+    /// Agents' REFILL_REQ batch and low watermark (default: the node's executors).
+    pub agent_batch: Option<u8>,
+    pub agent_low_watermark: Option<u32>,
+}
+
+fn executor_config(switch: SocketAddr, node: u16, n: &NodeSpec, opts: &DeployOptions) -> ExecutorConfig {
+    let mut cfg = ExecutorConfig::new(switch, n.resources);
+    cfg.executors = n.executors;
+    cfg.node = node;
+    cfg.record_assignments = opts.record_assignments;
+    cfg
+}
+
+/// A running cluster: switch, executor pools and agents.
+pub struct Deployment {
+    /// The level asked for, and the one that runs.
+    pub requested: Level,
+    pub ran: Level,
+    /// Why `ran` differs from `requested` or the run is on loopback; `None` on the testbed.
+    pub fallback: Option<String>,
+    /// Where clients submit.
+    pub switch_addr: SocketAddr,
+    /// The namespace clients run in (`None`: this one).
+    client_ns: Option<String>,
+    pools: Vec<ExecutorPool>,
+    agents: Vec<AgentHandle>,
+    switch: Option<SwitchHandle>,
+}
+
+/// What a deployment's executors did, summed over every node.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DeploymentReport {
+    pub executors: CounterSnapshot,
+}
+
+impl Deployment {
+    /// Runs `f` on a thread in the clients' namespace, with a tokio runtime, and returns
+    /// its result.
+    pub fn run_clients<T: Send + 'static, F>(
+        &self,
+        f: impl FnOnce(SocketAddr) -> F + Send + 'static,
+    ) -> anyhow::Result<T>
+    where
+        F: std::future::Future<Output = anyhow::Result<T>>,
+    {
+        let addr = self.switch_addr;
+        let body = move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            rt.block_on(f(addr))
+        };
+        match &self.client_ns {
+            Some(ns) => netns::run_in(ns, body),
+            None => std::thread::Builder::new()
+                .name("bench-clients".into())
+                .spawn(body)?
+                .join()
+                .map_err(|_| anyhow::anyhow!("the client thread panicked"))?,
+        }
+    }
+
+    /// Every executor's assignment records so far.
+    pub fn take_assignments(&self) -> Vec<AssignmentRecord> {
+        self.pools.iter().flat_map(|p| p.take_assignments()).collect()
+    }
+
+    /// Stops executors (each finishes its task), then agents (their rings drain back to
+    /// the switch), then the switch.
+    pub fn stop(mut self) -> anyhow::Result<DeploymentReport> {
+        let mut report = DeploymentReport::default();
+        for p in &self.pools {
+            p.request_stop();
+        }
+        for p in self.pools.drain(..) {
+            let c = p.shutdown();
+            report.executors.gets_sent += c.gets_sent;
+            report.executors.tasks_run += c.tasks_run;
+            report.executors.tasks_ok += c.tasks_ok;
+            report.executors.tasks_failed += c.tasks_failed;
+            report.executors.tasks_refused += c.tasks_refused;
+            report.executors.noops += c.noops;
+            report.executors.get_timeouts += c.get_timeouts;
+        }
+        for a in self.agents.drain(..) {
+            a.stop(StopMode::Drain)?;
+        }
+        // Let the switch take the returned tasks before it goes.
+        std::thread::sleep(Duration::from_millis(50));
+        self.switch.take();
+        Ok(report)
+    }
+}

@@ -1,0 +1,204 @@
+//! `bolt bench all`: the thesis's evaluation (Chapter 5), every experiment in one command,
+//! one-level and two-level side by side. Each experiment writes `<name>.jsonl` and its
+//! plots into one results directory and returns a Markdown table for
+//! docs/benchmarks.md.
+//!
+//! To add an experiment, write `fn(&Context) -> anyhow::Result<Outcome>` and register it
+//! in [`EXPERIMENTS`]: that is the one place the suite, `--only` and the CI smoke test
+//! take them from.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::cluster::{Deployment, Level};
+use super::output::ResultsDir;
+
+/// A registered experiment.
+pub struct Registered {
+    pub name: &'static str,
+    /// The thesis figure(s) it reproduces, and what it measures.
+    pub about: &'static str,
+    pub run: fn(&Context) -> anyhow::Result<Outcome>,
+}
+
+/// Every experiment of `bolt bench all`, in the order they run.
+pub const EXPERIMENTS: &[Registered] = &[
+    Registered {
+        name: "noop",
+        about: "Fig. 11: scheduling decisions/s with no-op executors as executors grow",
+        run: super::decisions::run,
+    },
+    Registered {
+        name: "sw1",
+        about: "Fig. 12: SW1, job completion time and scheduling delay from 40 % to 100 % utilisation",
+        run: super::sw1::run,
+    },
+    Registered {
+        name: "trace",
+        about: "Figs. 13-14: Google-like trace, scheduling delay CDF and its breakdown",
+        run: super::trace::run,
+    },
+    Registered {
+        name: "priority",
+        about: "Figs. 15-16: queueing delay per priority level against FIFO, GET_TASK per level",
+        run: super::priority::run,
+    },
+    Registered {
+        name: "constraints",
+        about: "Fig. 17: SW2, throughput per node group as tasks need A, then B, then C",
+        run: super::constraints::run,
+    },
+];
+
+/// What every experiment is given.
+pub struct Context {
+    /// Short runs (the whole suite in under 5 minutes): the CI smoke test.
+    pub quick: bool,
+    pub results: ResultsDir,
+    /// Name of the namespace testbed each experiment creates and removes in turn.
+    pub testbed: String,
+    /// Seed of every generated workload.
+    pub seed: u64,
+}
+
+impl Context {
+    /// `full` normally, `quick` with --quick.
+    pub fn pick<T>(&self, full: T, quick: T) -> T {
+        if self.quick {
+            quick
+        } else {
+            full
+        }
+    }
+
+    /// A progress line on stderr: long runs say where they are.
+    pub fn progress(&self, experiment: &str, what: impl std::fmt::Display) {
+        tracing::info!(experiment, "{what}");
+    }
+}
+
+/// What an experiment produced.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Outcome {
+    /// Markdown: the experiment's tables.
+    pub table: String,
+    pub jsonl: PathBuf,
+    pub lines: u64,
+    pub plots: Vec<PathBuf>,
+    /// Tasks submitted and completed over every measurement: equal unless tasks were lost.
+    pub submitted: u64,
+    pub completed: u64,
+    /// Why a measurement ran other than asked (e.g. one-level on loopback), deduplicated.
+    pub fallbacks: Vec<String>,
+}
+
+impl Outcome {
+    pub fn note_fallback(&mut self, why: &Option<String>) {
+        if let Some(w) = why {
+            if !self.fallbacks.contains(w) {
+                self.fallbacks.push(w.clone());
+            }
+        }
+    }
+}
+
+/// The level fields every JSON line of a measurement carries.
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelFields {
+    /// The level asked for.
+    pub level: Level,
+    /// The level that ran, and why it differs or ran on loopback (null on the testbed).
+    pub ran: Level,
+    pub fallback: Option<String>,
+}
+
+impl LevelFields {
+    pub fn of(d: &Deployment) -> LevelFields {
+        LevelFields { level: d.requested, ran: d.ran, fallback: d.fallback.clone() }
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SuiteArgs {
+    /// Short runs: the whole suite in under 5 minutes (numbers are noisier).
+    #[arg(long)]
+    pub quick: bool,
+    /// Run only these experiments (repeat; default: all). Names: noop, sw1, trace,
+    /// priority, constraints.
+    #[arg(long = "only", value_name = "NAME")]
+    pub only: Vec<String>,
+    /// Results directory (default: target/bench/<UTC time>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Name of the namespace testbed the experiments create (1 to 10 of a-z, 0-9).
+    #[arg(long, default_value = "bench")]
+    pub testbed: String,
+    /// Seed of the generated workloads.
+    #[arg(long, default_value_t = 2021)]
+    pub seed: u64,
+}
+
+/// What `bolt bench all` did.
+#[derive(Debug, Serialize)]
+pub struct SuiteReport {
+    pub results: PathBuf,
+    pub seconds: f64,
+    pub experiments: Vec<(String, Outcome)>,
+}
+
+/// Runs the selected experiments in order; stops at the first that fails.
+pub fn run(args: &SuiteArgs) -> anyhow::Result<SuiteReport> {
+    for name in &args.only {
+        anyhow::ensure!(
+            EXPERIMENTS.iter().any(|e| e.name == name),
+            "no experiment {name:?}; there are: {}",
+            EXPERIMENTS.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let ctx = Context {
+        quick: args.quick,
+        results: ResultsDir::create(args.out.clone())?,
+        testbed: args.testbed.clone(),
+        seed: args.seed,
+    };
+    let t0 = Instant::now();
+    let mut experiments = Vec::new();
+    let chosen: Vec<&Registered> =
+        EXPERIMENTS.iter().filter(|e| args.only.is_empty() || args.only.iter().any(|o| o == e.name)).collect();
+    for (i, e) in chosen.iter().enumerate() {
+        ctx.progress(e.name, format_args!("[{}/{}] {}", i + 1, chosen.len(), e.about));
+        let t = Instant::now();
+        let outcome = (e.run)(&ctx).map_err(|err| err.context(format!("experiment {}", e.name)))?;
+        ctx.progress(e.name, format_args!("done in {:.1} s", t.elapsed().as_secs_f64()));
+        experiments.push((e.name.to_string(), outcome));
+    }
+    Ok(SuiteReport { results: ctx.results.path().to_path_buf(), seconds: t0.elapsed().as_secs_f64(), experiments })
+}
+
+/// Prints every experiment's tables, then where the results are.
+pub fn print(r: &SuiteReport) {
+    for (name, o) in &r.experiments {
+        println!("## {name}\n");
+        println!("{}", o.table);
+        for f in &o.fallbacks {
+            println!("Fallback: {f}\n");
+        }
+        println!("{} JSON lines in {}; plots: {}\n", o.lines, o.jsonl.display(), o.plots.len());
+    }
+    println!("results in {} ({:.0} s)", r.results.display(), r.seconds);
+}
+
+/// A Markdown table.
+pub fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut s = format!("| {} |\n", header.join(" | "));
+    s.push_str(&format!(
+        "|{}\n",
+        header.iter().enumerate().map(|(i, _)| if i == 0 { "---|" } else { "---:|" }).collect::<String>()
+    ));
+    for r in rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    s
+}

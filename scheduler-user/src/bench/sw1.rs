@@ -1,0 +1,166 @@
+//! SW1 (thesis §5.3, Figure 12): two independent clients each submit a job every 10 ms,
+//! of 10-ms tasks; tasks per job set the cluster's utilisation, 2 × tasks × 10 ms per
+//! 10 ms over E executors. Reported per utilisation and level: job completion time and
+//! scheduling delay (submit → start), median and 99th percentile.
+//!
+//! Executors sleep for the task (the thesis's run integer arithmetic on 60 cores; this
+//! machine has two, which the switch, agents and clients also need).
+
+use std::time::Duration;
+
+use scheduler_common::descriptor::Handler;
+use serde::Serialize;
+
+use super::cluster::{DeployOptions, Level, NodeSpec, Site};
+use super::plot::{self, Chart, Scale, Series};
+use super::suite::{markdown_table, Context, LevelFields, Outcome};
+use super::workload::{bench_client_config, replay, TimedJob};
+use crate::client::TaskSpec;
+
+const TASK_MS: u32 = 10;
+const INTERVAL_MS: u64 = 10;
+const CLIENTS: u32 = 2;
+
+#[derive(Serialize)]
+struct Line {
+    #[serde(flatten)]
+    level: LevelFields,
+    utilization: f64,
+    executors: u32,
+    tasks_per_job: u32,
+    jobs: u64,
+    submitted: u64,
+    completed: u64,
+    p50_job_ms: f64,
+    p99_job_ms: f64,
+    p50_sched_delay_ms: f64,
+    p99_sched_delay_ms: f64,
+}
+
+pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
+    let nodes = [NodeSpec { executors: 20, resources: 0xff }; 2];
+    let site = Site::new(&ctx.testbed, &nodes)?;
+    let executors = site.executors();
+    let utilizations: &[f64] = ctx.pick(&[0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0], &[0.4, 0.7, 1.0]);
+    let seconds = ctx.pick(4.0, 1.0);
+    let mut out = Outcome::default();
+    let mut lines = ctx.results.jsonl("sw1")?;
+    let mut rows = Vec::new();
+    let mut by_level: Vec<(Level, Vec<&Line>)> = Vec::new();
+    let mut all = Vec::new();
+    for &u in utilizations {
+        // utilisation = clients × tasks × task time / interval / executors
+        let tasks_per_job =
+            ((u * executors as f64 * INTERVAL_MS as f64) / (CLIENTS as f64 * TASK_MS as f64)).round() as u32;
+        let jobs_per_client = (seconds * 1000.0 / INTERVAL_MS as f64) as u32;
+        let task = TaskSpec::new(Handler::Sleep { micros: TASK_MS * 1000 }, 1, 0)?;
+        let jobs: Vec<TimedJob> = (0..jobs_per_client)
+            .map(|k| TimedJob {
+                at: Duration::from_millis(k as u64 * INTERVAL_MS),
+                tasks: vec![task; tasks_per_job as usize],
+            })
+            .collect();
+        for level in Level::BOTH {
+            ctx.progress("sw1", format_args!("{} at {:.0} % ({tasks_per_job} tasks per job)", level.name(), u * 100.0));
+            let d = site.deploy(level, &DeployOptions::default())?;
+            let (a, b) = (jobs.clone(), jobs.clone());
+            let (r1, r2) = d.run_clients(move |switch| async move {
+                let drain = Duration::from_secs(30);
+                tokio::try_join!(
+                    replay(bench_client_config(switch), &a, drain),
+                    replay(bench_client_config(switch), &b, drain)
+                )
+            })?;
+            let level_fields = LevelFields::of(&d);
+            d.stop()?;
+            out.note_fallback(&level_fields.fallback);
+            let job_ms: Vec<f64> = r1.job_ms.iter().chain(&r2.job_ms).copied().collect();
+            let sched_ms: Vec<f64> =
+                r1.records.iter().chain(&r2.records).map(|r| r.sched_delay_ns() as f64 / 1e6).collect();
+            let line = Line {
+                level: level_fields,
+                utilization: u,
+                executors,
+                tasks_per_job,
+                jobs: r1.summary.jobs + r2.summary.jobs,
+                submitted: r1.summary.submitted + r2.summary.submitted,
+                completed: r1.summary.completed + r2.summary.completed,
+                p50_job_ms: plot::quantile(&job_ms, 0.5),
+                p99_job_ms: plot::quantile(&job_ms, 0.99),
+                p50_sched_delay_ms: plot::quantile(&sched_ms, 0.5),
+                p99_sched_delay_ms: plot::quantile(&sched_ms, 0.99),
+            };
+            out.submitted += line.submitted;
+            out.completed += line.completed;
+            lines.write(&line)?;
+            all.push(line);
+        }
+    }
+    for level in Level::BOTH {
+        by_level.push((level, all.iter().filter(|l| l.level.level == level).collect()));
+    }
+    for &u in utilizations {
+        let at = |level: Level| all.iter().find(|l| l.level.level == level && l.utilization == u);
+        if let (Some(a), Some(b)) = (at(Level::OneLevel), at(Level::TwoLevel)) {
+            rows.push(vec![
+                format!("{:.0} %", u * 100.0),
+                a.tasks_per_job.to_string(),
+                format!("{:.2} / {:.2}", a.p50_job_ms, a.p99_job_ms),
+                format!("{:.2} / {:.2}", b.p50_job_ms, b.p99_job_ms),
+                format!("{:.3} / {:.2}", a.p50_sched_delay_ms, a.p99_sched_delay_ms),
+                format!("{:.3} / {:.2}", b.p50_sched_delay_ms, b.p99_sched_delay_ms),
+                format!("{} / {}", a.completed + b.completed, a.submitted + b.submitted),
+            ]);
+        }
+    }
+    out.table = format!(
+        "{executors} sleep executors on {} worker nodes, {CLIENTS} clients, a job every {INTERVAL_MS} ms each, \
+         {TASK_MS}-ms tasks, {seconds} s per point.\n\n{}",
+        nodes.len(),
+        markdown_table(
+            &[
+                "utilisation",
+                "tasks/job",
+                "job time p50 / p99 (ms), one-level",
+                "two-level",
+                "sched. delay p50 / p99 (ms), one-level",
+                "two-level",
+                "tasks completed / submitted",
+            ],
+            &rows,
+        )
+    );
+    let series = |f: fn(&Line) -> f64, what: &str| {
+        by_level
+            .iter()
+            .map(|(level, ls)| {
+                Series::new(format!("{what}, {}", level.name()), ls.iter().map(|l| (l.utilization, f(l))).collect())
+            })
+            .collect::<Vec<_>>()
+    };
+    type Pick = fn(&Line) -> f64;
+    let charts: [(&str, &str, Pick, Pick, &str); 2] = [
+        (
+            "SW1: job completion time (10-ms tasks)",
+            "job completion time (ms)",
+            |l| l.p50_job_ms,
+            |l| l.p99_job_ms,
+            "sw1_job_completion",
+        ),
+        (
+            "SW1: scheduling delay (submit to start)",
+            "scheduling delay (ms)",
+            |l| l.p50_sched_delay_ms,
+            |l| l.p99_sched_delay_ms,
+            "sw1_sched_delay",
+        ),
+    ];
+    for (title, y_label, p50, p99, stem) in charts {
+        let mut s = series(p50, "median");
+        s.extend(series(p99, "p99"));
+        let chart = Chart::new(title, "cluster utilisation", y_label, Scale::Linear, s);
+        out.plots.extend(plot::render(&chart, ctx.results.path(), stem)?);
+    }
+    (out.jsonl, out.lines) = lines.finish()?;
+    Ok(out)
+}

@@ -1,0 +1,214 @@
+//! The Google-cluster-like trace (thesis §5.4-5.5, Figures 13 and 14): the seeded trace
+//! of [`TraceParams`] replayed through one client, with CPU-spin executors (13.a) and
+//! with sleep executors, more of them (13.b). Reported per workload and level: the CDF
+//! of the scheduling delay (submit → start), and its breakdown into the GET_TASK round
+//! trip (the executor's latest GET_TASK → the ASSIGN it then received, measured by the
+//! executor) and the queueing delay (the rest: the task waited in a queue, or travelled
+//! from client to switch, while no executor asked for it). An executor whose GET_TASK
+//! timed out under overload has two in flight from then on, so an ASSIGN may be
+//! waiting already when it asks: those round trips are about a microsecond.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::cluster::{DeployOptions, Deployment, Level, NodeSpec, Site};
+use super::plot::{self, Chart, Scale, Series};
+use super::suite::{markdown_table, Context, LevelFields, Outcome};
+use super::workload::{bench_client_config, replay, Replayed, Trace, TraceParams, Work};
+use crate::executor::AssignmentRecord;
+
+/// Points per CDF written to the JSON lines and plots.
+const CDF_POINTS: usize = 200;
+
+/// One task's latencies, in ms.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskTiming {
+    pub priority: u8,
+    pub sched_ms: f64,
+    pub get_rtt_ms: f64,
+    pub queue_ms: f64,
+}
+
+/// Joins a client's task records with the executors' assignment records. Tasks whose
+/// assignment was not recorded are left out (none are, below the record cap).
+pub(crate) fn timings(r: &Replayed, assignments: &[AssignmentRecord]) -> Vec<TaskTiming> {
+    let rtt: HashMap<(u32, u32), u64> =
+        assignments.iter().filter(|a| a.uid == r.uid).map(|a| ((a.jid, a.tid), a.get_rtt_ns)).collect();
+    r.records
+        .iter()
+        .filter_map(|t| {
+            let get = *rtt.get(&(t.jid, t.tid))?;
+            let sched = t.sched_delay_ns();
+            Some(TaskTiming {
+                priority: t.priority,
+                sched_ms: sched as f64 / 1e6,
+                get_rtt_ms: get as f64 / 1e6,
+                queue_ms: sched.saturating_sub(get) as f64 / 1e6,
+            })
+        })
+        .collect()
+}
+
+/// Replays `jobs` on a fresh deployment at `level` and returns the client's outcome and
+/// per-task timings.
+pub(crate) fn measure(
+    site: &Site,
+    level: Level,
+    trace: &Trace,
+    work: Work,
+    drain_s: u64,
+) -> anyhow::Result<(LevelFields, Replayed, Vec<TaskTiming>)> {
+    let d: Deployment = site.deploy(level, &DeployOptions { record_assignments: true, ..DeployOptions::default() })?;
+    let jobs = trace.timed_jobs(work)?;
+    let r = d.run_clients(move |switch| async move {
+        replay(bench_client_config(switch), &jobs, std::time::Duration::from_secs(drain_s)).await
+    })?;
+    let assignments = d.take_assignments();
+    let fields = LevelFields::of(&d);
+    d.stop()?;
+    let t = timings(&r, &assignments);
+    Ok((fields, r, t))
+}
+
+#[derive(Serialize)]
+struct SummaryLine<'a> {
+    kind: &'static str,
+    #[serde(flatten)]
+    level: LevelFields,
+    work: Work,
+    executors: u32,
+    trace: &'a TraceParams,
+    submitted: u64,
+    completed: u64,
+    measured_tasks: usize,
+    sched_delay_ms: Quantiles,
+    get_rtt_ms: Quantiles,
+    queue_ms: Quantiles,
+}
+
+#[derive(Serialize)]
+struct CdfLine {
+    kind: &'static str,
+    #[serde(flatten)]
+    level: LevelFields,
+    work: Work,
+    /// "sched_delay", "get_rtt" or "queue"; (ms, fraction) points.
+    of: &'static str,
+    points: Vec<(f64, f64)>,
+}
+
+/// Median, 90th and 99th percentile.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub(crate) struct Quantiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+}
+
+impl Quantiles {
+    pub fn of(v: &[f64]) -> Quantiles {
+        Quantiles { p50: plot::quantile(v, 0.5), p90: plot::quantile(v, 0.9), p99: plot::quantile(v, 0.99) }
+    }
+}
+
+pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let mut lines = ctx.results.jsonl("trace")?;
+    let mut rows = Vec::new();
+    let seconds = ctx.pick(20.0, 3.0);
+    // (work, executors per node, load): spin executors need a CPU each.
+    let setups = [(Work::Spin, 1u16, 0.6), (Work::Sleep, 16u16, 0.7)];
+    for (work, per_node, load) in setups {
+        let nodes = [NodeSpec { executors: per_node, resources: 0xff }; 2];
+        let site = Site::new(&ctx.testbed, &nodes)?;
+        let params = TraceParams::new(ctx.seed, seconds, site.executors(), load);
+        let trace = Trace::generate(&params)?;
+        let mut cdf_series = Vec::new();
+        let mut breakdown = Vec::new();
+        for level in Level::BOTH {
+            ctx.progress(
+                "trace",
+                format_args!(
+                    "{work:?} executors, {}: {} jobs, {} tasks",
+                    level.name(),
+                    trace.jobs.len(),
+                    trace.tasks()
+                ),
+            );
+            let (fields, r, t) = measure(&site, level, &trace, work, 60)?;
+            out.note_fallback(&fields.fallback);
+            out.submitted += r.summary.submitted;
+            out.completed += r.summary.completed;
+            let col = |f: fn(&TaskTiming) -> f64| t.iter().map(f).collect::<Vec<f64>>();
+            let (sched, get, queue) = (col(|t| t.sched_ms), col(|t| t.get_rtt_ms), col(|t| t.queue_ms));
+            let line = SummaryLine {
+                kind: "summary",
+                level: fields.clone(),
+                work,
+                executors: site.executors(),
+                trace: &params,
+                submitted: r.summary.submitted,
+                completed: r.summary.completed,
+                measured_tasks: t.len(),
+                sched_delay_ms: Quantiles::of(&sched),
+                get_rtt_ms: Quantiles::of(&get),
+                queue_ms: Quantiles::of(&queue),
+            };
+            lines.write(&line)?;
+            let (s, g, q) = (line.sched_delay_ms, line.get_rtt_ms, line.queue_ms);
+            rows.push(vec![
+                format!("{work:?}, {} executors", site.executors()),
+                level.name().to_string(),
+                format!("{:.3} / {:.3} / {:.2}", s.p50, s.p90, s.p99),
+                format!("{:.3} / {:.3}", q.p50, q.p90),
+                format!("{:.3} / {:.3}", g.p50, g.p90),
+                format!("{} / {}", r.summary.completed, r.summary.submitted),
+            ]);
+            for (of, v) in [("sched_delay", &sched), ("get_rtt", &get), ("queue", &queue)] {
+                let points = plot::cdf(v, CDF_POINTS);
+                lines.write(&CdfLine { kind: "cdf", level: fields.clone(), work, of, points: points.clone() })?;
+                match of {
+                    "sched_delay" => cdf_series.push(Series::new(level.name(), points)),
+                    "get_rtt" => breakdown.push(Series::new(format!("GET_TASK round trip, {}", level.name()), points)),
+                    _ => breakdown.push(Series::new(format!("queueing, {}", level.name()), points)),
+                }
+            }
+        }
+        let w = format!("{work:?}").to_lowercase();
+        let chart = Chart::new(
+            format!("Trace, {w} executors: scheduling delay CDF"),
+            "scheduling delay, submit to start (ms, log scale)",
+            "fraction of tasks",
+            Scale::Log,
+            cdf_series,
+        );
+        out.plots.extend(plot::render(&chart, ctx.results.path(), &format!("trace_cdf_{w}"))?);
+        let chart = Chart::new(
+            format!("Trace, {w} executors: scheduling delay breakdown"),
+            "ms (log scale)",
+            "fraction of tasks",
+            Scale::Log,
+            breakdown,
+        );
+        out.plots.extend(plot::render(&chart, ctx.results.path(), &format!("trace_breakdown_{w}"))?);
+    }
+    out.table = format!(
+        "Trace: seed {}, {seconds} s, median task 5 ms (log-normal, sigma 1, 0.1..100 ms), 8 tasks per job on \
+         average (geometric), 5 % of arrivals bursts of 0.5 to 2 tasks per executor; spin at 60 % load, sleep at 70 %.\n\n{}",
+        ctx.seed,
+        markdown_table(
+            &[
+                "workload",
+                "level",
+                "sched. delay p50 / p90 / p99 (ms)",
+                "queueing p50 / p90 (ms)",
+                "GET_TASK round trip p50 / p90 (ms)",
+                "completed / submitted",
+            ],
+            &rows,
+        )
+    );
+    (out.jsonl, out.lines) = lines.finish()?;
+    Ok(out)
+}

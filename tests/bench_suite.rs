@@ -1,0 +1,56 @@
+//! `bolt bench all --quick` as a smoke test: every experiment runs one-level and two-level
+//! on a namespace testbed of its own, every submitted task completes, every JSON line
+//! parses and every plot is written. Timings are not checked (they belong to the
+//! benchmarks, not to tests).
+
+use std::path::Path;
+
+use bolt_tests::{is_root, require, unique_name};
+use scheduler_user::bench::suite::{self, SuiteArgs, EXPERIMENTS};
+
+#[test]
+fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
+    if !require(is_root(), "root (network namespaces and XDP for the two-level runs)") {
+        return;
+    }
+    let out = std::env::temp_dir().join(unique_name("bench"));
+    let args = SuiteArgs { quick: true, only: Vec::new(), out: Some(out.clone()), testbed: unique_name("bs"), seed: 7 };
+    let report = suite::run(&args).expect("the quick suite runs");
+    assert_eq!(report.experiments.len(), EXPERIMENTS.len(), "every registered experiment ran");
+    for (name, o) in &report.experiments {
+        assert_eq!(o.submitted, o.completed, "{name}: every submitted task completed");
+        assert!(o.fallbacks.is_empty(), "{name}: as root both levels run on the testbed: {:?}", o.fallbacks);
+        assert!(o.table.contains("|---"), "{name}: a Markdown table");
+        let text = std::fs::read_to_string(&o.jsonl).unwrap();
+        assert_eq!(text.lines().count() as u64, o.lines);
+        assert!(o.lines > 0, "{name}: JSON lines written");
+        let mut levels = Vec::new();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}: {e}: {line}"));
+            assert_eq!(v["experiment"].as_str(), Some(name.as_str()));
+            assert_eq!(v["level"], v["ran"], "{name}: ran the level asked for: {line}");
+            levels.extend(v["level"].as_str().map(str::to_string));
+            if let (Some(s), Some(c)) = (v["submitted"].as_u64(), v["completed"].as_u64()) {
+                assert_eq!(s, c, "{name}: {line}");
+            }
+            if let Some(d) = v["decisions_per_s"].as_f64() {
+                assert!(d > 0.0, "{name}: {line}");
+            }
+        }
+        for level in ["one-level", "two-level"] {
+            assert!(levels.iter().any(|l| l == level), "{name}: measured {level}");
+        }
+        assert!(o.submitted > 0 || name == "noop", "{name}: tasks ran");
+        assert!(!o.plots.is_empty() && o.plots.len() % 2 == 0, "{name}: SVG and PNG per chart");
+        for p in &o.plots {
+            let bytes = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            match p.extension().and_then(|e| e.to_str()) {
+                Some("png") => assert_eq!(&bytes[1..4], b"PNG", "{}", p.display()),
+                Some("svg") => assert!(String::from_utf8_lossy(&bytes).contains("<svg"), "{}", p.display()),
+                other => panic!("unexpected plot file {other:?}"),
+            }
+            assert!(p.starts_with(Path::new(&out)));
+        }
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
