@@ -43,6 +43,8 @@ const bit<8> OP_REFILL     = 8;
 const bit<8> OP_RETURN     = 9;
 const bit<8> OP_SWAP       = 10;
 const bit<8> OP_REPAIR     = 11;
+const bit<8> OP_CLAIM      = 12;
+const bit<8> OP_CLAIM_REPLY = 13;
 
 const bit<8> KNOWN_HEADER_FLAGS = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE */
 const bit<8> KNOWN_TASK_FLAGS   = 0x01;   /* TASK_FLAG_EXACTLY_ONCE */
@@ -252,6 +254,18 @@ header swap_state_h {
     bit<32> pkt_retrieve_ptr;
 }
 
+/* Claim (20 B): exactly-once claims between executor and client; the switch only
+ * validates them before counting them as wrong direction. */
+header claim_h {
+    bit<32> uid;
+    bit<32> jid;
+    bit<32> tid;
+    bit<16> node;
+    bit<16> executor;
+    bit<8>  verdict;
+    bit<24> pad;
+}
+
 /* Completion (32 B): COMPLETE body; parsed only to validate it (status, pads) */
 header completion_h {
     bit<32> uid;
@@ -304,6 +318,7 @@ struct headers_t {
     requester_h               requester;
     refill_request_h          refill_request;
     completion_h              completion;     /* COMPLETE, front panel: validated, never answered */
+    claim_h                   claim;          /* CLAIM, CLAIM_REPLY: validated, never answered */
     task_h[MAX_LIST]          tasks_before;   /* SUBMIT: tasks refused so far, in order */
     task_h                    task_cur;       /* SUBMIT: the task this pass enqueues */
     task_h[MAX_LIST - 1]      tasks_after;    /* SUBMIT, first pass: the rest, validated */
@@ -464,6 +479,7 @@ parser BoltIngressParser(packet_in pkt,
         transition select(hdr.bolt.op) {
             1 .. 9  : check_flags;
             10 .. 11: internal_op;
+            12 .. 13: check_flags;
             default : unknown_op;
         }
     }
@@ -490,6 +506,8 @@ parser BoltIngressParser(packet_in pkt,
             (OP_REFILL_REQ, 0)       : check_header_bytes;
             (OP_REFILL, 0 .. 16)     : check_header_bytes;
             (OP_RETURN, 1 .. 16)     : check_header_bytes;
+            (OP_CLAIM, 0)            : check_header_bytes;
+            (OP_CLAIM_REPLY, 0)      : check_header_bytes;
             default                  : bad_count;
         }
     }
@@ -509,6 +527,8 @@ parser BoltIngressParser(packet_in pkt,
             (OP_REFILL, 0, 0)          : parse_refill_first;
             (OP_NOOP, 0, 0)            : parse_requester;
             (OP_COMPLETE, 0, 0)        : parse_completion;
+            (OP_CLAIM, 0, 0)           : parse_claim;
+            (OP_CLAIM_REPLY, 0, 0)     : parse_claim;
             default                    : bad_field;
         }
     }
@@ -533,6 +553,17 @@ parser BoltIngressParser(packet_in pkt,
         transition select(hdr.completion.status, hdr.completion.pad, hdr.completion.pad2) {
             (0 .. 2, 0, 0) : accept;
             default        : bad_field;
+        }
+    }
+
+    /* CLAIM: verdict CLAIM_ASK (0); CLAIM_REPLY: CLAIM_GRANTED (1) or CLAIM_DENIED (2);
+     * the pad zero. */
+    state parse_claim {
+        pkt.extract(hdr.claim);
+        transition select(hdr.bolt.op, hdr.claim.verdict, hdr.claim.pad) {
+            (OP_CLAIM, 0, 0)            : accept;
+            (OP_CLAIM_REPLY, 1 .. 2, 0) : accept;
+            default                     : bad_field;
         }
     }
 
@@ -969,9 +1000,10 @@ control BoltIngress(inout headers_t hdr,
         default_action = NoAction();
         size = 1024;
     }
-    /* GET_TASK, REFILL_REQ and RETURN only from registered worker nodes. */
+    /* GET_TASK, REFILL_REQ and RETURN only from registered worker nodes: addresses
+     * (/32) or prefixes, as `bolt switch --nodes` (switch/admission.rs AccessRules). */
     table acl_workers {
-        key = { hdr.ipv4.src_addr : exact; }
+        key = { hdr.ipv4.src_addr : lpm; }
         actions = { allow; NoAction; }
         default_action = NoAction();
         size = 16384;

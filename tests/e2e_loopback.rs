@@ -153,3 +153,103 @@ fn a_queue_smaller_than_the_job_bounces_and_everything_still_completes_once() {
     assert_eq!(switch_stats.queue.assigns, ran);
     assert!(ran >= 2000);
 }
+
+/// Every task delivered twice: a host agent takes the queued tasks with REFILL_REQ and
+/// RETURNs each of them twice, as a duplicated datagram or a retried RETURN would. With
+/// exactly-once the client grants one claim per task and the executors drop the second
+/// delivery unrun; without it, every task runs twice and the client ignores the second
+/// completion.
+fn deliver_each_task_twice(exactly_once: bool) -> (Summary, CounterSnapshot) {
+    use scheduler_common::{decode, encode_refill_req, encode_return, Entry, Message, RefillRequest, MAX_LIST};
+    const TASKS: usize = 64;
+    let switch = start_switch(1024);
+    let addr = switch.local_addr();
+    // The client keeps answering (claims, completions) until every copy is handed out.
+    let handed_out = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let client_may_stop = handed_out.clone();
+    let client = std::thread::spawn(move || {
+        let spec = TaskSpec { exactly_once, ..TaskSpec::new(Handler::Noop, 1, 0).unwrap() };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let mut cfg = ClientConfig::new(addr);
+            cfg.tracker.task_timeout = Duration::from_secs(30);
+            let mut client = Client::bind(cfg).await.unwrap();
+            client.submit(&vec![spec; TASKS]).await.unwrap();
+            let idle = client.wait_idle(Instant::now() + DEADLINE).await.unwrap();
+            let until = Instant::now() + DEADLINE;
+            while !client_may_stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
+                client.drive_until(Instant::now() + Duration::from_millis(20)).await.unwrap();
+            }
+            (idle, client.summary(), client.tracker().stats().clone())
+        })
+    });
+    let deadline = Instant::now() + DEADLINE;
+    while switch.stats().queue_depth.iter().sum::<u32>() < TASKS as u32 {
+        assert!(Instant::now() < deadline, "tasks never queued");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let agent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    agent.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; scheduler_common::MAX_MESSAGE_LEN];
+    let mut taken: Vec<Entry> = Vec::new();
+    while taken.len() < TASKS {
+        let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(1, 255)).unwrap();
+        agent.send_to(&buf[..n], addr).unwrap();
+        loop {
+            let n = agent.recv(&mut buf).expect("REFILL arrives");
+            let Ok(Message::Refill(es)) = decode(&buf[..n]) else { panic!("not a REFILL") };
+            taken.extend_from_slice(es);
+            if es.len() < MAX_LIST {
+                break;
+            }
+        }
+    }
+    assert_eq!(taken.len(), TASKS);
+    for _ in 0..2 {
+        for chunk in taken.chunks(MAX_LIST) {
+            let n = encode_return(&mut buf, chunk).unwrap();
+            agent.send_to(&buf[..n], addr).unwrap();
+        }
+    }
+    let pool = start_executors(&switch, 1, 0xff, 4);
+    while switch.stats().queue.assigns < 2 * TASKS as u64 {
+        assert!(Instant::now() < deadline, "not every copy was handed out: {:?}", switch.stats().queue);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Executors finish what they were handed (claim, run, report) in well under this.
+    std::thread::sleep(Duration::from_millis(500));
+    handed_out.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (idle, summary, stats) = client.join().unwrap();
+    let (_, counters) = stop(switch, vec![pool]);
+    let run = counters.into_iter().next().unwrap();
+    println!(
+        "exactly-once {exactly_once}: {} done, executors ran {} (claims granted {}, denied {}, unanswered {}), \
+         client ignored {} duplicate completions",
+        summary.completed,
+        run.tasks_run,
+        run.claims_granted,
+        run.claims_denied,
+        run.claims_unanswered,
+        summary.duplicates
+    );
+    assert!(idle, "{summary:?}");
+    assert_eq!((summary.submitted, summary.completed, summary.failed), (TASKS as u64, TASKS as u64, 0));
+    assert_eq!((stats.claims_granted, stats.claims_denied), (run.claims_granted, run.claims_denied));
+    (summary, run)
+}
+
+#[test]
+fn exactly_once_drops_a_duplicate_delivery_unrun() {
+    let (summary, run) = deliver_each_task_twice(true);
+    assert_eq!(run.tasks_run, 64, "each task ran once");
+    assert_eq!((run.claims_granted, run.claims_denied, run.claims_unanswered), (64, 64, 0));
+    assert_eq!(summary.duplicates, 0);
+}
+
+#[test]
+fn without_exactly_once_a_duplicate_delivery_runs_twice() {
+    let (summary, run) = deliver_each_task_twice(false);
+    assert_eq!(run.tasks_run, 128);
+    assert_eq!((run.claims_granted, run.claims_denied), (0, 0));
+    assert_eq!(summary.duplicates, 64);
+}

@@ -12,11 +12,11 @@
 //! test fails; every wait is bounded.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bolt_tests::{is_root, noop_client_in, require, unique_name};
+use bolt_tests::{cluster::Process, is_root, noop_client_in, require, unique_name};
 use scheduler_common::maps::PIN_ROOT;
 use scheduler_user::{
     agent::{self, AgentHandle, AgentStats, StopMode},
@@ -183,71 +183,14 @@ fn tasks_complete_through_xdp_hits() {
     assert!(!rig.pins().path().exists(), "the drain left pins behind");
 }
 
-/// The agent as a process, killed with SIGKILL if still running when dropped.
-struct AgentProcess {
-    child: Child,
-    log: PathBuf,
-}
-
-impl AgentProcess {
-    fn start(rig: &Rig, extra: &[&str]) -> AgentProcess {
-        let log = std::env::temp_dir().join(format!("{}.log", unique_name("agent")));
-        let out = std::fs::File::create(&log).unwrap();
-        let args = rig.agent_args(extra);
-        let child = netns::command_in(&rig.worker().host_ns, env!("CARGO_BIN_EXE_bolt-agent"))
-            .unwrap()
-            .args(&args[1..])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("start bolt-agent");
-        let p = AgentProcess { child, log };
-        p.wait_for_log("tier 1 is up");
-        p
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn wait_for_log(&self, line: &str) {
-        let deadline = Instant::now() + DEADLINE;
-        while !self.log().contains(line) {
-            assert!(Instant::now() < deadline, "agent never logged {line:?}:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn kill(&mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().unwrap();
-    }
-
-    /// SIGTERM, and the exit status once it has drained.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "agent did not stop on SIGTERM:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for AgentProcess {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let _ = std::fs::remove_file(&self.log);
-    }
+/// The agent as a process of its own (killed with SIGKILL if still running when dropped).
+fn agent_process(rig: &Rig, extra: &[&str]) -> Process {
+    Process::start(
+        Path::new(env!("CARGO_BIN_EXE_bolt-role")),
+        &rig.worker().host_ns,
+        &rig.agent_args(extra),
+        "tier 1 is up",
+    )
 }
 
 #[test]
@@ -257,7 +200,7 @@ fn an_agent_killed_and_restarted_loses_no_queued_task() {
     }
     let rig = Rig::new(1);
     let tuning = ["--low-watermark", "100", "--batch", "64"];
-    let mut first = AgentProcess::start(&rig, &tuning);
+    let mut first = agent_process(&rig, &tuning);
     // No executors yet: the agent fills its rings to the watermark and the rest waits in
     // the switch.
     let tasks = 400;
@@ -269,7 +212,7 @@ fn an_agent_killed_and_restarted_loses_no_queued_task() {
     assert_eq!(rig.queued(), queued, "the rings changed after the agent died");
     let hits_before = rig.counters().total_hits();
 
-    let mut second = AgentProcess::start(&rig, &tuning);
+    let mut second = agent_process(&rig, &tuning);
     second.wait_for_log("reattached to the pinned XDP program");
     assert!(!second.log().contains("loaded and attached"), "the program was reloaded:\n{}", second.log());
     let executors = rig.executors(0, 2);

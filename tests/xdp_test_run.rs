@@ -18,7 +18,7 @@ use bolt_tests::{is_root, require, unique_name};
 use scheduler_common::{
     encode_assign, encode_get_task, encode_refill, encode_return, encode_submit,
     maps::{Counter, EVENT_EMPTY, EVENT_LOW_WATERMARK},
-    Entry, Header, JobRef, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
+    Entry, Header, Ipv4Prefix, JobRef, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
 };
 use scheduler_user::xdp::{
     frames::{fix_ipv4_checksum, sample_endpoints, udp_frame, Endpoints, Ipv4Fields, ETH_LEN, PAYLOAD_OFF},
@@ -321,6 +321,42 @@ fn refill_from_anyone_but_the_switch_is_dropped_and_counted() {
     assert_eq!(rig.counters().get(Counter::ForeignRefill), 1);
 }
 
+/// GET_TASK is answered only from the executor prefix: a request from elsewhere is
+/// dropped and counted, and the task stays queued for a registered executor.
+#[test]
+fn get_task_from_outside_the_executor_prefix_is_dropped_and_counted() {
+    if !can_run() {
+        return;
+    }
+    // The sample executor is 192.0.2.10: inside 192.0.2.8/29, not inside 192.0.2.0/29.
+    let mut rig = Rig::new(|s| s.executors = "192.0.2.0/29".parse_prefix());
+    rig.maps().push(&entry(1, 1, 0)).unwrap();
+    let (verdict, _) = rig.run(&rig.get_task_frame(1, 0, 1));
+    assert_eq!(verdict, Verdict::Drop);
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::ForeignGetTask), c.hits(1), c.get(Counter::Miss)), (1, 0, 0));
+    assert_eq!(rig.maps().occupancy()[0], 1, "the task stays for a registered executor");
+
+    let mut rig = Rig::new(|s| s.executors = "192.0.2.8/29".parse_prefix());
+    rig.maps().push(&entry(1, 1, 0)).unwrap();
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(1));
+    assert_eq!(rig.counters().get(Counter::ForeignGetTask), 0);
+    // The default admits every source, as before any prefix is configured.
+    let mut rig = Rig::new(|_| {});
+    rig.maps().push(&entry(2, 1, 0)).unwrap();
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(2));
+}
+
+trait ParsePrefix {
+    fn parse_prefix(&self) -> Ipv4Prefix;
+}
+
+impl ParsePrefix for str {
+    fn parse_prefix(&self) -> Ipv4Prefix {
+        Ipv4Prefix::parse(self).unwrap()
+    }
+}
+
 /// One hostile or foreign input: what it is, the verdict, and the counter it must bump.
 struct Case {
     what: &'static str,
@@ -587,6 +623,107 @@ fn hostile_and_foreign_frames_are_passed_or_dropped_and_counted() {
         }
     }
     assert_eq!(rig.maps().pop(1).unwrap(), Some(keep));
+}
+
+/// xorshift64*: a reproducible stream of random bytes without a dependency.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn fill(&mut self, buf: &mut [u8]) {
+        buf.iter_mut().for_each(|b| *b = self.next() as u8);
+    }
+}
+
+/// Thousands of random, mutated, truncated and oversized frames through the loaded
+/// (verifier-checked) program: every run ends in a verdict that is counted, nothing
+/// aborts, and the rings hold exactly what the counters say went in and out.
+#[test]
+fn random_truncated_and_oversized_frames_never_abort_and_are_all_counted() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    for t in 0..64 {
+        rig.maps().push(&entry(t, 1 + (t % 4) as u8, 0)).unwrap();
+    }
+    let before = rig.counters();
+    let mut noise = Noise(0x5EED_B017_0000_0007);
+    let get = rig.get_task_frame(1, 0xff, 9);
+    let refill = rig.refill_frame(&(100..100 + MAX_LIST as u32).map(|t| entry(t, 2, 0)).collect::<Vec<_>>());
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    // Random bytes of every length from an Ethernet header to beyond the MTU.
+    for _ in 0..1500 {
+        let mut f = vec![0u8; 14 + noise.below(3000)];
+        noise.fill(&mut f);
+        frames.push(f);
+    }
+    // Random bytes behind a valid Ethernet/IPv4/UDP header to the Bolt port.
+    for base in [&get, &refill] {
+        for _ in 0..1500 {
+            let mut f = base[..PAYLOAD_OFF].to_vec();
+            let mut tail = vec![0u8; noise.below(700)];
+            noise.fill(&mut tail);
+            f.extend_from_slice(&tail);
+            frames.push(f);
+        }
+    }
+    // Valid frames with one to three bytes changed anywhere.
+    for base in [&get, &refill] {
+        for _ in 0..1500 {
+            let mut f = base.clone();
+            for _ in 0..1 + noise.below(3) {
+                let i = noise.below(f.len());
+                f[i] = noise.next() as u8;
+            }
+            frames.push(f);
+        }
+    }
+    // Every truncation of both, and both padded out to oversized frames.
+    for base in [&get, &refill] {
+        frames.extend((14..base.len()).map(|n| base[..n].to_vec()));
+        for pad in [1, 64, 1500, 3000] {
+            let mut f = base.clone();
+            f.resize(base.len() + pad, 0xAB);
+            frames.push(f);
+        }
+    }
+    let mut verdicts = [0u64; 3];
+    for f in &frames {
+        let (verdict, out) = rig.run(f);
+        match verdict {
+            Verdict::Pass => verdicts[0] += 1,
+            Verdict::Tx => {
+                verdicts[1] += 1;
+                // What the program sends is a well-formed ASSIGN or RETURN.
+                let msg = scheduler_common::decode(&out[PAYLOAD_OFF..]).expect("a transmitted frame decodes");
+                assert!(matches!(msg.op(), scheduler_common::Op::Assign | scheduler_common::Op::Return));
+            }
+            Verdict::Drop => verdicts[2] += 1,
+            v => panic!("verdict {v:?} on a {}-byte frame {:02x?}", f.len(), &f[..f.len().min(64)]),
+        }
+    }
+    let c = rig.counters().since(&before);
+    println!("{} frames: passed {}, transmitted {}, dropped {}", frames.len(), verdicts[0], verdicts[1], verdicts[2]);
+    assert_eq!(
+        [c.get(Counter::Passed), c.get(Counter::Transmitted), c.get(Counter::Dropped)],
+        verdicts,
+        "every verdict is counted"
+    );
+    let queued: i64 = rig.maps().occupancy().iter().sum();
+    assert_eq!(
+        queued,
+        64 + c.get(Counter::RefillTasks) as i64 - c.total_hits() as i64,
+        "the rings hold what came in less what went out"
+    );
 }
 
 #[test]

@@ -43,6 +43,27 @@ enum Input {
     Return(Vec<EntryIn>),
     Swap { prio: u8, rsrc: u8, swap_idx: u32, retrieve_ptr: u32, held: EntryIn },
     Repair { prio: u8, target: u8, pad: [u8; 3], value: u32 },
+    Claim(ClaimIn),
+    ClaimReply(ClaimIn),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+struct ClaimIn {
+    ids: [u32; 3],
+    node: u16,
+    executor: u16,
+    verdict: u8,
+    pad: [u8; 3],
+}
+
+fn claim(c: &ClaimIn) -> Claim {
+    let mut out = Claim { verdict: c.verdict, pad: c.pad, ..Claim::default() };
+    out.set_uid(c.ids[0]);
+    out.set_jid(c.ids[1]);
+    out.set_tid(c.ids[2]);
+    out.set_node(c.node);
+    out.set_executor(c.executor);
+    out
 }
 
 #[derive(Arbitrary, Debug)]
@@ -90,6 +111,8 @@ fn allowed(input: &Input) -> bool {
         Input::Return(es) => list_ok(es, 1, entry_ok),
         Input::Swap { prio, held, .. } => prio_ok(*prio) && entry_ok(held),
         Input::Repair { prio, target, pad, .. } => prio_ok(*prio) && *target <= 1 && *pad == [0; 3],
+        Input::Claim(c) => c.verdict == 0 && c.pad == [0; 3],
+        Input::ClaimReply(c) => (1..=2).contains(&c.verdict) && c.pad == [0; 3],
     }
 }
 
@@ -136,6 +159,8 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
             r.set_value(*value);
             encode_repair(buf, *prio, &r)
         }
+        Input::Claim(c) => encode_claim(buf, &claim(c)),
+        Input::ClaimReply(c) => encode_claim_reply(buf, &claim(c)),
     }
 }
 

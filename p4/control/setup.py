@@ -91,8 +91,11 @@ def setup_admission(cfg, ing):
         net = ipaddress.IPv4Network(prefix)
         ing.acl_clients.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
                                        hdr_ipv4_src_addr_p_length=net.prefixlen)
+    # A worker is an address or a prefix (an address is its /32), as `bolt switch --nodes`.
     for worker in cfg["acl"]["workers"]:
-        ing.acl_workers.add_with_allow(hdr_ipv4_src_addr=ip_int(worker))
+        net = ipaddress.IPv4Network(worker)
+        ing.acl_workers.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
+                                       hdr_ipv4_src_addr_p_length=net.prefixlen)
 
 
 def setup_forwarding(cfg, ing):

@@ -150,7 +150,8 @@ class ScenarioReplay:
             # Every test host is a client and a worker here; the ACL tests are separate.
             self.add("BoltIngress.acl_clients", [gc.KeyTuple("hdr.ipv4.src_addr", addr, prefix_len=32)],
                      [], "BoltIngress.allow")
-            self.add("BoltIngress.acl_workers", [gc.KeyTuple("hdr.ipv4.src_addr", addr)], [], "BoltIngress.allow")
+            self.add("BoltIngress.acl_workers", [gc.KeyTuple("hdr.ipv4.src_addr", addr, prefix_len=32)],
+                     [], "BoltIngress.allow")
         # Fresh queues: pointers, flags and slots back to their initial values.
         for reg in ["add_ptr", "retrieve_ptr", "repairing", "valid", "task_rsrc"]:
             self.table("BoltIngress." + reg).entry_del(self.target)

@@ -31,10 +31,14 @@ pub enum Op {
     Swap = 10,
     /// Internal to tier 2 (pointer repair); never accepted from outside.
     Repair = 11,
+    /// Executor → client: may I run this exactly-once task?
+    Claim = 12,
+    /// Client → executor: the answer to a CLAIM.
+    ClaimReply = 13,
 }
 
 impl Op {
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; 13] = [
         Op::Submit,
         Op::GetTask,
         Op::Assign,
@@ -46,6 +50,8 @@ impl Op {
         Op::Return,
         Op::Swap,
         Op::Repair,
+        Op::Claim,
+        Op::ClaimReply,
     ];
 
     pub const fn from_u8(v: u8) -> Option<Op> {
@@ -61,6 +67,8 @@ impl Op {
             9 => Some(Op::Return),
             10 => Some(Op::Swap),
             11 => Some(Op::Repair),
+            12 => Some(Op::Claim),
+            13 => Some(Op::ClaimReply),
             _ => None,
         }
     }
@@ -78,6 +86,8 @@ impl Op {
             Op::Return => "RETURN",
             Op::Swap => "SWAP",
             Op::Repair => "REPAIR",
+            Op::Claim => "CLAIM",
+            Op::ClaimReply => "CLAIM_REPLY",
         }
     }
 
@@ -297,6 +307,56 @@ impl Completion {
     be_field!(start_unix_ns, set_start_unix_ns, start_unix_ns, u64);
 }
 
+/// CLAIM verdicts: 0 in a CLAIM (a question); GRANTED or DENIED in a CLAIM_REPLY.
+pub const CLAIM_ASK: u8 = 0;
+/// Run it: this executor holds the task's only claim for the current attempt.
+pub const CLAIM_GRANTED: u8 = 1;
+/// Do not run it: it is claimed already, Done, or unknown to the client.
+pub const CLAIM_DENIED: u8 = 2;
+
+/// CLAIM and CLAIM_REPLY body (20 bytes): an executor asks the client that owns task
+/// (uid, jid, tid) for the right to run it; the client answers with the same body and
+/// its verdict. The claim is per attempt: a resubmission after a timeout opens a new one.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Claim {
+    pub uid: [u8; 4],
+    pub jid: [u8; 4],
+    pub tid: [u8; 4],
+    pub node: [u8; 2],
+    pub executor: [u8; 2],
+    /// CLAIM_ASK in a CLAIM, CLAIM_GRANTED or CLAIM_DENIED in a CLAIM_REPLY.
+    pub verdict: u8,
+    pub pad: [u8; 3],
+}
+
+impl Claim {
+    pub const LEN: usize = 20;
+    be_field!(uid, set_uid, uid, u32);
+    be_field!(jid, set_jid, jid, u32);
+    be_field!(tid, set_tid, tid, u32);
+    be_field!(node, set_node, node, u16);
+    be_field!(executor, set_executor, executor, u16);
+
+    /// The question an executor asks about `entry`'s task.
+    pub fn of(entry: &Entry, node: u16, executor: u16) -> Claim {
+        Claim {
+            uid: entry.uid,
+            jid: entry.jid,
+            tid: entry.task.tid,
+            node: node.to_be_bytes(),
+            executor: executor.to_be_bytes(),
+            verdict: CLAIM_ASK,
+            pad: [0; 3],
+        }
+    }
+
+    /// The same claim answered with `verdict`.
+    pub fn answered(&self, verdict: u8) -> Claim {
+        Claim { verdict, ..*self }
+    }
+}
+
 /// REFILL_REQ body: a host asks for up to `want` tasks its node can run
 /// (the header's rsrc carries the node's resources).
 #[repr(C)]
@@ -360,6 +420,7 @@ const _: () = {
     assert!(core::mem::size_of::<JobRef>() == JobRef::LEN);
     assert!(core::mem::size_of::<Requester>() == Requester::LEN);
     assert!(core::mem::size_of::<Completion>() == Completion::LEN);
+    assert!(core::mem::size_of::<Claim>() == Claim::LEN);
     assert!(core::mem::size_of::<RefillRequest>() == RefillRequest::LEN);
     assert!(core::mem::size_of::<SwapState>() == SwapState::LEN);
     assert!(core::mem::size_of::<RepairState>() == RepairState::LEN);
@@ -367,6 +428,7 @@ const _: () = {
     assert!(core::mem::align_of::<Task>() == 1);
     assert!(core::mem::align_of::<Entry>() == 1);
     assert!(core::mem::align_of::<Completion>() == 1);
+    assert!(core::mem::align_of::<Claim>() == 1);
 };
 
 /// Marker for the layout types above: `#[repr(C)]`, alignment 1, made only of byte
@@ -382,6 +444,7 @@ unsafe impl Wire for Entry {}
 unsafe impl Wire for JobRef {}
 unsafe impl Wire for Requester {}
 unsafe impl Wire for Completion {}
+unsafe impl Wire for Claim {}
 unsafe impl Wire for RefillRequest {}
 unsafe impl Wire for SwapState {}
 unsafe impl Wire for RepairState {}

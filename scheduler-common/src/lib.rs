@@ -13,7 +13,9 @@ pub mod frame;
 pub mod layout;
 pub mod maps;
 pub mod message;
+pub mod prefix;
 
 pub use error::{DecodeError, EncodeError};
 pub use layout::*;
 pub use message::*;
+pub use prefix::Ipv4Prefix;

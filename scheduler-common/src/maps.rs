@@ -85,14 +85,20 @@ pub struct XdpConfig {
     /// Priority levels in use (1..=RING_COUNT). GET_TASK searches rings 1..=levels; a
     /// task with a lower priority (larger number) queues in the lowest ring in use.
     pub levels: u8,
-    pub pad: [u8; 3],
+    /// Length of the executor prefix [`XdpConfig::executor_net`] (0..=32; 0 admits every
+    /// source).
+    pub executor_prefix_len: u8,
+    pub pad: [u8; 2],
     /// Tasks one ring may hold: REFILL reserves a slot in [`RingState::reserved`]
     /// against this before pushing.
     pub ring_capacity: u32,
     /// A ring left with fewer reserved slots than this after a pop sends a
     /// [`RingEvent`]; 0 disables all events.
     pub low_watermark: u32,
-    pub pad2: u32,
+    /// GET_TASK is answered only from sources in `executor_net/executor_prefix_len`
+    /// (network byte order, as on the wire): the registered executors of this node.
+    /// Others are dropped and counted ([`Counter::ForeignGetTask`]).
+    pub executor_net: [u8; 4],
     /// Minimum nanoseconds between two events of the same ring.
     pub event_interval_ns: u64,
 }
@@ -104,10 +110,11 @@ impl XdpConfig {
             node,
             switch_ipv4,
             levels: crate::layout::DEFAULT_PRIORITIES,
-            pad: [0; 3],
+            executor_prefix_len: 0,
+            pad: [0; 2],
             ring_capacity: DEFAULT_RING_CAPACITY,
             low_watermark: DEFAULT_RING_CAPACITY / 4,
-            pad2: 0,
+            executor_net: [0; 4],
             event_interval_ns: DEFAULT_EVENT_INTERVAL_NS,
         }
     }
@@ -208,10 +215,11 @@ counters! {
     EventsLost = 30, "events_lost", "Events not written because the ring buffer was full.";
     RingErrors = 31, "ring_errors", "Queue helper failures other than full or empty.";
     AdjustFailed = 32, "adjust_failed", "bpf_xdp_adjust_tail/head failures (request passed on, task kept).";
+    ForeignGetTask = 33, "foreign_get_task", "GET_TASK from a source outside the executor prefix, dropped.";
 }
 
 /// Number of counters.
-pub const COUNTER_COUNT: usize = 33;
+pub const COUNTER_COUNT: usize = 34;
 
 /// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
 #[repr(C)]
@@ -241,7 +249,7 @@ impl Counters {
 }
 
 const _: () = {
-    assert!(Counter::AdjustFailed as usize + 1 == COUNTER_COUNT);
+    assert!(Counter::ForeignGetTask as usize + 1 == COUNTER_COUNT);
     assert!(core::mem::size_of::<XdpConfig>() == 32);
     assert!(core::mem::size_of::<RingState>() == 16);
     assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT);

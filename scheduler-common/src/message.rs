@@ -16,6 +16,8 @@ pub enum Message<'a> {
     RefillReq { node_rsrc: u8, req: RefillRequest },
     Refill(&'a [Entry]),
     Return(&'a [Entry]),
+    Claim(&'a Claim),
+    ClaimReply(&'a Claim),
 }
 
 impl Message<'_> {
@@ -30,6 +32,8 @@ impl Message<'_> {
             Message::RefillReq { .. } => Op::RefillReq,
             Message::Refill(_) => Op::Refill,
             Message::Return(_) => Op::Return,
+            Message::Claim(_) => Op::Claim,
+            Message::ClaimReply(_) => Op::ClaimReply,
         }
     }
 }
@@ -73,6 +77,7 @@ const fn shape(op: Op) -> Shape {
         Op::Return => list_body(0, Entry::LEN, 1, list),
         Op::Swap => Shape { uses_prio: true, uses_rsrc: true, ..fixed_body(SwapState::LEN) },
         Op::Repair => Shape { uses_prio: true, ..fixed_body(RepairState::LEN) },
+        Op::Claim | Op::ClaimReply => fixed_body(Claim::LEN),
     }
 }
 
@@ -238,6 +243,21 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
             check_entries(es)?;
             Message::Return(es)
         }
+        Op::Claim | Op::ClaimReply => {
+            let c = view::<Claim>(fixed).ok_or_else(bad)?;
+            let verdict_ok = match op {
+                Op::Claim => c.verdict == CLAIM_ASK,
+                _ => c.verdict == CLAIM_GRANTED || c.verdict == CLAIM_DENIED,
+            };
+            if !verdict_ok || c.pad != [0; 3] {
+                return Err(DecodeError::BadField);
+            }
+            if op == Op::Claim {
+                Message::Claim(c)
+            } else {
+                Message::ClaimReply(c)
+            }
+        }
         Op::Swap | Op::Repair => return Err(DecodeError::InternalOp(h.op)),
     })
 }
@@ -348,6 +368,16 @@ pub fn encode_return(buf: &mut [u8], entries: &[Entry]) -> Result<usize, EncodeE
     put(buf, Header::new(Op::Return, n, 0, 0, 0), &[], slice_as_bytes(entries))
 }
 
+/// A CLAIM: the executor asks the task's client for the right to run it (verdict CLAIM_ASK).
+pub fn encode_claim(buf: &mut [u8], c: &Claim) -> Result<usize, EncodeError> {
+    put(buf, Header::new(Op::Claim, 0, 0, 0, 0), as_bytes(c), &[])
+}
+
+/// The client's answer to a CLAIM (verdict CLAIM_GRANTED or CLAIM_DENIED).
+pub fn encode_claim_reply(buf: &mut [u8], c: &Claim) -> Result<usize, EncodeError> {
+    put(buf, Header::new(Op::ClaimReply, 0, 0, 0, 0), as_bytes(c), &[])
+}
+
 /// Encodes a SWAP packet; only the switch pipeline sends these (to itself).
 pub fn encode_swap(buf: &mut [u8], queue_prio: u8, exec_rsrc: u8, state: &SwapState) -> Result<usize, EncodeError> {
     put(buf, Header::new(Op::Swap, 0, queue_prio, exec_rsrc, 0), as_bytes(state), &[])
@@ -371,6 +401,8 @@ impl Message<'_> {
             Message::RefillReq { node_rsrc, req } => encode_refill_req(buf, node_rsrc, req),
             Message::Refill(es) => encode_refill(buf, es),
             Message::Return(es) => encode_return(buf, es),
+            Message::Claim(c) => encode_claim(buf, c),
+            Message::ClaimReply(c) => encode_claim_reply(buf, c),
         }
     }
 }

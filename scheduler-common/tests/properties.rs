@@ -312,6 +312,8 @@ fn count_edges_of_every_op() {
             Op::Swap => (layout::as_bytes(&SwapState { held: e, ..SwapState::default() }).to_vec(), 1, 0),
             Op::Repair => (vec![0; RepairState::LEN], 1, 0),
             Op::Assign | Op::Refill | Op::Return => (vec![], 0, 0),
+            Op::Claim => (vec![0; Claim::LEN], 0, 0),
+            Op::ClaimReply => (layout::as_bytes(&Claim::default().answered(CLAIM_DENIED)).to_vec(), 0, 0),
         }
     };
     for op in Op::ALL {

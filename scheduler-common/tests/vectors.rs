@@ -182,6 +182,10 @@ fn fields_json(p: &Packet<'_>) -> Value {
         Packet::External(Message::Refill(es)) | Packet::External(Message::Return(es)) => {
             json!({ "entries": entries(es) })
         }
+        Packet::External(Message::Claim(c)) | Packet::External(Message::ClaimReply(c)) => json!({
+            "uid": c.uid(), "jid": c.jid(), "tid": c.tid(), "node": c.node(), "executor": c.executor(),
+            "verdict": c.verdict,
+        }),
         Packet::Swap { queue_prio, exec_rsrc, state } => json!({
             "queue_prio": queue_prio, "exec_rsrc": exec_rsrc, "swap_idx": state.swap_idx(),
             "pkt_retrieve_ptr": state.pkt_retrieve_ptr(), "held": entry_json(&state.held),
@@ -223,6 +227,19 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
         },
         "REFILL" => Owned::Refill(entries(v)),
         "RETURN" => Owned::Return(entries(v)),
+        "CLAIM" | "CLAIM_REPLY" => {
+            let mut c = Claim { verdict: u8f(v, "verdict"), ..Claim::default() };
+            c.set_uid(u32f(v, "uid"));
+            c.set_jid(u32f(v, "jid"));
+            c.set_tid(u32f(v, "tid"));
+            c.set_node(u16f(v, "node"));
+            c.set_executor(u16f(v, "executor"));
+            if op == "CLAIM" {
+                Owned::Claim(c)
+            } else {
+                Owned::ClaimReply(c)
+            }
+        }
         "SWAP" => {
             let mut state = SwapState { held: entry_from_json(&v["held"]), ..SwapState::default() };
             state.set_swap_idx(u32f(v, "swap_idx"));
@@ -346,7 +363,16 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         ("refill_sixteen", Owned::Refill(refill_entries(16))),
         ("return_one", Owned::Return(vec![ring_entry()])),
         ("return_sixteen", Owned::Return(refill_entries(16))),
+        ("claim", Owned::Claim(claim(CLAIM_ASK))),
+        ("claim_granted", Owned::ClaimReply(claim(CLAIM_GRANTED))),
+        ("claim_denied", Owned::ClaimReply(claim(CLAIM_DENIED))),
     ]
+}
+
+/// A claim on the exactly-once task of `assign_exec`, by executor 3 of node 7.
+fn claim(verdict: u8) -> Claim {
+    let e = entry(1, 2, task(3, 1, 0x80, 0, TASK_FLAG_EXACTLY_ONCE, Handler::Exec { name: b"resize_img.v2" }));
+    Claim::of(&e, 7, 3).answered(verdict)
 }
 
 fn internal_packets() -> Vec<(&'static str, Owned)> {
@@ -395,7 +421,7 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("version_0", ext, with("get_task", &[(2, 0)]), BadVersion(0)),
         ("version_2", ext, with("get_task", &[(2, 2)]), BadVersion(2)),
         ("op_0", ext, with("noop", &[(3, 0)]), UnknownOp(0)),
-        ("op_12", ext, with("noop", &[(3, 12)]), UnknownOp(12)),
+        ("op_14", ext, with("noop", &[(3, 14)]), UnknownOp(14)),
         ("op_255", ext, with("noop", &[(3, 255)]), UnknownOp(255)),
         ("swap_from_outside", ext, m["swap"].clone(), InternalOp(10)),
         ("repair_from_outside", ext, m["repair_add_ptr"].clone(), InternalOp(11)),
@@ -434,6 +460,11 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("complete_status_3", ext, with("complete_ok", &[(H + 12, 3)]), BadField),
         ("complete_pad_set", ext, with("complete_ok", &[(H + 13, 1)]), BadField),
         ("complete_pad2_set", ext, with("complete_ok", &[(H + 19, 1)]), BadField),
+        ("claim_verdict_set", ext, with("claim", &[(H + 16, CLAIM_GRANTED)]), BadField),
+        ("claim_reply_verdict_ask", ext, with("claim_granted", &[(H + 16, CLAIM_ASK)]), BadField),
+        ("claim_reply_verdict_3", ext, with("claim_denied", &[(H + 16, 3)]), BadField),
+        ("claim_pad_set", ext, with("claim", &[(H + 19, 1)]), BadField),
+        ("claim_reply_cut_short", ext, cut("claim_granted", 27), Truncated),
         ("refill_req_want_0", ext, with("refill_req", &[(H + 2, 0)]), BadField),
         ("refill_req_pad_set", ext, with("refill_req", &[(H + 3, 1)]), BadField),
         ("refill_req_prio_set", ext, with("refill_req", &[(5, 1)]), BadField),

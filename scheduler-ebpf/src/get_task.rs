@@ -10,7 +10,7 @@
 use aya_ebpf::{bindings::xdp_action, helpers::bpf_xdp_adjust_tail, programs::XdpContext};
 use scheduler_common::{
     maps::{Counter, XdpConfig, EVENT_EMPTY, RING_COUNT},
-    message_len, resources_match, Entry, Header, Op, Requester, MAX_PRIORITIES,
+    message_len, prefix, resources_match, Entry, Header, Op, Requester, MAX_PRIORITIES,
 };
 
 use crate::{
@@ -42,6 +42,17 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         tally.add(Counter::Truncated);
         return xdp_action::XDP_PASS;
     };
+    // Only registered executors get tasks; a stranger's request goes nowhere (tier 2
+    // would refuse it too). One mask compare: the frame's header is already in bounds.
+    let Some(ip) = at::<Ipv4Hdr>(ctx, IP_OFF) else {
+        tally.add(Counter::Truncated);
+        return xdp_action::XDP_PASS;
+    };
+    // SAFETY: `at` checked the bounds.
+    if !prefix::contains(cfg.executor_net, cfg.executor_prefix_len, unsafe { (*ip).src }) {
+        tally.add(Counter::ForeignGetTask);
+        return xdp_action::XDP_DROP;
+    }
     // SAFETY: `at` checked the bounds.
     if unsafe { (*req).node() } != cfg.node {
         tally.add(Counter::OtherNode);

@@ -7,7 +7,8 @@
 //! - Frames shorter than their headers claim: XDP_PASS, untouched (the stack drops them).
 //! - GET_TASK: XDP_TX with an ASSIGN when a ring holds a task the executor can run,
 //!   otherwise XDP_PASS unchanged so that it reaches tier 2. A malformed GET_TASK, or
-//!   one from another node's executor, is passed on unchanged too.
+//!   one from another node's executor, is passed on unchanged too. A GET_TASK from a
+//!   source outside the configured executor prefix: XDP_DROP.
 //! - REFILL: always consumed. From the configured switch address and well formed: tasks
 //!   go to their rings (XDP_DROP), or back to tier 2 as RETURN when nothing can hold them
 //!   (XDP_TX). From anyone else, or malformed: XDP_DROP.

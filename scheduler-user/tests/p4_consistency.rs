@@ -12,11 +12,12 @@ use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 
 use scheduler_common::{
-    decode, decode_packet, encode_assign, encode_complete, encode_get_task, encode_noop, encode_queue_full,
-    encode_refill, encode_refill_req, encode_repair, encode_return, encode_submit, message_len, Completion,
-    DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester, SwapState, Task, DEFAULT_PORT,
-    DEFAULT_PRIORITIES, FLAG_RESUBMIT, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN,
-    MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, TASK_FLAG_EXACTLY_ONCE, VERSION,
+    decode, decode_packet, encode_assign, encode_claim, encode_claim_reply, encode_complete, encode_get_task,
+    encode_noop, encode_queue_full, encode_refill, encode_refill_req, encode_repair, encode_return, encode_submit,
+    message_len, Claim, Completion, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester,
+    SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_RESUBMIT, KNOWN_HEADER_FLAGS,
+    KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR,
+    STATUS_FAILED, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
 use scheduler_user::queue::{QueueConfig, DRIFT_LIMIT};
 
@@ -281,6 +282,23 @@ fn message_bodies_match_scheduler_common() {
         ],
         "completion_h",
     );
+    // CLAIM and CLAIM_REPLY go between executor and client; validated, then refused.
+    check_layout(
+        &p4,
+        "Claim",
+        size_of::<Claim>(),
+        Claim::LEN,
+        &[
+            field!(Claim, uid, 4, [("uid", 32)]),
+            field!(Claim, jid, 4, [("jid", 32)]),
+            field!(Claim, tid, 4, [("tid", 32)]),
+            field!(Claim, node, 2, [("node", 16)]),
+            field!(Claim, executor, 2, [("executor", 16)]),
+            field!(Claim, verdict, 1, [("verdict", 8)]),
+            field!(Claim, pad, 3, [("pad", 24)]),
+        ],
+        "claim_h",
+    );
 }
 
 #[test]
@@ -387,6 +405,7 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
                 }
                 Op::Assign | Op::Refill | Op::Return => (0..count as usize).for_each(|i| body[i * Entry::LEN + 12] = 1),
                 Op::RefillReq => body[2] = 1,
+                Op::ClaimReply => body[16] = CLAIM_GRANTED,
                 _ => {}
             }
             match decode(&buf) {
@@ -715,6 +734,9 @@ fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     put(Op::Refill, &|b| encode_refill(b, &entries).unwrap());
     put(Op::Refill, &|b| encode_refill(b, &[]).unwrap());
     put(Op::Return, &|b| encode_return(b, &entries).unwrap());
+    let claim = Claim::of(&entries[1], 4, 2);
+    put(Op::Claim, &|b| encode_claim(b, &claim).unwrap());
+    put(Op::ClaimReply, &|b| encode_claim_reply(b, &claim.answered(CLAIM_DENIED)).unwrap());
     out
 }
 
@@ -848,5 +870,61 @@ fn bolt_p4_writes_no_bytes_the_decoder_refuses() {
     assert_eq!(stored.len(), 3, "an enqueue, RETURN or swap writes client_port_pad some other way");
     for line in stored {
         assert!(line.ends_with("++ 16w0;"), "a stored pad is not zero: {line}");
+    }
+}
+
+/// The body of `table NAME { ... }` in the source without comments.
+fn table_body<'a>(src: &'a str, name: &str) -> &'a str {
+    let start = src.find(&format!("table {name} {{")).unwrap_or_else(|| panic!("bolt.p4 has no table {name}"));
+    let body = &src[start..];
+    let mut depth = 0;
+    for (i, c) in body.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 1 => return &body[..=i],
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    panic!("table {name} does not close")
+}
+
+/// The access rules of bolt.p4 are those of the software switch (`AccessRules::admits`):
+/// SUBMIT checked against the client prefixes, GET_TASK, REFILL_REQ and RETURN against the
+/// registered nodes, both longest-prefix tables on the source address (an address is its
+/// /32, so `--nodes` and `acl.workers` take the same lists), and a refusal counted per op
+/// as `SwitchStats::refused` is.
+#[test]
+fn access_rules_match_the_software_switch() {
+    use scheduler_common::Ipv4Prefix;
+    use scheduler_user::switch::AccessRules;
+
+    let src = strip_comments(&read("bolt.p4"));
+    for table in ["acl_clients", "acl_workers"] {
+        let key: String = table_body(&src, table).split_whitespace().collect();
+        assert!(key.contains("key={hdr.ipv4.src_addr:lpm;}"), "{table} must be an LPM on the source address: {key}");
+        assert!(
+            key.contains("actions={allow;NoAction;}") && key.contains("default_action=NoAction()"),
+            "{table}: {key}"
+        );
+    }
+    let apply: String = src.split_whitespace().collect();
+    assert!(
+        apply.contains("if(hdr.bolt.op==OP_SUBMIT){acl_clients.apply();}else{acl_workers.apply();}"),
+        "SUBMIT goes to acl_clients and every other admitted op to acl_workers"
+    );
+    assert!(apply.contains("if(ig_md.allowed==0){acl_denied.count(hdr.bolt.op[3:0]);ig_dprsr_md.drop_ctl=1;}"));
+    // The ops that reach the ACL in bolt.p4 (every other op is wrong-direction first).
+    assert!(apply.contains(
+        "hdr.bolt.op!=OP_SUBMIT&&hdr.bolt.op!=OP_GET_TASK&&hdr.bolt.op!=OP_REFILL_REQ&&hdr.bolt.op!=OP_RETURN"
+    ));
+    // The same split in the software switch.
+    let client = Ipv4Prefix::parse("192.0.2.0/24").unwrap();
+    let node = Ipv4Prefix::parse("198.51.100.7").unwrap();
+    let rules = AccessRules { clients: vec![client], nodes: vec![node] };
+    let (from_client, from_node) = ("192.0.2.5:1".parse().unwrap(), "198.51.100.7:1".parse().unwrap());
+    assert!(rules.admits(Op::Submit, from_client) && !rules.admits(Op::Submit, from_node));
+    for op in [Op::GetTask, Op::RefillReq, Op::Return] {
+        assert!(rules.admits(op, from_node) && !rules.admits(op, from_client), "{op:?}");
     }
 }

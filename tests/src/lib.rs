@@ -70,3 +70,5 @@ pub fn noop_client_in(
         })
     })
 }
+
+pub mod cluster;

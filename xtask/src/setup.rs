@@ -8,10 +8,11 @@ use clap::Args;
 use crate::run::{is_root, output, status};
 
 /// Debian packages: the BPF-capable compiler and its prebuilt `core`, LLVM 22 for
-/// bpf-linker, the tools the tests and the testbed use, the font of the benchmark plots,
-/// and what `bolt bench peers` runs the other schedulers with (a Redis server, Python
-/// venvs for pinned pip packages).
-pub const PACKAGES: [&str; 12] = [
+/// bpf-linker, the tools the tests and the testbed use (nftables injects the packet
+/// loss and duplication of the fault tests), the font of the benchmark plots, and what
+/// `bolt bench peers` runs the other schedulers with (a Redis server, Python venvs for
+/// pinned pip packages).
+pub const PACKAGES: [&str; 13] = [
     "rustc-web",
     "cargo-web",
     "libstd-rust-web-dev-bpf",
@@ -21,6 +22,7 @@ pub const PACKAGES: [&str; 12] = [
     "bpftool",
     "ethtool",
     "iproute2",
+    "nftables",
     "fonts-dejavu-core",
     "redis-server",
     "python3-venv",

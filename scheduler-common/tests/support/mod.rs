@@ -15,6 +15,8 @@ pub enum Owned {
     RefillReq { node_rsrc: u8, req: RefillRequest },
     Refill(Vec<Entry>),
     Return(Vec<Entry>),
+    Claim(Claim),
+    ClaimReply(Claim),
     Swap { queue_prio: u8, exec_rsrc: u8, state: SwapState },
     Repair { queue_prio: u8, state: RepairState },
 }
@@ -33,6 +35,8 @@ impl Owned {
             Owned::RefillReq { node_rsrc, req } => Message::RefillReq { node_rsrc: *node_rsrc, req: *req },
             Owned::Refill(es) => Message::Refill(es),
             Owned::Return(es) => Message::Return(es),
+            Owned::Claim(c) => Message::Claim(c),
+            Owned::ClaimReply(c) => Message::ClaimReply(c),
             Owned::Swap { queue_prio, exec_rsrc, state } => {
                 return Packet::Swap { queue_prio: *queue_prio, exec_rsrc: *exec_rsrc, state }
             }

@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use scheduler_common::{
     maps::{DEFAULT_RING_CAPACITY, RING_COUNT},
-    DEFAULT_PRIORITIES, MAX_PRIORITIES,
+    Ipv4Prefix, DEFAULT_PRIORITIES, MAX_PRIORITIES,
 };
 
-use super::{route_interface, Agent, AgentConfig, AgentStats, RefillPolicy, StopMode, Tier1Config, XdpChoice};
+use super::{
+    connected_prefix, route_interface, Agent, AgentConfig, AgentStats, RefillPolicy, StopMode, Tier1Config, XdpChoice,
+};
 use crate::executor::{parse_addr, parse_resources};
 use crate::metrics::{MetricsServer, StatsSource};
 use crate::xdp::{AttachMode, PinDir, XdpMaps, XdpSettings};
@@ -115,6 +117,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "NAME")]
     pub pin_name: Option<String>,
 
+    /// Sources GET_TASK is answered from (this node's executors), as an IPv4 prefix;
+    /// requests from elsewhere are dropped and counted (foreign_get_task). Default: the
+    /// shortest prefix holding the subnets of every --iface (0.0.0.0/0 where they have
+    /// none).
+    #[arg(long, value_name = "CIDR", value_parser = crate::switch::parse_prefix)]
+    pub executors: Option<Ipv4Prefix>,
+
     /// How often the rings are checked when no event arrives, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub check_interval_ms: u64,
@@ -208,6 +217,10 @@ impl AgentArgs {
         let switch = v4(switch, "--switch")?;
         let listen = parse_listen(self.listen.as_deref(), switch.port())?;
         let uplink = self.uplink.clone().or_else(|| route_interface(*switch.ip()));
+        let executors = self.executors.or_else(|| connected_prefix(&self.ifaces)).unwrap_or_else(|| {
+            tracing::warn!(ifaces = ?self.ifaces, "no IPv4 subnet on the executor interfaces: GET_TASK answered from any source");
+            Ipv4Prefix::ANY
+        });
         let settings = XdpSettings {
             port: switch.port(),
             node,
@@ -216,6 +229,7 @@ impl AgentArgs {
             ring_capacity: self.ring_capacity,
             low_watermark: self.low_watermark.min(self.ring_capacity),
             log_level: self.xdp_log,
+            executors,
             ..XdpSettings::default()
         };
         let policy = RefillPolicy {

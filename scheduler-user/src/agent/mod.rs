@@ -39,7 +39,7 @@ use serde::Serialize;
 
 pub use cli::{config_from_args, run, AgentArgs, HELP};
 pub use refill::{RefillController, RefillPolicy};
-pub use tier1::{route_interface, Tier1, Tier1Config, Tier1Mode, XdpChoice};
+pub use tier1::{connected_prefix, route_interface, Tier1, Tier1Config, Tier1Mode, XdpChoice};
 
 use crate::xdp::BoltXdp;
 use proxy::Proxies;
@@ -116,6 +116,8 @@ pub struct AgentStats {
     pub forward_errors: u64,
     /// REFILL not from the switch, dropped.
     pub foreign_refill: u64,
+    /// GET_TASK at the agent's socket from outside the executor prefix, dropped.
+    pub foreign_get_task: u64,
     /// Datagrams at the socket that did not decode, per `DecodeError` kind.
     pub malformed: u64,
     /// Valid messages the agent does not take (ASSIGN, SUBMIT, ...).
@@ -462,6 +464,10 @@ impl Agent {
                             unplaced.push(back);
                         }
                     }
+                }
+                Ok(Message::GetTask { .. }) if !self.cfg.tier1.settings.executors.contains(from.ip().octets()) => {
+                    self.stats.foreign_get_task += 1;
+                    tracing::debug!(%from, "GET_TASK from outside the executor prefix dropped");
                 }
                 Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who }) => {
                     let task = if who.node() == self.cfg.node {

@@ -18,6 +18,7 @@ use anyhow::Context as _;
 use aya::programs::ProgramInfo;
 use aya_log::EbpfLogger;
 use scheduler_common::maps::{XdpConfig, PIN_ROOT};
+use scheduler_common::Ipv4Prefix;
 
 use super::rings::{MemoryRings, Rings};
 use crate::xdp::{is_bpffs, AttachMode, BoltXdp, EventReader, PinDir, XdpMaps, XdpSettings};
@@ -406,6 +407,36 @@ pub fn route_interface(dst: Ipv4Addr) -> Option<String> {
     best_route(&table, dst)
 }
 
+/// The shortest prefix holding the connected subnets of `ifaces` (routes without a
+/// gateway through them), from this thread's namespace's main routing table: the
+/// executors a host serves, by default. None when none of them has an IPv4 subnet.
+pub fn connected_prefix(ifaces: &[String]) -> Option<Ipv4Prefix> {
+    let table = std::fs::read_to_string("/proc/thread-self/net/route").ok()?;
+    covering_connected(&table, ifaces)
+}
+
+fn covering_connected(table: &str, ifaces: &[String]) -> Option<Ipv4Prefix> {
+    let mut covering: Option<Ipv4Prefix> = None;
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 || !ifaces.iter().any(|i| i == f[0]) {
+            continue;
+        }
+        let (Ok(net), Ok(gateway), Ok(mask)) =
+            (u32::from_str_radix(f[1], 16), u32::from_str_radix(f[2], 16), u32::from_str_radix(f[7], 16))
+        else {
+            continue;
+        };
+        if gateway != 0 {
+            continue;
+        }
+        // The kernel prints host byte order: back to wire order.
+        let subnet = Ipv4Prefix::of(net.to_ne_bytes(), mask.count_ones() as u8);
+        covering = Some(covering.map_or(subnet, |c| Ipv4Prefix::covering(c, subnet)));
+    }
+    covering
+}
+
 /// Longest-prefix match over the text of /proc/net/route (lowest metric on ties).
 fn best_route(table: &str, dst: Ipv4Addr) -> Option<String> {
     // Destination and mask are the kernel's u32 in host byte order, printed in hex.
@@ -475,5 +506,23 @@ mod tests {
         // A route that is down is never chosen.
         assert_eq!(best_route(&table, Ipv4Addr::new(10, 77, 1, 7)).as_deref(), Some("up3"));
         assert_eq!(best_route("garbage\nnot a route\n", Ipv4Addr::LOCALHOST), None);
+    }
+
+    #[test]
+    fn executor_prefix_covers_the_connected_subnets_of_the_interfaces() {
+        let row = |iface: &str, net: [u8; 4], gw: [u8; 4], mask: [u8; 4]| {
+            format!("{iface}\t{}\t{}\t0001\t0\t0\t0\t{}\t0\t0\t0\n", hex(net), hex(gw), hex(mask))
+        };
+        let table = format!(
+            "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n{}{}{}{}",
+            row("x1a", [10, 77, 101, 0], [0; 4], [255, 255, 255, 252]),
+            row("x1b", [10, 77, 101, 4], [0; 4], [255, 255, 255, 252]),
+            row("x1a", [0; 4], [10, 77, 101, 2], [0; 4]),
+            row("up", [10, 77, 1, 0], [0; 4], [255, 255, 255, 0]),
+        );
+        let ifaces = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(covering_connected(&table, &ifaces(&["x1a"])), Ipv4Prefix::parse("10.77.101.0/30").ok());
+        assert_eq!(covering_connected(&table, &ifaces(&["x1a", "x1b"])), Ipv4Prefix::parse("10.77.101.0/29").ok());
+        assert_eq!(covering_connected(&table, &ifaces(&["lo"])), None);
     }
 }

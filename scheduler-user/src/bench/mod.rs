@@ -1,6 +1,7 @@
 //! `bolt bench`: the measurements behind docs/benchmarks.md. Each experiment runs alone
 //! and prints a table or, with --json, one JSON object.
 
+pub mod claims;
 pub mod cluster;
 pub mod constraints;
 pub mod decisions;
@@ -33,6 +34,9 @@ pub enum Experiment {
     /// testbed: GET_TASK round trip, decisions per second, switch packets per task
     /// (needs root).
     Tiers(tiers::TiersArgs),
+    /// What exactly-once execution (claim before run) costs: tasks/s and submit→start
+    /// latency with and without it, in alternating rounds of one run.
+    Claims(claims::ClaimsArgs),
     /// Bolt against Dask, Ray, Celery with Redis and a plain Redis pull queue, in one
     /// run on loopback: throughput and scheduling delay, and their ratios to Bolt.
     Peers(peers::PeersArgs),
@@ -75,6 +79,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Noop(a) => return noop::print(&noop::run_compared(&a)?, a.json),
         Experiment::Tiers(a) => return tiers::print(&tiers::run(&a)?, a.json),
         Experiment::Xdp(a) => return run_xdp(&a),
+        Experiment::Claims(a) => return claims::print(&claims::run(&a)?, a.json),
         Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
         Experiment::All(a) => a,
         Experiment::Sw1(a) => only(a, "sw1"),

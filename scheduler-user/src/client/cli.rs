@@ -62,6 +62,12 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "C", default_value_t = 0)]
     pub class: u8,
 
+    /// Run each task at most once per attempt: executors claim it from this client
+    /// before running it, and a duplicate delivery is dropped unrun (one more round trip
+    /// per task; `bolt bench claims` measures it).
+    #[arg(long)]
+    pub exactly_once: bool,
+
     /// Number of jobs to submit.
     #[arg(long, value_name = "J", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: u32,
@@ -138,6 +144,7 @@ impl SubmitArgs {
         }
         let mut spec = TaskSpec::new(handler, self.priority, self.resources)?;
         spec.class = self.class;
+        spec.exactly_once = self.exactly_once;
         Ok(spec)
     }
 

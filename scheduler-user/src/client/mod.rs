@@ -31,7 +31,9 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use scheduler_common::{decode, encode_submit, Message, Task, MAX_LIST, MAX_MESSAGE_LEN};
+use scheduler_common::{
+    decode, encode_claim_reply, encode_submit, Message, Task, CLAIM_DENIED, CLAIM_GRANTED, MAX_LIST, MAX_MESSAGE_LEN,
+};
 use serde::Serialize;
 use tokio::net::UdpSocket;
 
@@ -281,6 +283,16 @@ impl Client {
             }
             Ok(Message::QueueFull { job, tasks }) if from == self.switch => {
                 self.tracker.on_queue_full(job, tasks, now);
+            }
+            Ok(Message::Claim(c)) => {
+                let verdict = if self.tracker.on_claim(c) { CLAIM_GRANTED } else { CLAIM_DENIED };
+                let reply = c.answered(verdict);
+                let sent =
+                    encode_claim_reply(&mut self.tx, &reply).map(|len| self.socket.try_send_to(&self.tx[..len], from));
+                if !matches!(sent, Ok(Ok(_))) {
+                    // The executor asks again, then drops the task unrun; its timeout resends it.
+                    self.tracker.stats_mut().send_errors += 1;
+                }
             }
             Ok(Message::QueueFull { .. }) => {
                 self.tracker.stats_mut().foreign += 1;

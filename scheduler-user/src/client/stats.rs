@@ -54,6 +54,9 @@ pub struct ClientStats {
     pub decode_errors: u64,
     /// SUBMIT sends the socket refused (the tasks time out and are resent).
     pub send_errors: u64,
+    /// CLAIMs granted (the executor runs the task) and denied (it drops it unrun).
+    pub claims_granted: u64,
+    pub claims_denied: u64,
 }
 
 /// Latency distributions and the time span of the work, for the summary.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use scheduler_common::descriptor::Handler;
 use scheduler_common::{
-    Completion, JobRef, Task, FLAG_RESUBMIT, MAX_LIST, MAX_PRIORITIES, STATUS_OK, STATUS_REFUSED,
+    Claim, Completion, JobRef, Task, FLAG_RESUBMIT, MAX_LIST, MAX_PRIORITIES, STATUS_OK, STATUS_REFUSED,
     TASK_FLAG_EXACTLY_ONCE,
 };
 
@@ -175,6 +175,9 @@ struct Slot {
     bounces: u32,
     /// Bumped on every send, so a timeout entry can tell whether it is still current.
     send_stamp: u32,
+    /// The `send_stamp` of the attempt an executor holds the claim of (0: none): one
+    /// claim per attempt, so the table of claims is this field of the bounded slot table.
+    claimed_stamp: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -191,6 +194,18 @@ impl Job {
     fn is_finished(&self) -> bool {
         self.done + self.failed + self.canceled == self.tasks
     }
+}
+
+/// Most doublings of the task timeout: attempt k waits `task_timeout << min(k - 1, 4)`.
+const MAX_TIMEOUT_DOUBLINGS: u8 = 4;
+
+/// How long attempt `attempt` (1-based) waits for its COMPLETE. Each resubmission waits
+/// twice as long as the one before (up to 16 times the task timeout), as TCP backs off
+/// its retransmission timer: when the cluster is slower than the timeout, resending at
+/// a fixed pace would add copies of the same tasks to the queues faster than the
+/// executors drain them, and the backlog would only grow.
+fn attempt_timeout(task_timeout: Duration, attempt: u8) -> Duration {
+    task_timeout * (1u32 << attempt.saturating_sub(1).min(MAX_TIMEOUT_DOUBLINGS))
 }
 
 /// The client state machine.
@@ -211,9 +226,8 @@ pub struct Tracker {
     ready: VecDeque<u32>,
     /// Bounced tasks and when they may go out again.
     backoff: BinaryHeap<Reverse<(Instant, u32)>>,
-    /// (deadline, tid, send stamp) per attempt, in send order (the timeout is fixed, so
-    /// deadlines are ordered too).
-    timeouts: VecDeque<(Instant, u32, u32)>,
+    /// (deadline, tid, send stamp) per attempt, earliest first.
+    timeouts: BinaryHeap<Reverse<(Instant, u32, u32)>>,
     running: usize,
     finished: Vec<JobReport>,
     records: Vec<TaskRecord>,
@@ -236,7 +250,7 @@ impl Tracker {
             unfinished_jobs: 0,
             ready: VecDeque::new(),
             backoff: BinaryHeap::new(),
-            timeouts: VecDeque::new(),
+            timeouts: BinaryHeap::new(),
             running: 0,
             finished: Vec::new(),
             records: Vec::new(),
@@ -327,7 +341,15 @@ impl Tracker {
                 ..Task::default()
             };
             task.set_tid(tid);
-            self.slots.push_back(Slot { task, jid, first_sent_unix_ns: 0, attempts: 0, bounces: 0, send_stamp: 0 });
+            self.slots.push_back(Slot {
+                task,
+                jid,
+                first_sent_unix_ns: 0,
+                attempts: 0,
+                bounces: 0,
+                send_stamp: 0,
+                claimed_stamp: 0,
+            });
             self.ready.push_back(tid);
         }
         self.jobs.insert(jid, Job { first_tid: first, tasks: n, done: 0, failed: 0, canceled: 0, created: now });
@@ -376,17 +398,41 @@ impl Tracker {
         self.states.transition(tid, TaskState::Pending, TaskState::Running);
         self.running += 1;
         self.stats.tasks_sent += 1;
-        let deadline = now + self.cfg.task_timeout;
         let slot = self.slot_mut(tid).expect("caller checked the slot");
         if slot.first_sent_unix_ns == 0 {
             slot.first_sent_unix_ns = now_unix_ns.max(1);
         }
         slot.attempts = slot.attempts.saturating_add(1);
         slot.send_stamp = slot.send_stamp.wrapping_add(1);
-        let (stamp, task) = (slot.send_stamp, slot.task);
-        self.timeouts.push_back((deadline, tid, stamp));
+        let (stamp, task, attempts) = (slot.send_stamp, slot.task, slot.attempts);
+        let deadline = now + attempt_timeout(self.cfg.task_timeout, attempts);
+        self.timeouts.push(Reverse((deadline, tid, stamp)));
         self.latency.first_send.get_or_insert(now);
         task
+    }
+
+    /// Decides an executor's CLAIM on a task (exactly-once execution): granted only for a
+    /// task of this client that is Running and whose current attempt nobody has claimed.
+    /// A duplicate delivery of the same attempt, a task Done, Failed, Canceled or waiting
+    /// to be resent, and an unknown task are denied, so the executor drops them unrun. A
+    /// resubmission (after a timeout, say of an executor that claimed and died) is a new
+    /// attempt and can be claimed again.
+    pub fn on_claim(&mut self, c: &Claim) -> bool {
+        let granted = c.uid() == self.cfg.uid
+            && self.states.state_of(c.tid()) == Some(TaskState::Running)
+            && match self.slot_mut(c.tid()) {
+                Some(slot) if slot.jid == c.jid() && slot.claimed_stamp != slot.send_stamp => {
+                    slot.claimed_stamp = slot.send_stamp;
+                    true
+                }
+                _ => false,
+            };
+        if granted {
+            self.stats.claims_granted += 1;
+        } else {
+            self.stats.claims_denied += 1;
+        }
+        granted
     }
 
     /// Applies a COMPLETE.
@@ -517,11 +563,11 @@ impl Tracker {
     /// Expires attempts past their timeout and releases bounced tasks whose back-off
     /// is over. Call whenever time has passed.
     pub fn on_tick(&mut self, now: Instant) {
-        while let Some(&(deadline, tid, stamp)) = self.timeouts.front() {
+        while let Some(&Reverse((deadline, tid, stamp))) = self.timeouts.peek() {
             if deadline > now {
                 break;
             }
-            self.timeouts.pop_front();
+            self.timeouts.pop();
             if self.states.state_of(tid) != Some(TaskState::Running) {
                 continue;
             }
@@ -555,7 +601,7 @@ impl Tracker {
 
     /// When [`Tracker::on_tick`] next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let t = self.timeouts.front().map(|e| e.0);
+        let t = self.timeouts.peek().map(|Reverse(e)| e.0);
         let b = self.backoff.peek().map(|Reverse((at, _))| *at);
         match (t, b) {
             (Some(t), Some(b)) => Some(t.min(b)),

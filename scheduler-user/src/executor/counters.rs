@@ -31,6 +31,12 @@ pub struct ExecutorCounters {
     pub complete_errors: AtomicU64,
     /// Socket errors other than the receive timeout.
     pub socket_errors: AtomicU64,
+    /// Exactly-once tasks whose claim the client granted (then run), denied (dropped
+    /// unrun: a duplicate delivery), or never answered (dropped unrun; the client's
+    /// timeout resubmits).
+    pub claims_granted: AtomicU64,
+    pub claims_denied: AtomicU64,
+    pub claims_unanswered: AtomicU64,
     /// Malformed input, one counter per kind (see [`DecodeError::NAMES`]).
     pub decode_errors: [AtomicU64; DecodeError::KINDS],
 }
@@ -54,6 +60,9 @@ pub struct CounterSnapshot {
     pub ignored: u64,
     pub complete_errors: u64,
     pub socket_errors: u64,
+    pub claims_granted: u64,
+    pub claims_denied: u64,
+    pub claims_unanswered: u64,
     pub decode_errors: u64,
     /// Malformed input by kind, for the kinds seen.
     pub decode_errors_by_kind: Vec<(&'static str, u64)>,
@@ -82,6 +91,9 @@ impl CounterSnapshot {
         self.ignored += r(&c.ignored);
         self.complete_errors += r(&c.complete_errors);
         self.socket_errors += r(&c.socket_errors);
+        self.claims_granted += r(&c.claims_granted);
+        self.claims_denied += r(&c.claims_denied);
+        self.claims_unanswered += r(&c.claims_unanswered);
         for (i, a) in c.decode_errors.iter().enumerate() {
             let n = r(a);
             if n == 0 {

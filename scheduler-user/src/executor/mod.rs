@@ -139,6 +139,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             stop: stop.clone(),
             read_timeout: cfg.get_timeout,
             assignments,
+            stash: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("bolt-exec-{index}"))

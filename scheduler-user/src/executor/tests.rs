@@ -177,12 +177,24 @@ fn refuses_what_it_must_not_run() {
 
     let mut bad_desc = [0u8; 16];
     bad_desc[0] = 99;
+    // exec with a name length past the 14 bytes a descriptor holds.
+    let mut oversized = [0u8; 16];
+    oversized[..3].copy_from_slice(&[3, 15, b'o']);
+    // exec with a path in the name.
+    let mut path = [0u8; 16];
+    path[..7].copy_from_slice(&[3, 5, b'.', b'.', b'/', b'o', b'k']);
+    // sleep with a reserved byte set.
+    let mut reserved = Handler::Sleep { micros: 5 }.encode().unwrap();
+    reserved[12] = 1;
     let cases = [
         (1, Handler::Exec { name: b"ok" }.encode().unwrap(), 0b01, STATUS_OK),
         (2, Handler::Exec { name: b"rm" }.encode().unwrap(), 0, STATUS_REFUSED),
         (3, bad_desc, 0, STATUS_REFUSED),
         // Needs a resource this executor does not offer: refused, not run.
         (4, Handler::Noop.encode().unwrap(), 0b10, STATUS_REFUSED),
+        (5, oversized, 0, STATUS_REFUSED),
+        (6, path, 0, STATUS_REFUSED),
+        (7, reserved, 0, STATUS_REFUSED),
     ];
     for (tid, desc, rsrc, status) in cases {
         let (_, _, _, exec_addr) = recv_get(&switch);
@@ -191,7 +203,7 @@ fn refuses_what_it_must_not_run() {
         assert_eq!((c.tid(), c.status), (tid, status), "task {tid}");
     }
     let total = pool.shutdown();
-    assert_eq!((total.tasks_ok, total.tasks_refused), (1, 3));
+    assert_eq!((total.tasks_ok, total.tasks_refused), (1, 6));
 }
 
 #[test]

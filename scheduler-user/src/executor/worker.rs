@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use scheduler_common::{
-    decode, encode_complete, encode_get_task, Completion, Entry, Message, Requester, MAX_MESSAGE_LEN,
+    decode, encode_claim, encode_complete, encode_get_task, Claim, Completion, Entry, Message, Requester,
+    CLAIM_GRANTED, MAX_MESSAGE_LEN, TASK_FLAG_EXACTLY_ONCE,
 };
 
 use super::counters::{bump, ExecutorCounters};
@@ -36,6 +37,17 @@ pub struct AssignmentRecord {
 /// GET timeouts in a row after which the executor warns that the scheduler is silent.
 const SILENT_WARN_AFTER: u32 = 20;
 
+/// CLAIMs sent for one exactly-once task (each waiting one GET timeout) before the
+/// executor gives up and drops it unrun: the client still holds the task and resubmits it.
+const CLAIM_ATTEMPTS: u32 = 3;
+
+/// What the owning client said to a CLAIM.
+enum ClaimAnswer {
+    Granted,
+    Denied,
+    Unanswered,
+}
+
 /// What one receive brought.
 enum Received {
     /// A task to run (copied out of the receive buffer).
@@ -61,6 +73,8 @@ pub(crate) struct Worker {
     pub stop: Arc<AtomicBool>,
     /// The receive timeout currently set on the socket (saves a syscall per wait).
     pub read_timeout: Duration,
+    /// ASSIGNs that arrived while waiting for a CLAIM_REPLY, to run next.
+    pub stash: Vec<Entry>,
     /// Where assignments are recorded, if they are.
     pub assignments: Option<Arc<Mutex<Vec<AssignmentRecord>>>>,
 }
@@ -95,7 +109,8 @@ impl Worker {
                         unanswered = unanswered.saturating_sub(1);
                         self.heard_from_switch(&mut silent);
                         self.record_assignment(&entry, sent.elapsed());
-                        self.execute(&entry, &mut tx);
+                        let answers = self.execute_all(entry, &mut tx);
+                        unanswered = unanswered.saturating_sub(answers);
                         continue 'pull;
                     }
                     Received::Noop(echoed) => {
@@ -158,7 +173,8 @@ impl Worker {
             match self.receive(rx) {
                 Received::Assign(entry) => {
                     unanswered -= 1;
-                    self.execute(&entry, tx);
+                    let answers = self.execute_all(entry, tx);
+                    unanswered = unanswered.saturating_sub(answers);
                     quiet_until = Instant::now() + self.get_timeout;
                 }
                 Received::Noop(_) => unanswered -= 1,
@@ -263,8 +279,109 @@ impl Worker {
         }
     }
 
-    /// Runs one task and reports it to its client.
-    fn execute(&self, entry: &Entry, tx: &mut [u8]) {
+    /// Runs `first`, then every ASSIGN that arrived while claims were pending. Returns
+    /// how many answers to GET_TASK (ASSIGN or NOOP) arrived during those claims.
+    fn execute_all(&mut self, first: Entry, tx: &mut [u8]) -> u32 {
+        let mut answers = 0;
+        let mut next = Some(first);
+        while let Some(entry) = next {
+            answers += self.execute(&entry, tx);
+            next = self.stash.pop();
+        }
+        answers
+    }
+
+    /// Runs one task and reports it to its client; an exactly-once task only once its
+    /// client granted this executor's claim. Returns the GET_TASK answers that arrived
+    /// while a claim was pending.
+    fn execute(&mut self, entry: &Entry, tx: &mut [u8]) -> u32 {
+        let mut answers = 0;
+        if entry.task.flags & TASK_FLAG_EXACTLY_ONCE != 0 {
+            let (answer, during) = self.claim(entry, tx);
+            answers = during;
+            let (counter, why) = match answer {
+                ClaimAnswer::Granted => (&self.counters.claims_granted, None),
+                ClaimAnswer::Denied => (&self.counters.claims_denied, Some("denied")),
+                ClaimAnswer::Unanswered => (&self.counters.claims_unanswered, Some("unanswered")),
+            };
+            bump(counter);
+            if let Some(why) = why {
+                tracing::debug!(
+                    uid = entry.uid(),
+                    jid = entry.jid(),
+                    tid = entry.task.tid(),
+                    why,
+                    "claim not granted; not run"
+                );
+                return answers;
+            }
+        }
+        self.run_and_report(entry, tx);
+        answers
+    }
+
+    /// Asks the task's client for the right to run it. ASSIGNs arriving meanwhile are
+    /// stashed (never dropped: they have left every queue); NOOPs only counted.
+    fn claim(&mut self, entry: &Entry, tx: &mut [u8]) -> (ClaimAnswer, u32) {
+        let mut answers = 0;
+        let Some(client) = self.client_of(entry) else { return (ClaimAnswer::Unanswered, 0) };
+        let question = Claim::of(entry, self.node, self.index);
+        let n = match encode_claim(tx, &question) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(error = %e, "encoding CLAIM failed");
+                return (ClaimAnswer::Unanswered, 0);
+            }
+        };
+        let mut rx = [0u8; MAX_MESSAGE_LEN + 1];
+        for _ in 0..CLAIM_ATTEMPTS {
+            if self.socket.send_to(&tx[..n], client).is_err() {
+                bump(&self.counters.socket_errors);
+                continue;
+            }
+            let deadline = Instant::now() + self.get_timeout;
+            while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+                self.set_read_timeout(left);
+                let Ok((len, from)) = self.socket.recv_from(&mut rx) else { continue };
+                match decode(&rx[..len]) {
+                    Ok(Message::ClaimReply(c))
+                        if from == client && (c.uid, c.jid, c.tid) == (question.uid, question.jid, question.tid) =>
+                    {
+                        let answer =
+                            if c.verdict == CLAIM_GRANTED { ClaimAnswer::Granted } else { ClaimAnswer::Denied };
+                        return (answer, answers);
+                    }
+                    Ok(Message::Assign(e)) if from == self.switch => {
+                        answers += 1;
+                        self.stash.push(*e);
+                    }
+                    Ok(Message::Noop(_)) if from == self.switch => answers += 1,
+                    Ok(_) => bump(&self.counters.ignored),
+                    Err(e) => bump(&self.counters.decode_errors[e.index()]),
+                }
+            }
+        }
+        (ClaimAnswer::Unanswered, answers)
+    }
+
+    /// The client an ENTRY names, if it names one.
+    fn client_of(&self, entry: &Entry) -> Option<SocketAddr> {
+        let ip = Ipv4Addr::from(entry.client_ip);
+        let port = entry.client_port();
+        if ip.is_unspecified() || port == 0 {
+            bump(&self.counters.complete_errors);
+            tracing::warn!(
+                uid = entry.uid(),
+                jid = entry.jid(),
+                tid = entry.task.tid(),
+                "ENTRY has no client address; neither CLAIM nor COMPLETE can be sent"
+            );
+            return None;
+        }
+        Some(SocketAddr::V4(SocketAddrV4::new(ip, port)))
+    }
+
+    fn run_and_report(&self, entry: &Entry, tx: &mut [u8]) {
         let start_unix_ns = unix_now_ns();
         let started = Instant::now();
         let outcome = if entry.task.runs_on(self.resources) {
@@ -300,19 +417,7 @@ impl Worker {
     }
 
     fn report(&self, entry: &Entry, c: &Completion, tx: &mut [u8]) {
-        let ip = Ipv4Addr::from(entry.client_ip);
-        let port = entry.client_port();
-        if ip.is_unspecified() || port == 0 {
-            bump(&self.counters.complete_errors);
-            tracing::warn!(
-                uid = entry.uid(),
-                jid = entry.jid(),
-                tid = entry.task.tid(),
-                "ENTRY has no client address; COMPLETE not sent"
-            );
-            return;
-        }
-        let to = SocketAddr::V4(SocketAddrV4::new(ip, port));
+        let Some(to) = self.client_of(entry) else { return };
         let sent = encode_complete(tx, c)
             .map_err(|e| e.to_string())
             .and_then(|n| self.socket.send_to(&tx[..n], to).map_err(|e| e.to_string()));

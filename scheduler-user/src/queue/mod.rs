@@ -22,7 +22,7 @@ pub use packet::{Asker, Collect, ListId, NotForSwitch, Output, Packet, PointerKi
 pub use pipeline::{PassOutput, Pipeline, QueueConfig, DRIFT_LIMIT};
 pub use pointer::Ring;
 pub use registers::Stage;
-pub use stats::{OpCost, QueueStats, ORIGINS};
+pub use stats::{origin_index, OpCost, QueueStats, ORIGINS};
 
 use scheduler_common::Message;
 

@@ -3,6 +3,7 @@
 //! batched syscalls, no allocation and no lock; other threads only read published
 //! snapshots of its counters.
 
+mod admission;
 mod metrics;
 mod server;
 
@@ -17,6 +18,7 @@ use serde::Serialize;
 
 use crate::queue::{QueueConfig, QueueStats, Scheduler};
 
+pub use admission::{parse_prefix, AccessRules, GetTaskLimit};
 pub use metrics::{run_stats, SwitchCli, SwitchCommand, SwitchStatsArgs};
 pub use server::{run_cli, SwitchArgs};
 
@@ -32,6 +34,11 @@ pub struct SwitchConfig {
     pub max_passes: u16,
     /// Datagrams per recvmmsg/sendmmsg call.
     pub batch: usize,
+    /// Which sources may SUBMIT, and which may GET_TASK, REFILL_REQ and RETURN.
+    pub access: AccessRules,
+    /// GET_TASKs per second per source socket (0: no limit), and the burst allowed.
+    pub get_task_rate: u32,
+    pub get_task_burst: u32,
 }
 
 impl Default for SwitchConfig {
@@ -43,6 +50,9 @@ impl Default for SwitchConfig {
             priorities: q.priorities,
             max_passes: q.max_passes,
             batch: 64,
+            access: AccessRules::default(),
+            get_task_rate: 0,
+            get_task_burst: 64,
         }
     }
 }
@@ -75,11 +85,23 @@ pub struct SwitchStats {
     pub non_ipv4: u64,
     /// Datagrams the kernel refused to send.
     pub send_failures: u64,
+    /// Valid messages refused by the access rules, per origin op like `queue.cost`
+    /// (SUBMIT from outside the client prefixes; GET_TASK, REFILL_REQ, RETURN from
+    /// outside the registered nodes).
+    pub refused: [u64; 4],
+    /// GET_TASKs over their source's rate limit, dropped (a flooding source cannot take
+    /// every task).
+    pub get_task_limited: u64,
 }
 
 impl SwitchStats {
     pub fn malformed_total(&self) -> u64 {
         self.malformed.iter().sum()
+    }
+
+    /// Messages of `op` refused by the access rules.
+    pub fn refused_of(&self, op: scheduler_common::Op) -> u64 {
+        self.refused[crate::queue::origin_index(op)]
     }
 }
 
@@ -153,9 +175,11 @@ pub fn spawn(config: SwitchConfig) -> anyhow::Result<SwitchHandle> {
     });
     let thread_shared = shared.clone();
     let batch = config.batch;
+    let access = config.access.clone();
+    let limit = GetTaskLimit::new(config.get_task_rate, config.get_task_burst);
     let thread = std::thread::Builder::new()
         .name("bolt-switch".into())
-        .spawn(move || server::packet_loop(sock, scheduler, batch, &thread_shared))?;
+        .spawn(move || server::packet_loop(sock, scheduler, batch, &access, limit, &thread_shared))?;
     tracing::info!(
         %local_addr,
         capacity = config.queue_capacity,

@@ -5,12 +5,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use scheduler_common::{
-    decode, encode_assign, encode_noop, encode_queue_full, encode_refill, Entry, JobRef, Requester, Task,
+    decode, encode_assign, encode_noop, encode_queue_full, encode_refill, Entry, JobRef, Op, Requester, Task,
 };
 
+use super::admission::{parse_prefix, AccessRules, GetTaskLimit};
 use super::{Shared, SwitchConfig, SwitchStats};
 use crate::net::Batch;
-use crate::queue::{Scheduler, Sink};
+use crate::queue::{origin_index, Scheduler, Sink};
 
 /// Encodes pipeline outputs straight into the send batch, flushing when it fills.
 struct UdpSink<'a> {
@@ -55,6 +56,8 @@ pub(super) fn packet_loop(
     sock: UdpSocket,
     mut scheduler: Scheduler,
     batch: usize,
+    access: &AccessRules,
+    mut limit: Option<GetTaskLimit>,
     shared: &Shared,
 ) -> anyhow::Result<()> {
     let mut rx = Batch::new(batch);
@@ -65,6 +68,7 @@ pub(super) fn packet_loop(
         let n = rx.recv(&sock)?;
         counters.received += n as u64;
         let mut sink = UdpSink { tx: &mut tx, sock: &sock, send_failures: &mut counters.send_failures };
+        let now = Instant::now();
         for i in 0..n {
             let (bytes, src) = rx.received(i);
             let Some(src) = src else {
@@ -73,6 +77,15 @@ pub(super) fn packet_loop(
             };
             match decode(bytes) {
                 Ok(msg) => {
+                    let op = msg.op();
+                    if !access.admits(op, src) {
+                        counters.refused[origin_index(op)] += 1;
+                        continue;
+                    }
+                    if op == Op::GetTask && limit.as_mut().is_some_and(|l| !l.admit(src, now)) {
+                        counters.get_task_limited += 1;
+                        continue;
+                    }
                     if scheduler.handle(&msg, src, &mut sink).is_err() {
                         counters.wrong_direction += 1;
                     }
@@ -118,6 +131,25 @@ pub struct SwitchArgs {
     /// Log a line of counters every this many seconds (0: never).
     #[arg(long, default_value_t = 10)]
     pub report_secs: u64,
+    /// Sources SUBMIT is accepted from: comma-separated IPv4 prefixes or addresses.
+    /// Other SUBMITs are dropped and counted (refused).
+    #[arg(long, value_name = "CIDR,...", value_delimiter = ',', default_value = "0.0.0.0/0",
+          value_parser = parse_prefix)]
+    pub allow_clients: Vec<scheduler_common::Ipv4Prefix>,
+    /// The registered nodes: sources GET_TASK, REFILL_REQ and RETURN are accepted from
+    /// (executors and host agents), as comma-separated IPv4 prefixes or addresses.
+    #[arg(long, value_name = "CIDR,...", value_delimiter = ',', default_value = "0.0.0.0/0",
+          value_parser = parse_prefix)]
+    pub nodes: Vec<scheduler_common::Ipv4Prefix>,
+    /// GET_TASKs per second one source (executor socket) may have served, with bursts
+    /// of --get-task-burst; faster ones are dropped and counted, so one source cannot
+    /// take every task. 0: no limit (a load generator multiplexing many executors over
+    /// one socket needs that).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub get_task_rate: u32,
+    /// Burst of --get-task-rate.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub get_task_burst: u32,
     /// Serve counters over HTTP at this address: /metrics (Prometheus) and /stats (JSON,
     /// what `bolt switch stats` reads). "auto": the --listen IP at port 9171, skipped with a
     /// warning if taken; "off": none.
@@ -131,8 +163,12 @@ pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
         queue_capacity: args.queue_capacity,
         priorities: args.priorities,
         max_passes: args.max_passes,
+        access: AccessRules { clients: args.allow_clients.clone(), nodes: args.nodes.clone() },
+        get_task_rate: args.get_task_rate,
+        get_task_burst: args.get_task_burst,
         ..SwitchConfig::default()
     };
+    tracing::info!(clients = ?config.access.clients, nodes = ?config.access.nodes, "access rules");
     let handle = super::spawn(config)?;
     let _metrics = super::metrics::start(&args, &handle)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -154,6 +190,8 @@ pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
                         depth = ?now.queue_depth,
                         queue_full = now.queue.queue_full_tasks,
                         malformed = now.malformed_total(),
+                        refused = now.refused.iter().sum::<u64>(),
+                        get_task_limited = now.get_task_limited,
                         "switch"
                     );
                     last = now;

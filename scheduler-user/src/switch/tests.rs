@@ -192,3 +192,163 @@ fn refill_and_return_with_a_test_agent() {
     assert_eq!(stats.queue.returned_tasks, 3);
     assert_eq!(stats.queue.refill_tasks, 23);
 }
+
+fn bound_to(ip: &str) -> UdpSocket {
+    let s = UdpSocket::bind((ip, 0)).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    s
+}
+
+/// Whether a datagram arrives on `s` within its read timeout.
+fn answered(s: &UdpSocket) -> bool {
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    s.recv(&mut buf).is_ok()
+}
+
+/// SUBMIT only from the client prefixes, GET_TASK, REFILL_REQ and RETURN only from the
+/// registered nodes; each refusal counted under its op, and nothing refused is queued or
+/// answered. Loopback has all of 127/8, so each role gets its own source address.
+#[test]
+fn access_rules_refuse_and_count_strangers() {
+    let access = AccessRules {
+        clients: vec![parse_prefix("127.0.0.2").unwrap()],
+        nodes: vec![parse_prefix("127.0.0.3/32").unwrap()],
+    };
+    let cfg =
+        SwitchConfig { listen: "127.0.0.1:0".parse().unwrap(), queue_capacity: 64, access, ..SwitchConfig::default() };
+    let sw = spawn(cfg).unwrap();
+    let (stranger, client, node) = (bound_to("127.0.0.1"), bound_to("127.0.0.2"), bound_to("127.0.0.3"));
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let mut task = Task { prio: 1, ..Task::default() };
+    task.set_tid(1);
+    let submit = encode_submit(&mut buf, JobRef::new(1, 1), 0, &[task]).unwrap();
+    let submit = buf[..submit].to_vec();
+
+    // A stranger's SUBMIT is not queued and gets no QUEUE_FULL; its GET_TASK no answer.
+    stranger.send_to(&submit, sw.local_addr()).unwrap();
+    let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 1)).unwrap();
+    stranger.send_to(&buf[..n], sw.local_addr()).unwrap();
+    assert!(!answered(&stranger), "a stranger's GET_TASK is answered");
+    // A node may not SUBMIT either.
+    node.send_to(&submit, sw.local_addr()).unwrap();
+    let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(1, 16)).unwrap();
+    stranger.send_to(&buf[..n], sw.local_addr()).unwrap();
+    assert!(!answered(&stranger), "a stranger's REFILL_REQ is answered");
+    let entry = Entry::new(7, 7, task, [127, 0, 0, 2], 9);
+    let n = encode_return(&mut buf, &[entry]).unwrap();
+    stranger.send_to(&buf[..n], sw.local_addr()).unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(sw.stats().queue_depth.iter().sum::<u32>(), 0, "a refused message queued a task");
+
+    // The client's SUBMIT queues; the node gets it, and its REFILL_REQ is answered.
+    client.send_to(&submit, sw.local_addr()).unwrap();
+    let mut assigned = false;
+    for seq in 0..50 {
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, seq)).unwrap();
+        node.send_to(&buf[..n], sw.local_addr()).unwrap();
+        let n = recv(&node, &mut buf);
+        if let Ok(Message::Assign(e)) = decode(&buf[..n]) {
+            assert_eq!(e.task.tid(), 1);
+            assigned = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(assigned, "the registered node never got the client's task");
+    let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(1, 16)).unwrap();
+    node.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let n = recv(&node, &mut buf);
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Refill(_))));
+
+    let stats = sw.shutdown().unwrap();
+    assert_eq!(stats.refused_of(Op::Submit), 2);
+    assert_eq!(stats.refused_of(Op::GetTask), 1);
+    assert_eq!(stats.refused_of(Op::RefillReq), 1);
+    assert_eq!(stats.refused_of(Op::Return), 1);
+    assert_eq!(stats.queue.enqueued, 1);
+}
+
+/// One source flooding GET_TASK as fast as it can send, while another executor asks one
+/// request at a time: with a per-source limit the flood takes at most its rate and burst,
+/// so the queue never empties and every polite request is answered with a task. (Without
+/// the limit the flood empties the queue in milliseconds and the polite executor gets
+/// NOOPs.)
+#[test]
+fn a_get_task_flood_does_not_starve_other_executors() {
+    const TASKS: u32 = 2048;
+    const RATE: u32 = 1000;
+    const BURST: u32 = 16;
+    const FLOOD: Duration = Duration::from_millis(600);
+    let cfg = SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        queue_capacity: TASKS,
+        get_task_rate: RATE,
+        get_task_burst: BURST,
+        ..SwitchConfig::default()
+    };
+    let sw = spawn(cfg).unwrap();
+    let client = client_socket();
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let mut tid = 0;
+    for jid in 0..TASKS / MAX_LIST as u32 {
+        let tasks: Vec<Task> = (0..MAX_LIST)
+            .map(|_| {
+                let mut t = Task { prio: 1, ..Task::default() };
+                t.set_tid(tid);
+                tid += 1;
+                t
+            })
+            .collect();
+        let n = encode_submit(&mut buf, JobRef::new(1, jid), 0, &tasks).unwrap();
+        client.send_to(&buf[..n], sw.local_addr()).unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sw.stats().queue_depth.first().copied().unwrap_or(0) < TASKS {
+        assert!(std::time::Instant::now() < deadline, "tasks never queued: {:?}", sw.stats().queue_depth);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let flooder = {
+        let to = sw.local_addr();
+        std::thread::spawn(move || {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let mut b = [0u8; MAX_MESSAGE_LEN];
+            let n = encode_get_task(&mut b, 1, 0, Requester::new(66, 66, 0)).unwrap();
+            let started = std::time::Instant::now();
+            let mut sent = 0u64;
+            while started.elapsed() < FLOOD && sent < 50_000_000 {
+                let _ = s.send_to(&b[..n], to);
+                sent += 1;
+            }
+            sent
+        })
+    };
+    std::thread::sleep(Duration::from_millis(20)); // the flood is on before the polite executor asks
+    let polite = bound_to("127.0.0.1");
+    let (mut polite_requests, mut polite_tasks) = (0u32, 0u32);
+    let started = std::time::Instant::now();
+    while started.elapsed() < FLOOD / 2 {
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, polite_requests)).unwrap();
+        polite.send_to(&buf[..n], sw.local_addr()).unwrap();
+        polite_requests += 1;
+        if let Ok(n) = polite.recv(&mut buf) {
+            if let Ok(Message::Assign(_)) = decode(&buf[..n]) {
+                polite_tasks += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1)); // an executor running a 1 ms task
+    }
+    let flood_sent = flooder.join().unwrap();
+    let stats = sw.shutdown().unwrap();
+    let flood_tasks = stats.queue.assigns - polite_tasks as u64;
+    println!(
+        "flood: {flood_sent} GET_TASK sent, {flood_tasks} served, {} over the limit; polite executor: \
+         {polite_tasks} tasks for {polite_requests} requests",
+        stats.get_task_limited
+    );
+    assert!(flood_sent > 10 * (RATE as u64), "the flood was too slow to test anything");
+    let allowed = (RATE as f64 * (FLOOD.as_secs_f64() + 0.2)) as u64 + BURST as u64;
+    assert!(flood_tasks <= allowed, "the flood took {flood_tasks} tasks, more than its {allowed}");
+    assert!(polite_requests >= 20, "the polite executor asked only {polite_requests} times");
+    assert_eq!(polite_tasks, polite_requests, "a polite request was not answered with a task");
+}

@@ -4,7 +4,7 @@ use std::net::Ipv4Addr;
 
 use scheduler_common::{
     maps::{XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, RING_COUNT},
-    DEFAULT_PORT, DEFAULT_PRIORITIES,
+    Ipv4Prefix, DEFAULT_PORT, DEFAULT_PRIORITIES,
 };
 
 /// Settings of one loaded XDP program (one per node).
@@ -28,6 +28,8 @@ pub struct XdpSettings {
     pub event_interval_ns: u64,
     /// aya-log level of the program's log lines: 0 = off (default), 1 = error ... 5 = trace.
     pub log_level: u8,
+    /// Sources GET_TASK is answered from (the node's executors); others are dropped.
+    pub executors: Ipv4Prefix,
 }
 
 impl Default for XdpSettings {
@@ -42,6 +44,7 @@ impl Default for XdpSettings {
             low_watermark: DEFAULT_RING_CAPACITY / 4,
             event_interval_ns: DEFAULT_EVENT_INTERVAL_NS,
             log_level: 0,
+            executors: Ipv4Prefix::ANY,
         }
     }
 }
@@ -68,10 +71,11 @@ impl XdpSettings {
             node: self.node,
             switch_ipv4: self.switch_addr.map(|a| a.octets()).unwrap_or([0; 4]),
             levels: self.levels,
-            pad: [0; 3],
+            executor_prefix_len: self.executors.prefix_len(),
+            pad: [0; 2],
             ring_capacity: self.ring_capacity,
             low_watermark: self.low_watermark,
-            pad2: 0,
+            executor_net: self.executors.network(),
             event_interval_ns: self.event_interval_ns,
         }
     }

@@ -187,11 +187,14 @@ fn a_task_fails_after_max_attempts_of_timeouts() {
     let mut now = Instant::now();
     let mut t = Tracker::new(cfg());
     t.add_job(&specs(1), now).unwrap();
-    for attempt in 1..=3 {
+    // Each attempt waits twice as long as the one before: 100, 200, 400 ms.
+    for (attempt, timeout) in [(1, 100 * MS), (2, 200 * MS), (3, 400 * MS)] {
         let sent = drain(&mut t, now);
         assert_eq!(sent.len(), 1, "attempt {attempt}");
         assert_eq!(sent[0].1, if attempt == 1 { 0 } else { FLAG_RESUBMIT });
-        now += 100 * MS;
+        t.on_tick(now + timeout - MS);
+        assert_eq!(t.stats().timeouts, attempt - 1, "attempt {attempt} expired early");
+        now += timeout;
         t.on_tick(now);
     }
     assert!(drain(&mut t, now).is_empty());
@@ -392,4 +395,37 @@ fn random_event_orders_keep_the_invariants_and_finish_every_task() {
         assert_eq!(reports.len(), 6);
         assert_eq!(reports.iter().map(|r| r.tasks).sum::<u32>(), total);
     }
+}
+
+/// One claim per attempt: the first CLAIM of a Running task is granted, a second one (a
+/// duplicate delivery) denied; a resubmission after a timeout can be claimed again; a
+/// task Done, a foreign uid and an unknown task are denied.
+#[test]
+fn claims_are_granted_once_per_attempt() {
+    let mut now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let jid = t.add_job(&specs(2), now).unwrap();
+    drain(&mut t, now);
+    let claim = |uid: u32, tid: u32| {
+        let mut c = Claim::default();
+        c.set_uid(uid);
+        c.set_jid(jid);
+        c.set_tid(tid);
+        c
+    };
+    assert!(t.on_claim(&claim(7, 0)));
+    assert!(!t.on_claim(&claim(7, 0)), "a second claim on the same attempt");
+    assert!(!t.on_claim(&claim(8, 1)), "another client's uid");
+    assert!(!t.on_claim(&claim(7, 99)), "an unknown task");
+    // Task 0 times out (its claimant died): its next attempt can be claimed.
+    now += 100 * MS;
+    t.on_tick(now);
+    assert!(!t.on_claim(&claim(7, 0)), "waiting to be resent");
+    drain(&mut t, now);
+    assert!(t.on_claim(&claim(7, 0)), "the resubmission is a new attempt");
+    assert!(t.on_claim(&claim(7, 1)));
+    assert_eq!(t.on_complete(&complete(7, jid, 1, STATUS_OK, 1), now), CompletionEffect::Done);
+    assert!(!t.on_claim(&claim(7, 1)), "a task Done");
+    assert_eq!((t.stats().claims_granted, t.stats().claims_denied), (3, 5));
+    check_invariants(&t);
 }

@@ -1,0 +1,153 @@
+//! Faults injected into a running cluster on a namespace testbed (switch, worker host
+//! with the XDP program and its agent, executors, each a process of its own; the client
+//! in the switch's namespace). Each test ends with every submitted task Done exactly
+//! once from the client's view, and prints the re-executions it took (resubmissions
+//! after a timeout, duplicate completions the client ignored).
+//!
+//! - packet loss (1 % and 5 %) and duplication (1 %) on every namespace;
+//! - `bolt switch` killed with SIGKILL and restarted mid-workload (its queues are soft
+//!   state: clients resubmit what it lost);
+//! - `bolt agent` killed with SIGKILL and restarted mid-workload (the pinned rings survive);
+//! - an executor process killed mid-task (the client's timeout resubmits);
+//! - a QUEUE_FULL storm: more clients submitting at once than the queue holds.
+//!
+//! Needs root, iproute2 and nftables: skipped without, failed without under CI=true.
+
+use std::time::Duration;
+
+use bolt_tests::cluster::{cluster_can_run, Cluster, Impairment, Outcome, Workload};
+use scheduler_common::descriptor::Handler;
+
+const BOLT: &str = env!("CARGO_BIN_EXE_bolt-role");
+
+fn join<T>(h: std::thread::JoinHandle<T>) -> T {
+    h.join().expect("thread panicked")
+}
+
+/// A cluster with the switch, the agent and `executors` executors running.
+fn cluster(switch_args: &[&str], executors: u16) -> Cluster {
+    let mut c = Cluster::new(BOLT, 1);
+    c.start_switch(switch_args);
+    c.start_agent(&["--low-watermark", "32", "--batch", "32"]);
+    c.start_executors(0, executors, &[]);
+    c
+}
+
+fn lossy_run(loss_permille: u32) {
+    if !cluster_can_run() {
+        return;
+    }
+    let c = cluster(&[], 4);
+    let faults = Impairment::install(&c.namespaces(), loss_permille, 10).expect("nftables rules");
+    let work = Workload::new(100, 16, Duration::from_millis(10), Handler::Noop, Duration::from_millis(300));
+    let outcome = join(c.client(work)).expect("client");
+    let (dropped, duplicated) = faults.counts();
+    println!("{} ‰ loss: {dropped} datagrams dropped, {duplicated} duplicated", loss_permille);
+    assert!(dropped > 0 && duplicated > 0, "no fault was injected: {dropped} dropped, {duplicated} duplicated");
+    outcome.assert_exactly_once(&format!("{} % loss, 1 % duplication", loss_permille as f64 / 10.0));
+}
+
+#[test]
+fn one_percent_loss_and_duplication_lose_nothing() {
+    lossy_run(10);
+}
+
+#[test]
+fn five_percent_loss_and_duplication_lose_nothing() {
+    lossy_run(50);
+}
+
+/// Runs 1,600 2 ms tasks (16 per job every 20 ms, about 2 s), kills a role with
+/// SIGKILL 700 ms in (with tasks in every tier), restarts it 300 ms later, and returns
+/// what the client saw.
+fn kill_and_restart_mid_workload(
+    task_timeout: Duration,
+    kill: impl FnOnce(&mut Cluster),
+    restart: impl FnOnce(&mut Cluster),
+) -> Outcome {
+    let mut c = cluster(&[], 4);
+    let work = Workload::new(100, 16, Duration::from_millis(20), Handler::Sleep { micros: 2_000 }, task_timeout);
+    let client = c.client(work);
+    std::thread::sleep(Duration::from_millis(700));
+    kill(&mut c);
+    std::thread::sleep(Duration::from_millis(300));
+    restart(&mut c);
+    join(client).expect("client")
+}
+
+#[test]
+fn a_switch_killed_and_restarted_mid_workload_loses_nothing() {
+    if !cluster_can_run() {
+        return;
+    }
+    let outcome = kill_and_restart_mid_workload(
+        Duration::from_millis(800),
+        |c| c.switch.as_mut().expect("switch").kill(),
+        |c| c.start_switch(&[]),
+    );
+    outcome.assert_exactly_once("switch SIGKILL and restart");
+    assert!(outcome.summary.resubmitted > 0, "nothing was resubmitted: did the kill land mid-workload?");
+}
+
+#[test]
+fn an_agent_killed_and_restarted_mid_workload_loses_nothing() {
+    if !cluster_can_run() {
+        return;
+    }
+    let outcome = kill_and_restart_mid_workload(
+        Duration::from_secs(2),
+        |c| c.agent.as_mut().expect("agent").kill(),
+        |c| {
+            c.start_agent(&["--low-watermark", "32", "--batch", "32"]);
+            c.agent.as_ref().unwrap().wait_for_log("reattached to the pinned XDP program");
+        },
+    );
+    outcome.assert_exactly_once("agent SIGKILL and restart");
+}
+
+#[test]
+fn an_executor_killed_mid_task_is_covered_by_the_client_timeout() {
+    if !cluster_can_run() {
+        return;
+    }
+    let mut c = cluster(&[], 4);
+    // Jobs of four 200 ms tasks every 250 ms, on 4 executors: each is busy 80 % of the
+    // time, within capacity, so only the kill makes tasks time out.
+    let work = Workload::new(
+        12,
+        4,
+        Duration::from_millis(250),
+        Handler::Sleep { micros: 200_000 },
+        Duration::from_millis(1500),
+    );
+    let client = c.client(work);
+    std::thread::sleep(Duration::from_millis(600));
+    c.executors[0].kill();
+    c.start_executors(0, 4, &[]);
+    let outcome = join(client).expect("client");
+    outcome.assert_exactly_once("executor SIGKILL mid-task");
+    assert!(outcome.summary.resubmitted > 0, "no task was resubmitted: was none running at the kill?");
+}
+
+#[test]
+fn a_queue_full_storm_from_many_clients_loses_nothing() {
+    if !cluster_can_run() {
+        return;
+    }
+    // 8 clients submit 400 tasks each at once into a 64-slot queue.
+    let c = cluster(&["--queue-capacity", "64"], 4);
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let mut w = Workload::new(25, 16, Duration::ZERO, Handler::Noop, Duration::from_secs(5));
+            w.max_attempts = 3;
+            c.client(w)
+        })
+        .collect();
+    let mut bounces = 0;
+    for (i, client) in clients.into_iter().enumerate() {
+        let outcome = join(client).expect("client");
+        outcome.assert_exactly_once(&format!("QUEUE_FULL storm, client {i}"));
+        bounces += outcome.summary.queue_full_bounces;
+    }
+    assert!(bounces > 0, "the queue never filled");
+}
