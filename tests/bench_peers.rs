@@ -19,17 +19,7 @@ fn quick_comparison_reports_numbers_or_a_reason_for_every_system() {
     if !require(on_path("redis-server") && on_path("python3"), "redis-server and python3 (cargo xtask setup)") {
         return;
     }
-    let args = PeersArgs {
-        quick: true,
-        tasks: None,
-        waves: None,
-        workers: 4,
-        sleep_us: 1000,
-        systems: System::ALL.to_vec(),
-        venv: None,
-        python: None,
-        json: true,
-    };
+    let args = PeersArgs::every_system(true);
     let report = peers::run(&args).expect("the bench runs");
 
     let machine: serde_json::Value = serde_json::to_value(&report.machine).unwrap();

@@ -67,6 +67,21 @@ pub struct PeersArgs {
 }
 
 impl PeersArgs {
+    /// The command's defaults (4 workers, 1 ms sleep tasks), every system, JSON output.
+    pub fn every_system(quick: bool) -> PeersArgs {
+        PeersArgs {
+            quick,
+            tasks: None,
+            waves: None,
+            workers: 4,
+            sleep_us: 1000,
+            systems: System::ALL.to_vec(),
+            venv: None,
+            python: None,
+            json: true,
+        }
+    }
+
     fn tasks(&self) -> u32 {
         self.tasks.unwrap_or(if self.quick { 1_000 } else { 10_000 })
     }
@@ -512,17 +527,7 @@ fn machine() -> Machine {
 /// its JSON lines, a Markdown table of the ratios, and charts of throughput and idle
 /// delay by task length. Bolt runs one-level on loopback here, as every peer does.
 pub fn run_in_suite(ctx: &Context) -> anyhow::Result<Outcome> {
-    let args = PeersArgs {
-        quick: ctx.quick,
-        tasks: None,
-        waves: None,
-        workers: 4,
-        sleep_us: 1000,
-        systems: System::ALL.to_vec(),
-        venv: None,
-        python: None,
-        json: true,
-    };
+    let args = PeersArgs::every_system(ctx.quick);
     ctx.progress("peers", format_args!("{} tasks per burst, {} workers", args.tasks(), args.workers));
     let report = run(&args)?;
     let mut out = Outcome::default();
