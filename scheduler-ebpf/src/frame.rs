@@ -3,10 +3,12 @@
 //! (see the verdict rules in main.rs).
 
 use aya_ebpf::programs::XdpContext;
+// The header layouts are scheduler-common's, the same the userspace frame code uses.
+pub use scheduler_common::frame::{EthHdr, Ipv4Hdr, UdpHdr};
 use scheduler_common::{
     maps::{Counter, XdpConfig},
-    Header, KNOWN_HEADER_FLAGS, MAGIC, VERSION};
-
+    Header, KNOWN_HEADER_FLAGS, MAGIC, VERSION,
+};
 
 pub const ETH_LEN: usize = 14;
 pub const IPV4_LEN: usize = 20;
@@ -25,35 +27,6 @@ const ETH_P_8021AD: u16 = 0x88A8;
 const IPPROTO_UDP: u8 = 17;
 /// More-fragments flag and fragment offset bits of the IPv4 flags/offset field.
 const IP_FRAGMENT_BITS: u16 = 0x3FFF;
-
-#[repr(C)]
-pub struct EthHdr {
-    pub dst: [u8; 6],
-    pub src: [u8; 6],
-    pub ethertype: [u8; 2],
-}
-
-#[repr(C)]
-pub struct Ipv4Hdr {
-    pub version_ihl: u8,
-    pub tos: u8,
-    pub total_len: [u8; 2],
-    pub id: [u8; 2],
-    pub frag: [u8; 2],
-    pub ttl: u8,
-    pub protocol: u8,
-    pub checksum: [u8; 2],
-    pub src: [u8; 4],
-    pub dst: [u8; 4],
-}
-
-#[repr(C)]
-pub struct UdpHdr {
-    pub src_port: [u8; 2],
-    pub dst_port: [u8; 2],
-    pub len: [u8; 2],
-    pub checksum: [u8; 2],
-}
 
 /// A pointer to a `T` at `off` bytes into the frame, if the frame holds all of it.
 #[inline(always)]
@@ -120,7 +93,7 @@ pub fn classify(ctx: &XdpContext, cfg: &XdpConfig) -> Classified {
     if be16(ip.frag) & IP_FRAGMENT_BITS != 0 {
         return NotBolt(Counter::IpFragment);
     }
-    if ip.protocol != IPPROTO_UDP {
+    if ip.proto != IPPROTO_UDP {
         return NotBolt(Counter::NotUdp);
     }
     let Some(udp) = at::<UdpHdr>(ctx, UDP_OFF) else {

@@ -143,7 +143,7 @@ pub fn ipv4_checksum(ip: &Ipv4Hdr) -> [u8; 2] {
         u16::from_be_bytes(ip.total_len),
         u16::from_be_bytes(ip.id),
         u16::from_be_bytes(ip.frag),
-        u16::from_be_bytes([ip.ttl, ip.protocol]),
+        u16::from_be_bytes([ip.ttl, ip.proto]),
         u16::from_be_bytes([ip.src[0], ip.src[1]]),
         u16::from_be_bytes([ip.src[2], ip.src[3]]),
         u16::from_be_bytes([ip.dst[0], ip.dst[1]]),

@@ -195,7 +195,7 @@ fn bounce(ctx: &XdpContext, port: u16, k: usize, n: usize, tally: &mut Tally) ->
             id,
             frag,
             ttl,
-            protocol: 17,
+            proto: 17,
             checksum: [0; 2],
             src: ip_dst,
             dst: ip_src,
