@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use bolt_tests::cluster::{cluster_can_run, Cluster, Impairment, Outcome, Workload};
-use bolt_tests::reorder::{iptables_legacy_available, ReorderPolicy, Reorderer};
+use bolt_tests::reorder::{iptables_legacy_available, queue_rules, ReorderPolicy, Reorderer};
 use scheduler_common::descriptor::Handler;
 
 const BOLT: &str = env!("CARGO_BIN_EXE_bolt-role");
@@ -71,10 +71,13 @@ fn packet_reordering_loses_nothing() {
     // Every datagram the worker host forwards (GET_TASK passed on, ASSIGN, COMPLETE) or
     // sends (REFILL_REQ) crosses the queue; 8 % wait until 3 later ones have passed.
     let policy = ReorderPolicy { hold_permille: 80, overtakers: 3, max_hold: Duration::from_millis(5) };
-    let reorderer = Reorderer::install(&c.worker().host_ns, policy).expect("NFQUEUE rules and reorderer");
+    let host = &c.worker().host_ns;
+    let reorderer = Reorderer::install(host, policy).expect("NFQUEUE rules and reorderer");
+    assert_eq!(queue_rules(host).expect("listing rules"), 2, "FORWARD and OUTPUT queue to the reorderer");
     let work = Workload::new(100, 16, Duration::from_millis(10), Handler::Noop, Duration::from_millis(300));
     let outcome = join(c.client(work)).expect("client");
     let counts = reorderer.finish().expect("reorderer");
+    assert_eq!(queue_rules(host).expect("listing rules"), 0, "the reorderer left its rules behind");
     println!(
         "reordering: {} datagrams queued, {} held back, {} reordered (released after a later one)",
         counts.queued, counts.held, counts.reordered

@@ -38,6 +38,13 @@ pub fn iptables_legacy_available() -> bool {
     Command::new(IPTABLES).arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
+/// How many NFQUEUE rules namespace `ns` holds (`iptables-legacy -S`).
+pub fn queue_rules(ns: &str) -> anyhow::Result<usize> {
+    let out = netns::command_in(ns, Path::new(IPTABLES))?.args(["-w", "5", "-S"]).stdin(Stdio::null()).output()?;
+    anyhow::ensure!(out.status.success(), "{IPTABLES} -S in {ns}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    Ok(String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("-j NFQUEUE")).count())
+}
+
 /// How datagrams are reordered.
 #[derive(Clone, Copy, Debug)]
 pub struct ReorderPolicy {
