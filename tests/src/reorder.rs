@@ -204,7 +204,7 @@ fn reorder(mut queue: nfq::Queue, policy: ReorderPolicy, stop: &AtomicBool, coun
     // Datagrams accepted on arrival: a held one released after any of these was overtaken.
     let mut passed = 0u64;
     let end = Instant::now() + 2 * DEADLINE;
-    let result = loop {
+    let result = 'serve: loop {
         if stop.load(Ordering::Relaxed) || Instant::now() >= end {
             break Ok(());
         }
@@ -234,7 +234,7 @@ fn reorder(mut queue: nfq::Queue, policy: ReorderPolicy, stop: &AtomicBool, coun
                 counters.reordered.fetch_add(1, Ordering::Relaxed);
             }
             if let Err(e) = accept(&mut queue, h.msg) {
-                return Err(e);
+                break 'serve Err(e);
             }
         }
     };
