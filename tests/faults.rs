@@ -5,17 +5,20 @@
 //! after a timeout, duplicate completions the client ignored).
 //!
 //! - packet loss (1 % and 5 %) and duplication (1 %) on every namespace;
+//! - packet reordering on the worker host (NFQUEUE and a reorderer in this process);
 //! - `bolt switch` killed with SIGKILL and restarted mid-workload (its queues are soft
 //!   state: clients resubmit what it lost);
 //! - `bolt agent` killed with SIGKILL and restarted mid-workload (the pinned rings survive);
 //! - an executor process killed mid-task (the client's timeout resubmits);
 //! - a QUEUE_FULL storm: more clients submitting at once than the queue holds.
 //!
-//! Needs root, iproute2 and nftables: skipped without, failed without under CI=true.
+//! Needs root, iproute2, nftables and iptables-legacy: skipped without, failed without
+//! under CI=true.
 
 use std::time::Duration;
 
 use bolt_tests::cluster::{cluster_can_run, Cluster, Impairment, Outcome, Workload};
+use bolt_tests::reorder::{iptables_legacy_available, queue_rules, ReorderPolicy, Reorderer};
 use scheduler_common::descriptor::Handler;
 
 const BOLT: &str = env!("CARGO_BIN_EXE_bolt-role");
@@ -55,6 +58,32 @@ fn one_percent_loss_and_duplication_lose_nothing() {
 #[test]
 fn five_percent_loss_and_duplication_lose_nothing() {
     lossy_run(50);
+}
+
+#[test]
+fn packet_reordering_loses_nothing() {
+    if !cluster_can_run()
+        || !bolt_tests::require(iptables_legacy_available(), "iptables-legacy (Debian package iptables) for NFQUEUE")
+    {
+        return;
+    }
+    let c = cluster(&[], 4);
+    // Every datagram the worker host forwards (GET_TASK passed on, ASSIGN, COMPLETE) or
+    // sends (REFILL_REQ) crosses the queue; 8 % wait until 3 later ones have passed.
+    let policy = ReorderPolicy { hold_permille: 80, overtakers: 3, max_hold: Duration::from_millis(5) };
+    let host = &c.worker().host_ns;
+    let reorderer = Reorderer::install(host, policy).expect("NFQUEUE rules and reorderer");
+    assert_eq!(queue_rules(host).expect("listing rules"), 2, "FORWARD and OUTPUT queue to the reorderer");
+    let work = Workload::new(100, 16, Duration::from_millis(10), Handler::Noop, Duration::from_millis(300));
+    let outcome = join(c.client(work)).expect("client");
+    let counts = reorderer.finish().expect("reorderer");
+    assert_eq!(queue_rules(host).expect("listing rules"), 0, "the reorderer left its rules behind");
+    println!(
+        "reordering: {} datagrams queued, {} held back, {} reordered (released after a later one)",
+        counts.queued, counts.held, counts.reordered
+    );
+    outcome.assert_exactly_once("8 % of datagrams held back behind 3 later ones");
+    assert!(counts.reordered > 0, "no datagram was reordered: {counts:?}");
 }
 
 /// Runs 1,600 2 ms tasks (16 per job every 20 ms, about 2 s), kills a role with

@@ -72,3 +72,4 @@ pub fn noop_client_in(
 }
 
 pub mod cluster;
+pub mod reorder;

@@ -9,10 +9,10 @@ use crate::run::{is_root, output, status};
 
 /// Debian packages: the BPF-capable compiler and its prebuilt `core`, LLVM 22 for
 /// bpf-linker, the tools the tests and the testbed use (nftables injects the packet
-/// loss and duplication of the fault tests), the font of the benchmark plots, and what
-/// `bolt bench peers` runs the other schedulers with (a Redis server, Python venvs for
-/// pinned pip packages).
-pub const PACKAGES: [&str; 13] = [
+/// loss and duplication of the fault tests, iptables-legacy's NFQUEUE their reordering),
+/// the font of the benchmark plots, and what `bolt bench peers` runs the other
+/// schedulers with (a Redis server, Python venvs for pinned pip packages).
+pub const PACKAGES: [&str; 14] = [
     "rustc-web",
     "cargo-web",
     "libstd-rust-web-dev-bpf",
@@ -23,6 +23,7 @@ pub const PACKAGES: [&str; 13] = [
     "ethtool",
     "iproute2",
     "nftables",
+    "iptables",
     "fonts-dejavu-core",
     "redis-server",
     "python3-venv",
