@@ -145,7 +145,7 @@ pub fn run(args: &NoopArgs) -> anyhow::Result<NoopResult> {
             break;
         }
         polls += 1;
-        if polls % 256 == 0 {
+        if polls.is_multiple_of(256) {
             progress.set_position(elapsed.as_millis() as u64);
         }
         let n = if waiting.due.is_empty() { rx.recv(&sock)? } else { rx.try_recv(&sock)? };
