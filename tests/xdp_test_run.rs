@@ -321,6 +321,59 @@ fn refill_from_anyone_but_the_switch_is_dropped_and_counted() {
     assert_eq!(rig.counters().get(Counter::ForeignRefill), 1);
 }
 
+/// The program's aya-log lines reach the process's `log` logger (the agent's log) at the
+/// level chosen at load time, and nothing above it: a foreign REFILL logs at info.
+#[test]
+fn log_lines_reach_userspace_at_the_chosen_level_only() {
+    if !can_run() {
+        return;
+    }
+    static LINES: Mutex<Vec<(log::Level, String)>> = Mutex::new(Vec::new());
+    struct Capture;
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata) -> bool {
+            true
+        }
+        fn log(&self, record: &log::Record) {
+            LINES.lock().unwrap().push((record.level(), record.args().to_string()));
+        }
+        fn flush(&self) {}
+    }
+    // The logger must be in place before the program's logger is set up (at load).
+    static CAPTURE: Capture = Capture;
+    log::set_logger(&CAPTURE).expect("no other test of this binary sets a logger");
+    log::set_max_level(log::LevelFilter::Trace);
+    let foreign_refill = |rig: &Rig| {
+        let mut frame = rig.refill_frame(&[entry(1, 1, 0)]);
+        frame[ETH_LEN + 12..ETH_LEN + 16].copy_from_slice(&[192, 0, 2, 66]);
+        fix_ipv4_checksum(&mut frame);
+        frame
+    };
+    // `bolt agent --xdp-log`'s values: 3 is info, 2 is warn.
+    let mut rig = Rig::new(|s| s.log_level = scheduler_user::agent::parse_log_level("info").unwrap());
+    let mut logger = rig.xdp.take_logger().expect("a logger at a level above off");
+    assert_eq!(rig.run(&foreign_refill(&rig)).0, Verdict::Drop);
+    logger.flush();
+    let lines = std::mem::take(&mut *LINES.lock().unwrap());
+    assert!(
+        lines.iter().any(|(level, text)| *level == log::Level::Info
+            && text.contains("REFILL from 192.0.2.66 dropped: not the switch")),
+        "{lines:?}"
+    );
+
+    let mut rig = Rig::new(|s| s.log_level = scheduler_user::agent::parse_log_level("warn").unwrap());
+    let mut logger = rig.xdp.take_logger().expect("a logger at a level above off");
+    assert_eq!(rig.run(&foreign_refill(&rig)).0, Verdict::Drop);
+    logger.flush();
+    assert_eq!(rig.counters().get(Counter::ForeignRefill), 1);
+    let lines = std::mem::take(&mut *LINES.lock().unwrap());
+    assert!(lines.iter().all(|(_, text)| !text.contains("REFILL from")), "info line at warn: {lines:?}");
+
+    // Off (the default): no logger at all, and the program's level check skips the line.
+    let mut rig = Rig::new(|_| {});
+    assert!(rig.xdp.take_logger().is_none());
+}
+
 /// GET_TASK is answered only from the executor prefix: a request from elsewhere is
 /// dropped and counted, and the task stays queued for a registered executor.
 #[test]

@@ -37,7 +37,7 @@ use scheduler_common::{
 };
 use serde::Serialize;
 
-pub use cli::{config_from_args, run, AgentArgs, HELP};
+pub use cli::{config_from_args, parse_log_level, run, AgentArgs, HELP};
 pub use refill::{RefillController, RefillPolicy};
 pub use tier1::{connected_prefix, route_interface, Tier1, Tier1Config, Tier1Mode, XdpChoice};
 
