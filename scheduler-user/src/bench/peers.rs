@@ -546,38 +546,31 @@ pub fn run_in_suite(ctx: &Context) -> anyhow::Result<Outcome> {
         lines.write(r)?;
     }
     (out.jsonl, out.lines) = lines.finish()?;
-    let ok = |m: &&Measurement| m.status == Status::Ok;
-    for (metric, label, stem, value) in [
+    let title = |metric: &str| format!("Bolt and its peers, {} workers on loopback: {metric}", args.workers);
+    let charts = [
         (
-            "throughput",
-            "tasks per second (burst)",
+            Chart::new(
+                title("throughput"),
+                "task length (µs)",
+                "tasks per second (burst)",
+                Scale::Linear,
+                by_task_length(&report, |m| m.throughput_tasks_per_s),
+            ),
             "peers_throughput",
-            (|m: &Measurement| m.throughput_tasks_per_s) as fn(&Measurement) -> Option<f64>,
         ),
-        ("delay", "median scheduling delay with idle workers (µs)", "peers_delay", |m: &Measurement| m.delay_p50_us),
-    ] {
-        let series = System::ALL
-            .iter()
-            .map(|&sys| {
-                let points = report
-                    .measurements
-                    .iter()
-                    .filter(ok)
-                    .filter(|m| m.system == sys)
-                    .filter_map(|m| Some((f64::from(m.sleep_us), value(m)?)))
-                    .collect();
-                Series::new(sys.name(), points)
-            })
-            .filter(|s| !s.points.is_empty())
-            .collect();
-        let chart = Chart::new(
-            format!("Bolt and its peers, {} workers on loopback: {metric}", args.workers),
-            "task length (µs)",
-            label,
-            Scale::Linear,
-            series,
-        );
-        out.plots.extend(plot::render(&chart, ctx.results.path(), stem)?);
+        (
+            Chart::new(
+                title("delay"),
+                "task length (µs)",
+                "median scheduling delay with idle workers (µs)",
+                Scale::Linear,
+                by_task_length(&report, |m| m.delay_p50_us),
+            ),
+            "peers_delay",
+        ),
+    ];
+    for (chart, stem) in &charts {
+        out.plots.extend(plot::render(chart, ctx.results.path(), stem)?);
     }
     let rows: Vec<Vec<String>> = report
         .ratios
@@ -602,6 +595,23 @@ pub fn run_in_suite(ctx: &Context) -> anyhow::Result<Outcome> {
     }
     out.table = table;
     Ok(out)
+}
+
+/// One series per system that ran: `value` of each workload against its task length.
+fn by_task_length(report: &PeersReport, value: fn(&Measurement) -> Option<f64>) -> Vec<Series> {
+    System::ALL
+        .iter()
+        .map(|&sys| {
+            let points = report
+                .measurements
+                .iter()
+                .filter(|m| m.system == sys && m.status == Status::Ok)
+                .filter_map(|m| Some((f64::from(m.sleep_us), value(m)?)))
+                .collect();
+            Series::new(sys.name(), points)
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
 }
 
 pub fn print(report: &PeersReport, json: bool) -> anyhow::Result<()> {
