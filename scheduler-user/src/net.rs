@@ -34,6 +34,16 @@ pub fn bind_udp(addr: SocketAddr, recv_timeout: Option<Duration>) -> io::Result<
     Ok(sock)
 }
 
+/// The index of network interface `name` in this thread's namespace.
+pub fn ifindex(name: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
+    // SAFETY: a NUL-terminated string that outlives the call.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => Err(io::Error::last_os_error()),
+        i => Ok(i),
+    }
+}
+
 /// Asks for `bytes` of send and receive buffer; the kernel caps it at its rmem/wmem
 /// maximum, which is fine.
 pub fn set_buffer_sizes(sock: &UdpSocket, bytes: i32) {
