@@ -50,8 +50,9 @@ impl Rig {
         let layout = Layout::plan(&unique_name("bt"), 1, executor_links).expect("layout");
         let testbed = Testbed::create(layout).expect("testbed");
         let listen = SocketAddr::V4(testbed.layout().switch_socket());
+        let access = testbed.layout().access_rules();
         let switch = netns::run_in(&testbed.layout().switch_ns, move || {
-            switch::spawn(SwitchConfig { listen, ..SwitchConfig::default() })
+            switch::spawn(SwitchConfig { listen, access, ..SwitchConfig::default() })
         })
         .expect("switch");
         Rig { switch: Some(switch), testbed }
