@@ -9,7 +9,8 @@
 //!   its entries name as QUEUE_FULL, and is not queued;
 //! - an executor namespace with the switch's address configured sends REFILL to its
 //!   host: the XDP program (also attached to the executor-facing link) stores nothing,
-//!   while REFILL from the switch over the uplink still fills the rings.
+//!   nor does an agent without XDP, while REFILL from the switch over the uplink still
+//!   fills the rings.
 //!
 //! Needs root (namespaces, XDP, bpffs): skipped without, failed without under CI=true.
 //! Every namespace, link and pin is named per test and removed by guards; every wait is
@@ -29,7 +30,7 @@ use scheduler_user::{
     agent::{self, StopMode},
     netns,
     switch::{self, SwitchConfig, SwitchHandle, SwitchStats},
-    testbed::{services::agent_args, Layout, Testbed},
+    testbed::{services::agent_args, Layout, Testbed, WorkerHost},
     xdp::{PinDir, XdpMaps},
 };
 
@@ -239,6 +240,21 @@ fn a_host_returns_no_more_than_it_was_given() {
     assert_eq!(stats.queue_depth.iter().sum::<u32>(), 3, "the real tasks, not the forged ones");
 }
 
+/// The executor namespace of worker `w` takes the switch's address and sends three
+/// REFILLs of 16 tasks from it (from the switch's port) to its host's address on their
+/// link, where the host's XDP program, or its agent's socket, is.
+fn spoof_refills_from_the_executor_namespace(rig: &Rig, w: &WorkerHost) {
+    let e = w.exec();
+    let switch = rig.switch_addr();
+    netns::ip(&["-n", &e.ns, "addr", "add", &format!("{}/32", switch.ip()), "dev", "lo"]).expect("address");
+    let spoofer = rig.socket(&e.ns, switch);
+    let host_on_link = SocketAddrV4::new(e.gateway, switch.port());
+    let entries = forged(SocketAddrV4::new(e.addr, 9), 0..16);
+    for _ in 0..3 {
+        send(&spoofer, host_on_link, |b| encode_refill(b, &entries).unwrap());
+    }
+}
+
 #[test]
 fn an_executor_spoofing_the_switch_cannot_fill_its_hosts_rings() {
     if !can_run() {
@@ -253,17 +269,8 @@ fn an_executor_spoofing_the_switch_cannot_fill_its_hosts_rings() {
     let maps = || XdpMaps::open_pinned(&pins).expect("pinned maps");
     let queued = || maps().occupancy().iter().sum::<i64>();
 
-    // The executor namespace takes the switch's address and sends REFILL from it, from the
-    // switch's port, to its host's address on their link.
-    let e = w.exec();
+    spoof_refills_from_the_executor_namespace(&rig, &w);
     let switch = rig.switch_addr();
-    netns::ip(&["-n", &e.ns, "addr", "add", &format!("{}/32", switch.ip()), "dev", "lo"]).expect("address");
-    let spoofer = rig.socket(&e.ns, switch);
-    let host_on_link = SocketAddrV4::new(e.gateway, switch.port());
-    let entries = forged(SocketAddrV4::new(e.addr, 9), 0..16);
-    for _ in 0..3 {
-        send(&spoofer, host_on_link, |b| encode_refill(b, &entries).unwrap());
-    }
     // Until the program has refused all three, or stored any.
     let deadline = Instant::now() + DEADLINE;
     while maps().counters().unwrap().get(Counter::RefillOffUplink) < 3 && queued() == 0 {
@@ -290,4 +297,40 @@ fn an_executor_spoofing_the_switch_cannot_fill_its_hosts_rings() {
     // The switch takes them back: the host's credit covers what it was given.
     let sw = rig.switch_stats_when("the drain's RETURN queues", |s| s.queue.returned_tasks == 2);
     assert_eq!((sw.return_over_credit, sw.queue.queue_full_tasks), (0, 0));
+}
+
+/// Without XDP the spoofed REFILL reaches the agent's socket, with the switch's source
+/// address: the agent takes REFILL only when it arrived on the uplink (IP_PKTINFO).
+#[test]
+fn an_executor_spoofing_the_switch_cannot_fill_a_userspace_agents_rings() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new();
+    let w = rig.layout().workers[0].clone();
+    let mut args = agent_args(rig.layout(), &w);
+    args.extend(["--xdp".to_string(), "off".to_string()]);
+    let cfg = agent::config_from_args(args).expect("agent arguments");
+    let agent = netns::run_in(&w.host_ns, move || agent::spawn(cfg)).expect("agent starts");
+    assert!(!agent.mode().is_xdp());
+    spoof_refills_from_the_executor_namespace(&rig, &w);
+    let deadline = Instant::now() + DEADLINE;
+    while agent.stats().foreign_refill < 3 && agent.stats().socket_refill_tasks == 0 {
+        assert!(Instant::now() < deadline, "the spoofed REFILLs never arrived: {:?}", agent.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let stats = agent.stats();
+    assert_eq!((stats.foreign_refill, stats.socket_refill_tasks), (3, 0), "{stats:?}");
+    assert_eq!(stats.queued.iter().sum::<i64>(), 0, "{stats:?}");
+
+    // REFILL from the switch over the uplink is taken.
+    let (client, _) = rig.client();
+    send(&client, rig.switch_addr(), |b| encode_submit(b, JobRef::new(1, 1), 0, &[task(1), task(2)]).unwrap());
+    while agent.stats().socket_refill_tasks < 2 {
+        assert!(Instant::now() < deadline, "the switch's REFILL was not taken: {:?}", agent.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = agent.stop(StopMode::Drain).expect("drain");
+    assert_eq!((stats.foreign_refill, stats.returned_tasks), (3, 2), "{stats:?}");
 }
