@@ -170,6 +170,17 @@ fn an_executor_forging_returns_in_a_victims_name_queues_nothing() {
     // Nothing forged is handed out either.
     send(&executor, to, |b| encode_get_task(b, 1, 0xff, Requester::new(1, 1, 1)).unwrap());
     assert_eq!(next(&executor).map(|(op, _)| op), Some(Op::Noop));
+
+    // Nor can it borrow its host's address, an agent's: the host's stack drops a packet
+    // arriving with one of its own addresses as source. (Had it reached the switch, the
+    // host's empty credit would have bounced it to the victim.)
+    let (e, host) = (rig.layout().workers[0].exec().clone(), rig.layout().workers[0].uplink_addr);
+    netns::ip(&["-n", &e.ns, "addr", "add", &format!("{host}/32"), "dev", "lo"]).expect("address");
+    let as_host = rig.socket(&e.ns, SocketAddrV4::new(host, 0));
+    send(&as_host, to, |b| encode_return(b, &forged(victim_addr, 20..21)).unwrap());
+    assert_eq!(next(&victim), None, "a RETURN with the host's address left the executor's namespace");
+    let stats = rig.switch_stats_when("published", |s| s.received >= 3);
+    assert_eq!((stats.received, stats.queue.enqueued, stats.return_over_credit), (3, 0, 0), "{stats:?}");
 }
 
 #[test]
