@@ -18,10 +18,9 @@
 
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bolt_tests::{is_root, require, unique_name};
+use bolt_tests::{netns_can_run as can_run, switch_in, unique_name};
 use scheduler_common::{
     decode, encode_get_task, encode_refill, encode_refill_req, encode_return, encode_submit, maps::Counter,
     maps::PIN_ROOT, Entry, JobRef, Message, Op, RefillRequest, Requester, Task, MAX_MESSAGE_LEN,
@@ -29,7 +28,7 @@ use scheduler_common::{
 use scheduler_user::{
     agent::{self, StopMode},
     netns,
-    switch::{self, SwitchConfig, SwitchHandle, SwitchStats},
+    switch::{SwitchHandle, SwitchStats},
     testbed::{services::agent_args, Layout, Testbed, WorkerHost},
     xdp::{PinDir, XdpMaps},
 };
@@ -38,13 +37,6 @@ use scheduler_user::{
 const DEADLINE: Duration = Duration::from_secs(30);
 /// How long a datagram that must not arrive is waited for.
 const SILENCE: Duration = Duration::from_millis(400);
-
-fn can_run() -> bool {
-    require(
-        is_root() && Path::new("/sys/fs/bpf").is_dir() && Command::new("ip").arg("-V").output().is_ok(),
-        "root, iproute2 and /sys/fs/bpf for network namespaces and XDP",
-    )
-}
 
 /// A one-worker testbed and its switch, admitting as `bolt testbed` configures it.
 struct Rig {
@@ -57,13 +49,7 @@ impl Rig {
     fn new() -> Rig {
         let layout = Layout::plan(&unique_name("ba"), 1, 1).expect("layout");
         let testbed = Testbed::create(layout).expect("testbed");
-        let listen = SocketAddr::V4(testbed.layout().switch_socket());
-        let access = testbed.layout().access_rules();
-        let switch = netns::run_in(&testbed.layout().switch_ns, move || {
-            switch::spawn(SwitchConfig { listen, access, ..SwitchConfig::default() })
-        })
-        .expect("switch");
-        Rig { switch: Some(switch), testbed }
+        Rig { switch: Some(switch_in(testbed.layout())), testbed }
     }
 
     fn layout(&self) -> &Layout {
@@ -204,8 +190,8 @@ fn an_executor_may_get_task_but_not_refill_req_or_return() {
     assert_eq!((op, tids.len()), (Op::Assign, 1));
     let given = Entry::new(1, 1, task(tids[0]), client_addr.ip().octets(), client_addr.port());
     send(&executor, to, |b| encode_return(b, &[given]).unwrap());
-    let stats =
-        rig.switch_stats_when("REFILL_REQ and RETURN refused", |s| s.refused_of(Op::Return) == 1 && s.queue.assigns == 1);
+    let stats = rig
+        .switch_stats_when("REFILL_REQ and RETURN refused", |s| s.refused_of(Op::Return) == 1 && s.queue.assigns == 1);
     assert_eq!(stats.refused_of(Op::RefillReq), 1);
     assert_eq!((stats.refused_of(Op::GetTask), stats.queue.refill_tasks, stats.queue.returned_tasks), (0, 0, 0));
     assert_eq!(stats.queue_depth.iter().sum::<u32>(), 1, "only the task not handed out is queued");

@@ -191,7 +191,8 @@ fn deliver_each_task_twice(exactly_once: bool) -> (Summary, CounterSnapshot) {
     let filler = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let filler_port = filler.local_addr().unwrap().port();
     for jid in 0..(TASKS / MAX_LIST) as u32 {
-        let n = encode_submit(&mut buf, JobRef::new(99, jid), 0, &[Task { prio: 1, ..Task::default() }; MAX_LIST]).unwrap();
+        let n =
+            encode_submit(&mut buf, JobRef::new(99, jid), 0, &[Task { prio: 1, ..Task::default() }; MAX_LIST]).unwrap();
         filler.send_to(&buf[..n], addr).unwrap();
     }
     let deadline = Instant::now() + DEADLINE;

@@ -382,7 +382,15 @@ mod tests {
                 assert!(!rules.admits(Op::Return, exec) && !rules.admits(Op::RefillReq, exec));
             }
         }
-        assert_eq!(l.switch_access_args(), ["--agents", "10.77.1.2/32,10.77.2.2/32", "--executors", "10.77.101.0/24,10.77.102.0/24,10.77.1.2/32,10.77.2.2/32"]);
+        assert_eq!(
+            l.switch_access_args(),
+            [
+                "--agents",
+                "10.77.1.2/32,10.77.2.2/32",
+                "--executors",
+                "10.77.101.0/24,10.77.102.0/24,10.77.1.2/32,10.77.2.2/32"
+            ]
+        );
     }
 
     #[test]
