@@ -381,7 +381,7 @@ fn inspection_of_a_live_node() {
 
     // The real processes, with their default metrics endpoints.
     let mut cmd = netns::command_in(&layout.switch_ns, BOLT).unwrap();
-    cmd.args(["switch", "--listen", &switch_addr.to_string()]);
+    cmd.args(["switch", "--listen", &switch_addr.to_string()]).args(layout.switch_access_args());
     let _switch = Process::start(cmd, "metrics at");
     let mut cmd = netns::command_in(&worker.host_ns, BOLT).unwrap();
     let args = agent_args(&layout, &worker);

@@ -158,9 +158,13 @@ fn a_queue_smaller_than_the_job_bounces_and_everything_still_completes_once() {
 /// RETURNs each of them twice, as a duplicated datagram or a retried RETURN would. With
 /// exactly-once the client grants one claim per task and the executors drop the second
 /// delivery unrun; without it, every task runs twice and the client ignores the second
-/// completion.
+/// completion. The switch lets a host RETURN only as many tasks as it REFILLed to it, so
+/// another client's filler tasks, taken along and dropped, give the fake agent the
+/// credit for the second copies.
 fn deliver_each_task_twice(exactly_once: bool) -> (Summary, CounterSnapshot) {
-    use scheduler_common::{decode, encode_refill_req, encode_return, Entry, Message, RefillRequest, MAX_LIST};
+    use scheduler_common::{
+        decode, encode_refill_req, encode_return, encode_submit, Entry, JobRef, Message, RefillRequest, Task, MAX_LIST,
+    };
     const TASKS: usize = 64;
     let switch = start_switch(1024);
     let addr = switch.local_addr();
@@ -183,16 +187,23 @@ fn deliver_each_task_twice(exactly_once: bool) -> (Summary, CounterSnapshot) {
             (idle, client.summary(), client.tracker().stats().clone())
         })
     });
+    let mut buf = [0u8; scheduler_common::MAX_MESSAGE_LEN];
+    let filler = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let filler_port = filler.local_addr().unwrap().port();
+    for jid in 0..(TASKS / MAX_LIST) as u32 {
+        let n =
+            encode_submit(&mut buf, JobRef::new(99, jid), 0, &[Task { prio: 1, ..Task::default() }; MAX_LIST]).unwrap();
+        filler.send_to(&buf[..n], addr).unwrap();
+    }
     let deadline = Instant::now() + DEADLINE;
-    while switch.stats().queue_depth.iter().sum::<u32>() < TASKS as u32 {
+    while switch.stats().queue_depth.iter().sum::<u32>() < 2 * TASKS as u32 {
         assert!(Instant::now() < deadline, "tasks never queued");
         std::thread::sleep(Duration::from_millis(10));
     }
     let agent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     agent.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut buf = [0u8; scheduler_common::MAX_MESSAGE_LEN];
     let mut taken: Vec<Entry> = Vec::new();
-    while taken.len() < TASKS {
+    while taken.len() < 2 * TASKS {
         let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(1, 255)).unwrap();
         agent.send_to(&buf[..n], addr).unwrap();
         loop {
@@ -204,6 +215,7 @@ fn deliver_each_task_twice(exactly_once: bool) -> (Summary, CounterSnapshot) {
             }
         }
     }
+    taken.retain(|e| e.client_port() != filler_port);
     assert_eq!(taken.len(), TASKS);
     for _ in 0..2 {
         for chunk in taken.chunks(MAX_LIST) {

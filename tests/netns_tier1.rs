@@ -13,30 +13,22 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bolt_tests::{cluster::Process, is_root, noop_client_in, require, unique_name};
+use bolt_tests::{cluster::Process, netns_can_run as can_run, noop_client_in, switch_in, unique_name};
 use scheduler_common::maps::PIN_ROOT;
 use scheduler_user::{
     agent::{self, AgentHandle, AgentStats, StopMode},
     client::Summary,
     executor::{self, ExecutorConfig, ExecutorPool},
     netns,
-    switch::{self, SwitchConfig, SwitchHandle, SwitchStats},
+    switch::{SwitchHandle, SwitchStats},
     testbed::{services::agent_args, Layout, Testbed, WorkerHost},
     xdp::{CounterSnapshot, PinDir, XdpMaps},
 };
 
 /// No test waits longer than this for anything.
 const DEADLINE: Duration = Duration::from_secs(60);
-
-fn can_run() -> bool {
-    require(
-        is_root() && Path::new("/sys/fs/bpf").is_dir() && Command::new("ip").arg("-V").output().is_ok(),
-        "root, iproute2 and /sys/fs/bpf for network namespaces and XDP",
-    )
-}
 
 /// A testbed of its own, and the switch running in it.
 struct Rig {
@@ -49,12 +41,7 @@ impl Rig {
     fn new(executor_links: u8) -> Rig {
         let layout = Layout::plan(&unique_name("bt"), 1, executor_links).expect("layout");
         let testbed = Testbed::create(layout).expect("testbed");
-        let listen = SocketAddr::V4(testbed.layout().switch_socket());
-        let switch = netns::run_in(&testbed.layout().switch_ns, move || {
-            switch::spawn(SwitchConfig { listen, ..SwitchConfig::default() })
-        })
-        .expect("switch");
-        Rig { switch: Some(switch), testbed }
+        Rig { switch: Some(switch_in(testbed.layout())), testbed }
     }
 
     fn layout(&self) -> &Layout {

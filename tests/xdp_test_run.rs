@@ -22,7 +22,8 @@ use scheduler_common::{
 };
 use scheduler_user::xdp::{
     frames::{fix_ipv4_checksum, sample_endpoints, udp_frame, Endpoints, Ipv4Fields, ETH_LEN, PAYLOAD_OFF},
-    is_bpffs, run_frame, AttachMode, BoltXdp, CounterSnapshot, PinDir, Verdict, XdpMaps, XdpSettings,
+    is_bpffs, run_frame, AttachMode, BoltXdp, CounterSnapshot, PinDir, Verdict, XdpMaps, XdpSettings, LOOPBACK_IFINDEX,
+    TEST_RUN_UPLINK,
 };
 
 const PORT: u16 = 7171;
@@ -43,7 +44,13 @@ struct Rig {
 impl Rig {
     fn new(tune: impl FnOnce(&mut XdpSettings)) -> Rig {
         let (exec, switch) = sample_endpoints(PORT);
-        let mut settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(switch), ..Default::default() };
+        let mut settings = XdpSettings {
+            port: PORT,
+            node: NODE,
+            switch_addr: Some(switch),
+            uplink_ifindex: TEST_RUN_UPLINK,
+            ..Default::default()
+        };
         tune(&mut settings);
         let xdp = BoltXdp::load(&settings).expect("load the XDP program");
         Rig { xdp, exec, switch }
@@ -319,6 +326,32 @@ fn refill_from_anyone_but_the_switch_is_dropped_and_counted() {
     let rig = Rig::new(|s| s.switch_addr = None);
     assert_eq!(rig.run(&rig.refill_frame(&[entry(1, 1, 0)])).0, Verdict::Drop);
     assert_eq!(rig.counters().get(Counter::ForeignRefill), 1);
+}
+
+/// The program runs on the executor-facing interfaces too, where an executor can forge
+/// the switch's source address: REFILL is stored only when it arrives on an uplink.
+/// (BPF_PROG_TEST_RUN frames arrive on the loopback interface.)
+#[test]
+fn refill_off_the_uplink_is_dropped_and_counted() {
+    if !can_run() {
+        return;
+    }
+    let mut not_lo = TEST_RUN_UPLINK;
+    not_lo[0] = LOOPBACK_IFINDEX + 1000;
+    for uplinks in [[0; scheduler_common::maps::MAX_UPLINKS], not_lo] {
+        let mut rig = Rig::new(|s| s.uplink_ifindex = uplinks);
+        assert_eq!(rig.run(&rig.refill_frame(&[entry(1, 1, 0)])).0, Verdict::Drop);
+        let c = rig.counters();
+        assert_eq!((c.get(Counter::RefillOffUplink), c.get(Counter::RefillTasks)), (1, 0), "uplinks {uplinks:?}");
+        assert_eq!(rig.maps().occupancy().iter().sum::<i64>(), 0);
+    }
+    // In the second slot as well as the first.
+    let mut second = [0; scheduler_common::maps::MAX_UPLINKS];
+    second[1] = LOOPBACK_IFINDEX;
+    let mut rig = Rig::new(|s| s.uplink_ifindex = second);
+    assert_eq!(rig.run(&rig.refill_frame(&[entry(1, 1, 0)])).0, Verdict::Drop);
+    assert_eq!((rig.counters().get(Counter::RefillOffUplink), rig.counters().get(Counter::RefillTasks)), (0, 1));
+    assert_eq!(rig.maps().occupancy().iter().sum::<i64>(), 1);
 }
 
 /// The program's aya-log lines reach the process's `log` logger (the agent's log) at the
@@ -836,7 +869,13 @@ fn pinned_maps_keep_tasks_across_reloads() {
     }
     let guard = test_pin_dir("node");
     let (_, switch) = sample_endpoints(PORT);
-    let settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(switch), ..Default::default() };
+    let settings = XdpSettings {
+        port: PORT,
+        node: NODE,
+        switch_addr: Some(switch),
+        uplink_ifindex: TEST_RUN_UPLINK,
+        ..Default::default()
+    };
     {
         let mut first = BoltXdp::load_pinned(&settings, &guard.0).unwrap();
         first.maps_mut().push(&entry(1, 1, 0)).unwrap();

@@ -101,7 +101,16 @@ pub struct XdpConfig {
     pub executor_net: [u8; 4],
     /// Minimum nanoseconds between two events of the same ring.
     pub event_interval_ns: u64,
+    /// Interfaces REFILL is accepted on (ifindex; 0 = unused slot): the host's uplinks.
+    /// The same program runs on the executor-facing interfaces, before any reverse-path
+    /// filter, where an executor could forge the switch's source address; a REFILL
+    /// arriving anywhere else is dropped and counted ([`Counter::RefillOffUplink`]).
+    /// All zero accepts REFILL on no interface.
+    pub uplink_ifindex: [u32; MAX_UPLINKS],
 }
+
+/// Most uplink interfaces one program accepts REFILL on.
+pub const MAX_UPLINKS: usize = 2;
 
 impl XdpConfig {
     pub const fn new(port: u16, node: u16, switch_ipv4: [u8; 4]) -> XdpConfig {
@@ -116,7 +125,14 @@ impl XdpConfig {
             low_watermark: DEFAULT_RING_CAPACITY / 4,
             executor_net: [0; 4],
             event_interval_ns: DEFAULT_EVENT_INTERVAL_NS,
+            uplink_ifindex: [0; MAX_UPLINKS],
         }
+    }
+
+    /// Whether REFILL arriving on interface `ifindex` may be stored.
+    #[inline(always)]
+    pub fn is_uplink(&self, ifindex: u32) -> bool {
+        ifindex != 0 && (self.uplink_ifindex[0] == ifindex || self.uplink_ifindex[1] == ifindex)
     }
 }
 
@@ -216,10 +232,11 @@ counters! {
     RingErrors = 31, "ring_errors", "Queue helper failures other than full or empty.";
     AdjustFailed = 32, "adjust_failed", "bpf_xdp_adjust_tail/head failures (request passed on, task kept).";
     ForeignGetTask = 33, "foreign_get_task", "GET_TASK from a source outside the executor prefix, dropped.";
+    RefillOffUplink = 34, "refill_off_uplink", "REFILL frames arriving on an interface that is not an uplink, dropped.";
 }
 
 /// Number of counters.
-pub const COUNTER_COUNT: usize = 34;
+pub const COUNTER_COUNT: usize = 35;
 
 /// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
 #[repr(C)]
@@ -249,8 +266,9 @@ impl Counters {
 }
 
 const _: () = {
-    assert!(Counter::ForeignGetTask as usize + 1 == COUNTER_COUNT);
-    assert!(core::mem::size_of::<XdpConfig>() == 32);
+    assert!(Counter::RefillOffUplink as usize + 1 == COUNTER_COUNT);
+    assert!(core::mem::size_of::<XdpConfig>() == 40);
+    assert!(MAX_UPLINKS == 2, "XdpConfig::is_uplink compares every slot");
     assert!(core::mem::size_of::<RingState>() == 16);
     assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT);
     assert!(RING_COUNT.is_power_of_two());

@@ -9,9 +9,10 @@
 //!   otherwise XDP_PASS unchanged so that it reaches tier 2. A malformed GET_TASK, or
 //!   one from another node's executor, is passed on unchanged too. A GET_TASK from a
 //!   source outside the configured executor prefix: XDP_DROP.
-//! - REFILL: always consumed. From the configured switch address and well formed: tasks
-//!   go to their rings (XDP_DROP), or back to tier 2 as RETURN when nothing can hold them
-//!   (XDP_TX). From anyone else, or malformed: XDP_DROP.
+//! - REFILL: always consumed. On an uplink interface, from the configured switch address
+//!   and well formed: tasks go to their rings (XDP_DROP), or back to tier 2 as RETURN
+//!   when nothing can hold them (XDP_TX). On another interface, from anyone else, or
+//!   malformed: XDP_DROP.
 //! - Every other Bolt op: XDP_PASS (the stack delivers it to its socket).
 #![no_std]
 #![no_main]

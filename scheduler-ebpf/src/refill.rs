@@ -1,6 +1,8 @@
 //! REFILL: a batch of tasks from the tier-2 switch for this node's rings.
 //!
-//! Accepted only from the configured switch address, and only whole: like the userspace
+//! Accepted only on an uplink interface (the program also runs on the executor-facing
+//! ones, where an executor could forge the switch's address), only from the configured
+//! switch address, and only whole: like the userspace
 //! decoder, one invalid entry rejects the frame. Each task goes to its priority's ring;
 //! a task whose ring is full goes to the overflow queue, which the agent drains and
 //! RETURNs to tier 2. Should the overflow queue be full as well (no agent draining it),
@@ -32,6 +34,13 @@ fn entry_at(ctx: &XdpContext, i: usize) -> Option<*const Entry> {
 
 #[inline(always)]
 pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
+    // SAFETY: the kernel hands the program a valid xdp_md.
+    let ifindex = unsafe { (*ctx.ctx).ingress_ifindex };
+    if !cfg.is_uplink(ifindex) {
+        tally.add(Counter::RefillOffUplink);
+        info!(ctx, "REFILL on interface {} dropped: not an uplink", ifindex);
+        return xdp_action::XDP_DROP;
+    }
     let Some(ip) = at::<Ipv4Hdr>(ctx, IP_OFF) else {
         tally.add(Counter::Truncated);
         return xdp_action::XDP_DROP;

@@ -34,6 +34,74 @@ pub fn bind_udp(addr: SocketAddr, recv_timeout: Option<Duration>) -> io::Result<
     Ok(sock)
 }
 
+/// The index of network interface `name` in this thread's namespace.
+pub fn ifindex(name: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
+    // SAFETY: a NUL-terminated string that outlives the call.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => Err(io::Error::last_os_error()),
+        i => Ok(i),
+    }
+}
+
+/// Asks the kernel to tell [`recv_with_ifindex`] which interface each datagram arrived on.
+pub fn enable_pktinfo(sock: &UdpSocket) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: valid fd; the option value is a c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_PKTINFO,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// One datagram, its IPv4 source (None for another family) and the index of the
+/// interface it arrived on (None unless [`enable_pktinfo`] was called).
+pub fn recv_with_ifindex(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, Option<SocketAddrV4>, Option<u32>)> {
+    // SAFETY: plain data; all-zero is valid.
+    let mut name: libc::sockaddr_in = unsafe { zeroed() };
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // Room for one in_pktinfo message, aligned as cmsghdr needs.
+    let mut control = [0u64; 8];
+    // SAFETY: plain data; all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = (&mut name as *mut libc::sockaddr_in).cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: every pointer in msg refers to a live local of the size given.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut ifindex = None;
+    // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
+    // msg_controllen; the payload is read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
+                let info: libc::in_pktinfo = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                ifindex = Some(info.ipi_ifindex as u32);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    let from = (msg.msg_namelen as usize >= size_of::<libc::sockaddr_in>()).then(|| from_sockaddr(&name)).flatten();
+    Ok((n as usize, from, ifindex))
+}
+
 /// Asks for `bytes` of send and receive buffer; the kernel caps it at its rmem/wmem
 /// maximum, which is fine.
 pub fn set_buffer_sizes(sock: &UdpSocket, bytes: i32) {
@@ -212,6 +280,21 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_datagram_says_which_interface_it_came_in_on() {
+        let a = bind_udp("127.0.0.1:0".parse().unwrap(), Some(Duration::from_millis(500))).unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        b.send_to(b"one", a.local_addr().unwrap()).unwrap();
+        let mut buf = [0u8; 16];
+        let (n, from, ifindex) = recv_with_ifindex(&a, &mut buf).unwrap();
+        assert_eq!((&buf[..n], from.map(SocketAddr::V4)), (&b"one"[..], Some(b.local_addr().unwrap())));
+        assert_eq!(ifindex, None, "no interface without IP_PKTINFO");
+        enable_pktinfo(&a).unwrap();
+        b.send_to(b"two", a.local_addr().unwrap()).unwrap();
+        let (n, _, ifindex) = recv_with_ifindex(&a, &mut buf).unwrap();
+        assert_eq!((&buf[..n], ifindex), (&b"two"[..], Some(super::ifindex("lo").unwrap())));
+    }
 
     #[test]
     fn batches_cross_loopback() {

@@ -921,7 +921,7 @@ fn access_rules_match_the_software_switch() {
     // The same split in the software switch.
     let client = Ipv4Prefix::parse("192.0.2.0/24").unwrap();
     let node = Ipv4Prefix::parse("198.51.100.7").unwrap();
-    let rules = AccessRules { clients: vec![client], nodes: vec![node] };
+    let rules = AccessRules { clients: vec![client], agents: vec![node], executors: vec![node] };
     let (from_client, from_node) = ("192.0.2.5:1".parse().unwrap(), "198.51.100.7:1".parse().unwrap());
     assert!(rules.admits(Op::Submit, from_client) && !rules.admits(Op::Submit, from_node));
     for op in [Op::GetTask, Op::RefillReq, Op::Return] {

@@ -216,6 +216,7 @@ impl Cluster {
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
+        args.extend(self.layout().switch_access_args());
         args.extend(extra.iter().map(|s| s.to_string()));
         let p = Process::start(&self.bin, &self.layout().switch_ns, &args, "software switch listening");
         self.switch = Some(p);

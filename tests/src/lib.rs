@@ -71,5 +71,27 @@ pub fn noop_client_in(
     })
 }
 
+/// Root, iproute2 and a bpffs mount point: what the namespace testbed tests need.
+pub fn netns_can_run() -> bool {
+    require(
+        is_root()
+            && std::path::Path::new("/sys/fs/bpf").is_dir()
+            && std::process::Command::new("ip").arg("-V").output().is_ok(),
+        "root, iproute2 and /sys/fs/bpf for network namespaces and XDP",
+    )
+}
+
+/// A software switch in `layout`'s switch namespace, admitting agents and executors as
+/// `bolt testbed` configures it ([`Layout::access_rules`](scheduler_user::testbed::Layout::access_rules)).
+pub fn switch_in(layout: &scheduler_user::testbed::Layout) -> scheduler_user::switch::SwitchHandle {
+    use scheduler_user::switch::{spawn, SwitchConfig};
+    let listen = std::net::SocketAddr::V4(layout.switch_socket());
+    let access = layout.access_rules();
+    scheduler_user::netns::run_in(&layout.switch_ns, move || {
+        spawn(SwitchConfig { listen, access, ..SwitchConfig::default() })
+    })
+    .expect("switch")
+}
+
 pub mod cluster;
 pub mod reorder;

@@ -62,6 +62,8 @@ pub struct AgentArgs {
 
     /// Interface REFILL from the switch arrives on (default: the interface of the route
     /// to the switch). The same program, with the same rings, is attached there too.
+    /// REFILL is taken only from this interface, by the program and by the agent's socket:
+    /// an executor behind another one could forge the switch's address.
     #[arg(long, value_name = "IF")]
     pub uplink: Option<String>,
 

@@ -23,7 +23,7 @@ pub mod rings;
 pub mod tier1;
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -114,7 +114,7 @@ pub struct AgentStats {
     pub relayed: u64,
     /// Forwarding or relaying failures.
     pub forward_errors: u64,
-    /// REFILL not from the switch, dropped.
+    /// REFILL at the socket not from the switch, or not arriving on the uplink, dropped.
     pub foreign_refill: u64,
     /// GET_TASK at the agent's socket from outside the executor prefix, dropped.
     pub foreign_get_task: u64,
@@ -138,6 +138,10 @@ pub struct Agent {
     kernel_base: Progress,
     stats: AgentStats,
     malformed_by_kind: [u64; DecodeError::KINDS],
+    /// The uplink's ifindex: REFILL reaching the socket is taken only from there (an
+    /// executor behind another interface can forge the switch's address). None: the
+    /// uplink is unknown, and the source address is the only check.
+    uplink_ifindex: Option<u32>,
 }
 
 impl Agent {
@@ -189,6 +193,7 @@ impl Agent {
         let refill = RefillController::new(cfg.policy.clone(), tier1.rings.capacity(), tier1.rings.levels());
         let kernel_base = tier1.rings.kernel_refills()?;
         let stats = AgentStats { mode: tier1.mode.name().to_string(), ..AgentStats::default() };
+        let uplink_ifindex = cfg.tier1.uplink.as_deref().and_then(|name| crate::net::ifindex(name).ok());
         Ok(Agent {
             returner: Returner::new(cfg.switch),
             proxies: Proxies::new(cfg.switch),
@@ -200,6 +205,7 @@ impl Agent {
             kernel_base,
             stats,
             malformed_by_kind: [0; DecodeError::KINDS],
+            uplink_ifindex,
         })
     }
 
@@ -437,7 +443,7 @@ impl Agent {
         let mut unplaced = Vec::new();
         // Bounded so that the refill logic runs even under a flood.
         for _ in 0..512 {
-            let (n, from) = match self.sock.recv_from(&mut buf) {
+            let (n, from, ifindex) = match crate::net::recv_with_ifindex(&self.sock, &mut buf) {
                 Ok(r) => r,
                 Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => break,
                 Err(e) => {
@@ -446,7 +452,7 @@ impl Agent {
                     break;
                 }
             };
-            let SocketAddr::V4(from) = from else {
+            let Some(from) = from else {
                 self.stats.unexpected += 1;
                 continue;
             };
@@ -455,6 +461,11 @@ impl Agent {
                     if from.ip() != self.cfg.switch.ip() {
                         self.stats.foreign_refill += 1;
                         tracing::debug!(%from, "REFILL from an address other than the switch dropped");
+                        continue;
+                    }
+                    if self.uplink_ifindex.is_some_and(|up| ifindex != Some(up)) {
+                        self.stats.foreign_refill += 1;
+                        tracing::debug!(%from, ?ifindex, "REFILL arriving on an interface other than the uplink dropped");
                         continue;
                     }
                     self.socket_refills.frames += 1;
@@ -590,6 +601,7 @@ fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {
 fn bind(listen: SocketAddrV4) -> anyhow::Result<UdpSocket> {
     let sock = UdpSocket::bind(listen).with_context(|| format!("binding the agent's socket to {listen}"))?;
     crate::net::set_buffer_sizes(&sock, 4 << 20);
+    crate::net::enable_pktinfo(&sock).context("asking for the arrival interface of datagrams (IP_PKTINFO)")?;
     sock.set_nonblocking(true)?;
     Ok(sock)
 }

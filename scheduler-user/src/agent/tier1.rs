@@ -113,6 +113,24 @@ fn ensure_bpffs() -> Result<(), Option<anyhow::Error>> {
 }
 
 impl Tier1Config {
+    /// This configuration with the uplink's ifindex in the settings: the one interface
+    /// the program stores REFILL from (an executor behind another interface could forge
+    /// the switch's address). No uplink, or one that does not exist: REFILL is stored
+    /// from no interface, and reaches the agent's socket through the stack instead.
+    fn with_uplink_ifindex(&self) -> Tier1Config {
+        let mut cfg = self.clone();
+        let index = self.uplink.as_deref().and_then(|name| match crate::net::ifindex(name) {
+            Ok(i) => Some(i),
+            Err(e) => {
+                tracing::warn!(uplink = name, error = %e, "no such uplink interface: REFILL is stored from none");
+                None
+            }
+        });
+        cfg.settings.uplink_ifindex = [0; scheduler_common::maps::MAX_UPLINKS];
+        cfg.settings.uplink_ifindex[0] = index.unwrap_or(0);
+        cfg
+    }
+
     /// Every interface to attach to, executor-facing first, the uplink last, no repeats.
     fn interfaces(&self) -> Vec<(&str, Role)> {
         let mut v: Vec<(&str, Role)> = Vec::new();
@@ -152,6 +170,7 @@ fn warn_partial(iface: &str, role: Role, e: &anyhow::Error) {
 impl Tier1 {
     /// Brings tier 1 up as described in the module documentation.
     pub fn open(cfg: &Tier1Config) -> anyhow::Result<Tier1> {
+        let cfg = &cfg.with_uplink_ifindex();
         cfg.settings.validate()?;
         anyhow::ensure!(!cfg.ifaces.is_empty(), "at least one executor-facing interface is needed");
         let pins = PinDir::under(Path::new(PIN_ROOT), &cfg.pin_name)?;

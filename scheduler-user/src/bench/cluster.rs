@@ -125,8 +125,9 @@ impl Site {
 
     fn deploy_testbed(&self, layout: &Layout, level: Level, opts: &DeployOptions) -> anyhow::Result<Deployment> {
         let listen = SocketAddr::V4(layout.switch_socket());
+        let access = layout.access_rules();
         let switch = netns::run_in(&layout.switch_ns, move || {
-            switch::spawn(SwitchConfig { listen, ..SwitchConfig::default() })
+            switch::spawn(SwitchConfig { listen, access, ..SwitchConfig::default() })
         })?;
         let mut d = Deployment {
             requested: level,

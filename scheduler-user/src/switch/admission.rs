@@ -1,8 +1,10 @@
 //! Who may talk to the switch, checked after a message decodes and before it enters the
-//! pipeline (the P4 program's `acl_clients` and `acl_workers` tables do the same):
-//! SUBMIT only from allowed client prefixes; GET_TASK, REFILL_REQ and RETURN only from
-//! registered nodes (executors and host agents). And, where configured, a per-source
-//! rate limit on GET_TASK, so that one source flooding GET_TASK cannot take every task.
+//! pipeline: SUBMIT only from allowed client prefixes; REFILL_REQ and RETURN only from
+//! the host agents; GET_TASK only from the executors. Agents and executors are separate
+//! lists because a RETURN puts tasks into the queue in the name of the clients its
+//! entries name: an executor that could send one would queue forged work and aim
+//! QUEUE_FULL replies at any address. And, where configured, a per-source rate limit on
+//! GET_TASK, so that one source flooding GET_TASK cannot take every task.
 
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
@@ -15,14 +17,16 @@ use scheduler_common::{Ipv4Prefix, Op};
 pub struct AccessRules {
     /// Sources SUBMIT is accepted from.
     pub clients: Vec<Ipv4Prefix>,
-    /// Sources GET_TASK, REFILL_REQ and RETURN are accepted from.
-    pub nodes: Vec<Ipv4Prefix>,
+    /// Sources REFILL_REQ and RETURN are accepted from: the host agents.
+    pub agents: Vec<Ipv4Prefix>,
+    /// Sources GET_TASK is accepted from: the executors.
+    pub executors: Vec<Ipv4Prefix>,
 }
 
 impl Default for AccessRules {
     /// Open to every source, as a switch on loopback or a private test network needs.
     fn default() -> Self {
-        AccessRules { clients: vec![Ipv4Prefix::ANY], nodes: vec![Ipv4Prefix::ANY] }
+        AccessRules { clients: vec![Ipv4Prefix::ANY], agents: vec![Ipv4Prefix::ANY], executors: vec![Ipv4Prefix::ANY] }
     }
 }
 
@@ -37,13 +41,14 @@ impl AccessRules {
         let addr = src.ip().octets();
         match op {
             Op::Submit => listed(&self.clients, addr),
-            Op::GetTask | Op::RefillReq | Op::Return => listed(&self.nodes, addr),
+            Op::GetTask => listed(&self.executors, addr),
+            Op::RefillReq | Op::Return => listed(&self.agents, addr),
             _ => true,
         }
     }
 }
 
-/// Parses one prefix or address of `--allow-clients` or `--nodes`.
+/// Parses one prefix or address of `--allow-clients`, `--nodes`, `--agents` or `--executors`.
 pub fn parse_prefix(s: &str) -> Result<Ipv4Prefix, String> {
     Ipv4Prefix::parse(s).map_err(|e| format!("{s:?}: {e}"))
 }
@@ -112,17 +117,21 @@ mod tests {
     fn rules_follow_the_op() {
         let rules = AccessRules {
             clients: vec![parse_prefix("192.0.2.0/24").unwrap()],
-            nodes: vec![parse_prefix("198.51.100.7").unwrap(), parse_prefix("203.0.113.0/25").unwrap()],
+            agents: vec![parse_prefix("198.51.100.7").unwrap(), parse_prefix("203.0.113.0/25").unwrap()],
+            executors: vec![parse_prefix("203.0.113.128/25").unwrap()],
         };
         assert!(rules.admits(Op::Submit, at("192.0.2.9:1")));
         assert!(!rules.admits(Op::Submit, at("198.51.100.7:1")));
-        for op in [Op::GetTask, Op::RefillReq, Op::Return] {
+        for op in [Op::RefillReq, Op::Return] {
             assert!(rules.admits(op, at("198.51.100.7:9")) && rules.admits(op, at("203.0.113.127:9")));
             assert!(!rules.admits(op, at("198.51.100.8:9")) && !rules.admits(op, at("203.0.113.128:9")));
             assert!(!rules.admits(op, at("192.0.2.9:9")));
         }
+        // An executor may ask for work, never hand tasks in; an agent the reverse.
+        assert!(rules.admits(Op::GetTask, at("203.0.113.128:9")));
+        assert!(!rules.admits(Op::GetTask, at("198.51.100.7:9")) && !rules.admits(Op::GetTask, at("192.0.2.9:9")));
         assert!(AccessRules::default().admits(Op::Submit, at("1.2.3.4:5")));
-        let closed = AccessRules { clients: vec![], nodes: vec![] };
+        let closed = AccessRules { clients: vec![], agents: vec![], executors: vec![] };
         assert!(!closed.admits(Op::Submit, at("127.0.0.1:5")) && !closed.admits(Op::GetTask, at("127.0.0.1:5")));
     }
 

@@ -134,6 +134,7 @@ fn render(r: &SwitchReport) -> String {
          recirculations   {}\n\
          queue_full       {} replies, {} tasks\n\
          refills served   {} packets, {} tasks; returned tasks {}\n\
+         over credit      {} returned tasks bounced to their clients\n\
          malformed        {}\n",
         r.endpoint,
         r.interval_s,
@@ -154,6 +155,7 @@ fn render(r: &SwitchReport) -> String {
         counter(s, "/queue/refill_packets"),
         counter(s, "/queue/refill_tasks"),
         counter(s, "/queue/returned_tasks"),
+        counter(s, "/return_over_credit"),
         malformed,
     )
 }

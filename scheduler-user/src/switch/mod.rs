@@ -4,6 +4,7 @@
 //! snapshots of its counters.
 
 mod admission;
+mod credit;
 mod metrics;
 mod server;
 
@@ -19,6 +20,7 @@ use serde::Serialize;
 use crate::queue::{QueueConfig, QueueStats, Scheduler};
 
 pub use admission::{parse_prefix, AccessRules, GetTaskLimit};
+pub use credit::{ReturnCredit, CREDIT_SLOTS};
 pub use metrics::{run_stats, SwitchCli, SwitchCommand, SwitchStatsArgs};
 pub use server::{run_cli, SwitchArgs};
 
@@ -34,7 +36,7 @@ pub struct SwitchConfig {
     pub max_passes: u16,
     /// Datagrams per recvmmsg/sendmmsg call.
     pub batch: usize,
-    /// Which sources may SUBMIT, and which may GET_TASK, REFILL_REQ and RETURN.
+    /// Which sources may SUBMIT, which REFILL_REQ and RETURN, and which GET_TASK.
     pub access: AccessRules,
     /// GET_TASKs per second per source socket (0: no limit), and the burst allowed.
     pub get_task_rate: u32,
@@ -86,9 +88,15 @@ pub struct SwitchStats {
     /// Datagrams the kernel refused to send.
     pub send_failures: u64,
     /// Valid messages refused by the access rules, per origin op like `queue.cost`
-    /// (SUBMIT from outside the client prefixes; GET_TASK, REFILL_REQ, RETURN from
-    /// outside the registered nodes).
+    /// (SUBMIT from outside the client prefixes; REFILL_REQ and RETURN from outside the
+    /// agents; GET_TASK from outside the executors).
     pub refused: [u64; 4],
+    /// RETURN entries beyond their sender's credit (tasks tier 2 REFILLed to that address
+    /// minus tasks it RETURNed): not queued, each sent back to its client as QUEUE_FULL.
+    pub return_over_credit: u64,
+    /// REFILLs to an agent whose credit slot another address held (that address's credit
+    /// was dropped: see `switch::credit`).
+    pub credit_takeovers: u64,
     /// GET_TASKs over their source's rate limit, dropped (a flooding source cannot take
     /// every task).
     pub get_task_limited: u64,

@@ -5,19 +5,24 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use scheduler_common::{
-    decode, encode_assign, encode_noop, encode_queue_full, encode_refill, Entry, JobRef, Op, Requester, Task,
+    decode, encode_assign, encode_noop, encode_queue_full, encode_refill, Entry, Ipv4Prefix, JobRef, Message, Op,
+    Requester, Task,
 };
 
 use super::admission::{parse_prefix, AccessRules, GetTaskLimit};
+use super::credit::ReturnCredit;
 use super::{Shared, SwitchConfig, SwitchStats};
 use crate::net::Batch;
 use crate::queue::{origin_index, Scheduler, Sink};
 
-/// Encodes pipeline outputs straight into the send batch, flushing when it fills.
+/// Encodes pipeline outputs straight into the send batch, flushing when it fills; and
+/// credits every REFILL to the agent it goes to.
 struct UdpSink<'a> {
     tx: &'a mut Batch,
     sock: &'a UdpSocket,
     send_failures: &'a mut u64,
+    credit: &'a mut ReturnCredit,
+    credit_takeovers: &'a mut u64,
 }
 
 impl UdpSink<'_> {
@@ -44,8 +49,25 @@ impl Sink for UdpSink<'_> {
         self.push(to, |b| encode_queue_full(b, job, tasks).unwrap_or(0));
     }
     fn refill(&mut self, to: SocketAddrV4, entries: &[Entry]) {
+        if self.credit.grant(*to.ip(), entries.len() as u32) {
+            *self.credit_takeovers += 1;
+        }
         self.push(to, |b| encode_refill(b, entries).unwrap_or(0));
     }
+}
+
+/// The part of a RETURN from `src` that its credit covers (possibly none). Each entry
+/// beyond it goes back to its own client as QUEUE_FULL, as the pipeline bounces a RETURN
+/// entry it cannot queue.
+fn covered_by_credit<'m>(entries: &'m [Entry], src: SocketAddrV4, sink: &mut UdpSink, over: &mut u64) -> &'m [Entry] {
+    let covered = sink.credit.take(*src.ip(), entries.len() as u32) as usize;
+    for entry in &entries[covered..] {
+        let client = SocketAddrV4::new(entry.client_ip.into(), entry.client_port());
+        let job = JobRef::new(entry.uid(), entry.jid());
+        sink.queue_full(client, job, &[entry.task]);
+    }
+    *over += (entries.len() - covered) as u64;
+    &entries[..covered]
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
@@ -62,12 +84,19 @@ pub(super) fn packet_loop(
 ) -> anyhow::Result<()> {
     let mut rx = Batch::new(batch);
     let mut tx = Batch::new(batch);
+    let mut credit = ReturnCredit::default();
     let mut counters = SwitchStats { capacity: scheduler.pipeline().config().capacity, ..SwitchStats::default() };
     let mut last_publish = Instant::now();
     while !shared.stop.load(Ordering::Relaxed) {
         let n = rx.recv(&sock)?;
         counters.received += n as u64;
-        let mut sink = UdpSink { tx: &mut tx, sock: &sock, send_failures: &mut counters.send_failures };
+        let mut sink = UdpSink {
+            tx: &mut tx,
+            sock: &sock,
+            send_failures: &mut counters.send_failures,
+            credit: &mut credit,
+            credit_takeovers: &mut counters.credit_takeovers,
+        };
         let now = Instant::now();
         for i in 0..n {
             let (bytes, src) = rx.received(i);
@@ -86,6 +115,16 @@ pub(super) fn packet_loop(
                         counters.get_task_limited += 1;
                         continue;
                     }
+                    let msg = match msg {
+                        Message::Return(entries) => {
+                            let covered = covered_by_credit(entries, src, &mut sink, &mut counters.return_over_credit);
+                            if covered.is_empty() {
+                                continue;
+                            }
+                            Message::Return(covered)
+                        }
+                        other => other,
+                    };
                     if scheduler.handle(&msg, src, &mut sink).is_err() {
                         counters.wrong_direction += 1;
                     }
@@ -135,12 +174,21 @@ pub struct SwitchArgs {
     /// Other SUBMITs are dropped and counted (refused).
     #[arg(long, value_name = "CIDR,...", value_delimiter = ',', default_value = "0.0.0.0/0",
           value_parser = parse_prefix)]
-    pub allow_clients: Vec<scheduler_common::Ipv4Prefix>,
-    /// The registered nodes: sources GET_TASK, REFILL_REQ and RETURN are accepted from
-    /// (executors and host agents), as comma-separated IPv4 prefixes or addresses.
-    #[arg(long, value_name = "CIDR,...", value_delimiter = ',', default_value = "0.0.0.0/0",
-          value_parser = parse_prefix)]
-    pub nodes: Vec<scheduler_common::Ipv4Prefix>,
+    pub allow_clients: Vec<Ipv4Prefix>,
+    /// The registered nodes: both --agents and --executors at once, for a network where
+    /// agents and executors share addresses (the meaning this option always had). Either
+    /// of those, where given, replaces it for its own ops. Comma-separated IPv4 prefixes
+    /// or addresses; default: every source.
+    #[arg(long, value_name = "CIDR,...", value_delimiter = ',', value_parser = parse_prefix)]
+    pub nodes: Option<Vec<Ipv4Prefix>>,
+    /// The host agents: sources REFILL_REQ and RETURN are accepted from. A RETURN queues
+    /// tasks in its entries' clients' names, so executors must not be in this list.
+    /// Default: --nodes.
+    #[arg(long, value_name = "CIDR,...", value_delimiter = ',', value_parser = parse_prefix)]
+    pub agents: Option<Vec<Ipv4Prefix>>,
+    /// The executors: sources GET_TASK is accepted from. Default: --nodes.
+    #[arg(long, value_name = "CIDR,...", value_delimiter = ',', value_parser = parse_prefix)]
+    pub executors: Option<Vec<Ipv4Prefix>>,
     /// GET_TASKs per second one source (executor socket) may have served, with bursts
     /// of --get-task-burst; faster ones are dropped and counted, so one source cannot
     /// take every task. 0: no limit (a load generator multiplexing many executors over
@@ -157,18 +205,36 @@ pub struct SwitchArgs {
     pub metrics: String,
 }
 
+impl SwitchArgs {
+    /// The access rules the options describe: --agents and --executors, each defaulting
+    /// to --nodes, which defaults to every source.
+    pub fn access_rules(&self) -> AccessRules {
+        let nodes = self.nodes.clone().unwrap_or_else(|| vec![Ipv4Prefix::ANY]);
+        AccessRules {
+            clients: self.allow_clients.clone(),
+            agents: self.agents.clone().unwrap_or_else(|| nodes.clone()),
+            executors: self.executors.clone().unwrap_or(nodes),
+        }
+    }
+}
+
 pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
     let config = SwitchConfig {
         listen: args.listen,
         queue_capacity: args.queue_capacity,
         priorities: args.priorities,
         max_passes: args.max_passes,
-        access: AccessRules { clients: args.allow_clients.clone(), nodes: args.nodes.clone() },
+        access: args.access_rules(),
         get_task_rate: args.get_task_rate,
         get_task_burst: args.get_task_burst,
         ..SwitchConfig::default()
     };
-    tracing::info!(clients = ?config.access.clients, nodes = ?config.access.nodes, "access rules");
+    tracing::info!(
+        clients = ?config.access.clients,
+        agents = ?config.access.agents,
+        executors = ?config.access.executors,
+        "access rules"
+    );
     let handle = super::spawn(config)?;
     let _metrics = super::metrics::start(&args, &handle)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -191,6 +257,7 @@ pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
                         queue_full = now.queue.queue_full_tasks,
                         malformed = now.malformed_total(),
                         refused = now.refused.iter().sum::<u64>(),
+                        return_over_credit = now.return_over_credit,
                         get_task_limited = now.get_task_limited,
                         "switch"
                     );

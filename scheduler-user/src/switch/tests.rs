@@ -205,48 +205,64 @@ fn answered(s: &UdpSocket) -> bool {
     s.recv(&mut buf).is_ok()
 }
 
-/// SUBMIT only from the client prefixes, GET_TASK, REFILL_REQ and RETURN only from the
-/// registered nodes; each refusal counted under its op, and nothing refused is queued or
-/// answered. Loopback has all of 127/8, so each role gets its own source address.
+/// SUBMIT only from the client prefixes, REFILL_REQ and RETURN only from the agents,
+/// GET_TASK only from the executors; each refusal counted under its op, and nothing
+/// refused is queued or answered. Loopback has all of 127/8, so each role gets its own
+/// source address.
 #[test]
 fn access_rules_refuse_and_count_strangers() {
     let access = AccessRules {
         clients: vec![parse_prefix("127.0.0.2").unwrap()],
-        nodes: vec![parse_prefix("127.0.0.3/32").unwrap()],
+        agents: vec![parse_prefix("127.0.0.3/32").unwrap()],
+        executors: vec![parse_prefix("127.0.0.4/32").unwrap()],
     };
     let cfg =
         SwitchConfig { listen: "127.0.0.1:0".parse().unwrap(), queue_capacity: 64, access, ..SwitchConfig::default() };
     let sw = spawn(cfg).unwrap();
-    let (stranger, client, node) = (bound_to("127.0.0.1"), bound_to("127.0.0.2"), bound_to("127.0.0.3"));
+    let (stranger, client, agent, executor) =
+        (bound_to("127.0.0.1"), bound_to("127.0.0.2"), bound_to("127.0.0.3"), bound_to("127.0.0.4"));
     let mut buf = [0u8; MAX_MESSAGE_LEN];
     let mut task = Task { prio: 1, ..Task::default() };
     task.set_tid(1);
     let submit = encode_submit(&mut buf, JobRef::new(1, 1), 0, &[task]).unwrap();
     let submit = buf[..submit].to_vec();
+    let get_task = |seq| {
+        let mut b = [0u8; MAX_MESSAGE_LEN];
+        let n = encode_get_task(&mut b, 1, 0, Requester::new(1, 1, seq)).unwrap();
+        b[..n].to_vec()
+    };
+    let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(1, 16)).unwrap();
+    let refill_req = buf[..n].to_vec();
+    let n = encode_return(&mut buf, &[Entry::new(7, 7, task, [127, 0, 0, 2], 9)]).unwrap();
+    let forged_return = buf[..n].to_vec();
 
     // A stranger's SUBMIT is not queued and gets no QUEUE_FULL; its GET_TASK no answer.
     stranger.send_to(&submit, sw.local_addr()).unwrap();
-    let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 1)).unwrap();
-    stranger.send_to(&buf[..n], sw.local_addr()).unwrap();
+    stranger.send_to(&get_task(1), sw.local_addr()).unwrap();
     assert!(!answered(&stranger), "a stranger's GET_TASK is answered");
-    // A node may not SUBMIT either.
-    node.send_to(&submit, sw.local_addr()).unwrap();
-    let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(1, 16)).unwrap();
-    stranger.send_to(&buf[..n], sw.local_addr()).unwrap();
+    // Agents and executors may not SUBMIT either.
+    agent.send_to(&submit, sw.local_addr()).unwrap();
+    executor.send_to(&submit, sw.local_addr()).unwrap();
+    stranger.send_to(&refill_req, sw.local_addr()).unwrap();
     assert!(!answered(&stranger), "a stranger's REFILL_REQ is answered");
-    let entry = Entry::new(7, 7, task, [127, 0, 0, 2], 9);
-    let n = encode_return(&mut buf, &[entry]).unwrap();
-    stranger.send_to(&buf[..n], sw.local_addr()).unwrap();
+    // An executor may ask for work but not hand tasks in, nor ask for a host's batch.
+    executor.send_to(&refill_req, sw.local_addr()).unwrap();
+    assert!(!answered(&executor), "an executor's REFILL_REQ is answered");
+    stranger.send_to(&forged_return, sw.local_addr()).unwrap();
+    executor.send_to(&forged_return, sw.local_addr()).unwrap();
+    assert!(!answered(&client), "a refused RETURN bounced a QUEUE_FULL to the client it names");
+    // An agent does not take tasks one by one.
+    agent.send_to(&get_task(2), sw.local_addr()).unwrap();
+    assert!(!answered(&agent), "an agent's GET_TASK is answered");
     std::thread::sleep(Duration::from_millis(150));
     assert_eq!(sw.stats().queue_depth.iter().sum::<u32>(), 0, "a refused message queued a task");
 
-    // The client's SUBMIT queues; the node gets it, and its REFILL_REQ is answered.
+    // The client's SUBMIT queues; the executor gets it, and the agent's REFILL_REQ is answered.
     client.send_to(&submit, sw.local_addr()).unwrap();
     let mut assigned = false;
     for seq in 0..50 {
-        let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, seq)).unwrap();
-        node.send_to(&buf[..n], sw.local_addr()).unwrap();
-        let n = recv(&node, &mut buf);
+        executor.send_to(&get_task(seq), sw.local_addr()).unwrap();
+        let n = recv(&executor, &mut buf);
         if let Ok(Message::Assign(e)) = decode(&buf[..n]) {
             assert_eq!(e.task.tid(), 1);
             assigned = true;
@@ -254,18 +270,85 @@ fn access_rules_refuse_and_count_strangers() {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert!(assigned, "the registered node never got the client's task");
-    let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(1, 16)).unwrap();
-    node.send_to(&buf[..n], sw.local_addr()).unwrap();
-    let n = recv(&node, &mut buf);
+    assert!(assigned, "the registered executor never got the client's task");
+    agent.send_to(&refill_req, sw.local_addr()).unwrap();
+    let n = recv(&agent, &mut buf);
     assert!(matches!(decode(&buf[..n]), Ok(Message::Refill(_))));
 
     let stats = sw.shutdown().unwrap();
-    assert_eq!(stats.refused_of(Op::Submit), 2);
-    assert_eq!(stats.refused_of(Op::GetTask), 1);
-    assert_eq!(stats.refused_of(Op::RefillReq), 1);
-    assert_eq!(stats.refused_of(Op::Return), 1);
+    assert_eq!(stats.refused_of(Op::Submit), 3);
+    assert_eq!(stats.refused_of(Op::GetTask), 2);
+    assert_eq!(stats.refused_of(Op::RefillReq), 2);
+    assert_eq!(stats.refused_of(Op::Return), 2);
     assert_eq!(stats.queue.enqueued, 1);
+    assert_eq!(stats.return_over_credit, 0, "refused RETURNs never reach the credit");
+}
+
+/// An agent RETURNs at most what tier 2 REFILLed to it. Entries beyond its credit (here:
+/// a task forged in a victim client's name, then one more than it was given) are not
+/// queued: each goes back to the client it names as QUEUE_FULL, and is counted.
+#[test]
+fn a_return_beyond_the_agents_credit_goes_back_to_its_client() {
+    let sw = start(64);
+    let (victim, agent, executor) = (client_socket(), client_socket(), client_socket());
+    let SocketAddr::V4(victim_addr) = victim.local_addr().unwrap() else { unreachable!() };
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let task = |tid| {
+        let mut t = Task { prio: 1, ..Task::default() };
+        t.set_tid(tid);
+        t
+    };
+    let forged = Entry::new(66, 6, task(600), victim_addr.ip().octets(), victim_addr.port());
+
+    // With no credit, a forged RETURN queues nothing and the victim hears of it.
+    let n = encode_return(&mut buf, &[forged]).unwrap();
+    agent.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let n = recv(&victim, &mut buf);
+    match decode(&buf[..n]).unwrap() {
+        Message::QueueFull { job, tasks } => assert_eq!((job.uid(), job.jid(), tasks), (66, 6, &[task(600)][..])),
+        other => panic!("unexpected {other:?}"),
+    }
+
+    // The victim's two real tasks are REFILLed to the agent: its credit is 2.
+    let n = encode_submit(&mut buf, JobRef::new(1, 1), 0, &[task(1), task(2)]).unwrap();
+    victim.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let mut got: Vec<Entry> = Vec::new();
+    for _ in 0..100 {
+        let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(3, 16)).unwrap();
+        agent.send_to(&buf[..n], sw.local_addr()).unwrap();
+        let n = recv(&agent, &mut buf);
+        if let Ok(Message::Refill(entries)) = decode(&buf[..n]) {
+            got.extend_from_slice(entries);
+        }
+        if got.len() == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(got.len(), 2, "the agent got the two tasks");
+
+    // It returns both and the forged one: two queue again, the third bounces.
+    let n = encode_return(&mut buf, &[got[0], got[1], forged]).unwrap();
+    agent.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let n = recv(&victim, &mut buf);
+    assert!(matches!(decode(&buf[..n]), Ok(Message::QueueFull { tasks, .. }) if tasks == [task(600)]));
+    let mut assigned = Vec::new();
+    for seq in 0..100 {
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(3, 1, seq)).unwrap();
+        executor.send_to(&buf[..n], sw.local_addr()).unwrap();
+        let n = recv(&executor, &mut buf);
+        if let Ok(Message::Assign(e)) = decode(&buf[..n]) {
+            assigned.push(e.task.tid());
+        } else if assigned.len() == 2 {
+            break;
+        }
+    }
+    assigned.sort();
+    assert_eq!(assigned, [1, 2], "the returned tasks run; the forged one does not");
+    let stats = sw.shutdown().unwrap();
+    assert_eq!(stats.return_over_credit, 2);
+    assert_eq!(stats.queue.returned_tasks, 2);
+    assert_eq!(stats.queue_depth.iter().sum::<u32>(), 0);
 }
 
 /// One source flooding GET_TASK as fast as it can send, while another executor asks one

@@ -36,6 +36,8 @@ pub use cli::{run_cli, TestbedArgs};
 pub use services::ServicesConfig;
 
 use crate::netns;
+use crate::switch::AccessRules;
+use scheduler_common::Ipv4Prefix;
 
 /// The address block every testbed uses inside its namespaces.
 pub const SUBNET: &str = "10.77.0.0/16";
@@ -154,6 +156,28 @@ impl Layout {
     /// Where the switch listens.
     pub fn switch_socket(&self) -> SocketAddrV4 {
         SocketAddrV4::new(self.switch_addr, self.port)
+    }
+
+    /// Who may talk to the switch: each worker host's uplink address is an agent
+    /// (REFILL_REQ, RETURN); each worker's executor /24 holds its executors (GET_TASK),
+    /// and the hosts may send GET_TASK too (an agent in userspace fallback forwards its
+    /// executors' misses from its own address); clients from anywhere. An executor can
+    /// neither RETURN nor ask for a host's batch.
+    pub fn access_rules(&self) -> AccessRules {
+        let hosts = self.workers.iter().map(|w| Ipv4Prefix::of(w.uplink_addr.octets(), 32));
+        let executor_nets = self.workers.iter().map(|w| Ipv4Prefix::of(w.exec().addr.octets(), 24));
+        AccessRules {
+            clients: vec![Ipv4Prefix::ANY],
+            agents: hosts.clone().collect(),
+            executors: executor_nets.chain(hosts).collect(),
+        }
+    }
+
+    /// [`Layout::access_rules`] as `bolt switch` arguments.
+    pub fn switch_access_args(&self) -> Vec<String> {
+        let list = |ps: &[Ipv4Prefix]| ps.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",");
+        let rules = self.access_rules();
+        vec!["--agents".into(), list(&rules.agents), "--executors".into(), list(&rules.executors)]
     }
 
     /// Every namespace, switch first.
@@ -341,6 +365,32 @@ mod tests {
         assert!(Layout::plan("ok", 100, 1).is_err());
         assert!(Layout::plan("ok", 1, 9).is_err());
         assert!(Layout::plan("1ab", 1, 1).is_err());
+    }
+
+    #[test]
+    fn the_switch_takes_refills_and_returns_from_hosts_and_get_task_from_executors() {
+        use scheduler_common::Op;
+        let l = Layout::plan("acl", 2, 2).unwrap();
+        let rules = l.access_rules();
+        for w in &l.workers {
+            let host = SocketAddrV4::new(w.uplink_addr, 7171);
+            assert!(rules.admits(Op::RefillReq, host) && rules.admits(Op::Return, host));
+            assert!(rules.admits(Op::GetTask, host), "a userspace agent forwards GET_TASK");
+            for e in &w.executors {
+                let exec = SocketAddrV4::new(e.addr, 40000);
+                assert!(rules.admits(Op::GetTask, exec));
+                assert!(!rules.admits(Op::Return, exec) && !rules.admits(Op::RefillReq, exec));
+            }
+        }
+        assert_eq!(
+            l.switch_access_args(),
+            [
+                "--agents",
+                "10.77.1.2/32,10.77.2.2/32",
+                "--executors",
+                "10.77.101.0/24,10.77.102.0/24,10.77.1.2/32,10.77.2.2/32"
+            ]
+        );
     }
 
     #[test]

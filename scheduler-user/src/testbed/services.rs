@@ -49,6 +49,7 @@ pub fn start(layout: &Layout, cfg: &ServicesConfig) -> anyhow::Result<()> {
 
 fn start_all(layout: &Layout, cfg: &ServicesConfig, dir: &Path) -> anyhow::Result<()> {
     let mut args = vec!["switch".to_string(), "--listen".into(), layout.switch_socket().to_string()];
+    args.extend(layout.switch_access_args());
     args.extend(cfg.switch_args.iter().cloned());
     let pid = spawn(&layout.name, &layout.switch_ns, &cfg.bolt, &args, dir, "switch")?;
     wait_until(

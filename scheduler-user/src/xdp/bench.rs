@@ -107,6 +107,7 @@ pub fn run(opts: BenchOptions) -> anyhow::Result<XdpBenchReport> {
     let capacity = u32::try_from(per_ring).context("repeat × batch too large for one ring")?;
     let refill_xdp = BoltXdp::load(&XdpSettings {
         switch_addr: Some(*switch_leg.src.ip()),
+        uplink_ifindex: super::settings::TEST_RUN_UPLINK,
         ring_capacity: capacity.max(1),
         low_watermark: 0,
         ..Default::default()
@@ -139,6 +140,7 @@ pub fn run(opts: BenchOptions) -> anyhow::Result<XdpBenchReport> {
     // Hit: fill ring 1 by REFILL (one repeated call), then one GET_TASK per call.
     let hit_xdp = BoltXdp::load(&XdpSettings {
         switch_addr: Some(switch),
+        uplink_ifindex: super::settings::TEST_RUN_UPLINK,
         ring_capacity: opts.repeat.next_multiple_of(MAX_LIST as u32),
         ..Default::default()
     })?;

@@ -24,5 +24,5 @@ pub use loader::{AttachMode, BoltXdp};
 pub use object::XDP_OBJECT;
 pub use pin::{is_bpffs, PinDir};
 pub use rings::{PushError, XdpMaps};
-pub use settings::XdpSettings;
+pub use settings::{XdpSettings, LOOPBACK_IFINDEX, TEST_RUN_UPLINK};
 pub use test_run::{run_frame, FrameRun, Verdict};

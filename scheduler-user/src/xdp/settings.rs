@@ -3,7 +3,9 @@
 use std::net::Ipv4Addr;
 
 use scheduler_common::{
-    maps::{XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, RING_COUNT},
+    maps::{
+        XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, MAX_UPLINKS, RING_COUNT,
+    },
     Ipv4Prefix, DEFAULT_PORT, DEFAULT_PRIORITIES,
 };
 
@@ -30,7 +32,22 @@ pub struct XdpSettings {
     pub log_level: u8,
     /// Sources GET_TASK is answered from (the node's executors); others are dropped.
     pub executors: Ipv4Prefix,
+    /// Interfaces (ifindex, 0 = none) REFILL is accepted on: the uplinks. Default: none,
+    /// so REFILL is stored by no interface until the loader names the uplink. A frame run
+    /// with BPF_PROG_TEST_RUN arrives on the loopback interface, [`LOOPBACK_IFINDEX`].
+    pub uplink_ifindex: [u32; MAX_UPLINKS],
 }
+
+/// The ifindex of `lo` in every network namespace.
+pub const LOOPBACK_IFINDEX: u32 = 1;
+
+/// [`XdpSettings::uplink_ifindex`] for frames run with BPF_PROG_TEST_RUN, which arrive on
+/// the loopback interface: REFILL run that way is stored.
+pub const TEST_RUN_UPLINK: [u32; MAX_UPLINKS] = {
+    let mut u = [0; MAX_UPLINKS];
+    u[0] = LOOPBACK_IFINDEX;
+    u
+};
 
 impl Default for XdpSettings {
     fn default() -> Self {
@@ -45,6 +62,7 @@ impl Default for XdpSettings {
             event_interval_ns: DEFAULT_EVENT_INTERVAL_NS,
             log_level: 0,
             executors: Ipv4Prefix::ANY,
+            uplink_ifindex: [0; MAX_UPLINKS],
         }
     }
 }
@@ -77,6 +95,7 @@ impl XdpSettings {
             low_watermark: self.low_watermark,
             executor_net: self.executors.network(),
             event_interval_ns: self.event_interval_ns,
+            uplink_ifindex: self.uplink_ifindex,
         }
     }
 }
