@@ -1123,14 +1123,9 @@ fn the_agent_reopening_pinned_rings_sees_the_tasks_they_hold() {
     if !can_pin() {
         return;
     }
-    // Under the agents' pin root, as `bolt agent --unload` finds it.
-    let name = unique_name("bt");
-    let pins = PinGuard(PinDir::under(std::path::Path::new(scheduler_common::maps::PIN_ROOT), &name).unwrap());
     let settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(Ipv4Addr::LOCALHOST), ..Default::default() };
-    {
-        let mut xdp = BoltXdp::load_pinned(&settings, &pins.0).unwrap();
-        xdp.maps_mut().push(&entry(1, 1, 0)).unwrap();
-    }
+    let (name, pins) = agent_pins(&settings);
+    XdpMaps::open_pinned(&pins.0).unwrap().push(&entry(1, 1, 0)).unwrap();
     skew_reservation(&pins.0, 3);
     let switch = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let std::net::SocketAddr::V4(to) = switch.local_addr().unwrap() else { unreachable!() };
@@ -1237,4 +1232,98 @@ fn a_task_no_queue_takes_back_reaches_the_agent() {
     let mut expected: Vec<u32> = (1..=1 + raw_pushed).collect();
     expected.push(1000);
     assert_eq!(seen, expected, "a task vanished (or was duplicated)");
+}
+
+/// An agent (on rings pinned under the agents' root, as `--unload` opens them) run for
+/// `for_ms`, keeping the program attached when it stops.
+fn run_agent_on_pins(
+    name: &str,
+    switch: SocketAddrV4,
+    listen: SocketAddrV4,
+    for_ms: u64,
+) -> anyhow::Result<scheduler_user::agent::AgentStats> {
+    use scheduler_user::agent::{Agent, StopMode};
+    let mut agent = Agent::for_pinned(name, Some(switch), Some(listen))?;
+    let until = Instant::now() + Duration::from_millis(for_ms);
+    let stop = || (Instant::now() >= until).then_some(StopMode::KeepAttached);
+    let mode = agent.run(&stop, Duration::from_millis(20), &mut |_| {})?;
+    agent.finish(mode)
+}
+
+/// Pins a program under the agents' root with the given settings.
+fn agent_pins(settings: &XdpSettings) -> (String, PinGuard) {
+    let name = unique_name("bt");
+    let pins = PinGuard(PinDir::under(std::path::Path::new(scheduler_common::maps::PIN_ROOT), &name).unwrap());
+    BoltXdp::load_pinned(settings, &pins.0).unwrap();
+    (name, pins)
+}
+
+/// A free loopback port for the agent's socket.
+fn free_loopback_port() -> SocketAddrV4 {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let std::net::SocketAddr::V4(a) = s.local_addr().unwrap() else { unreachable!() };
+    a
+}
+
+#[test]
+fn a_map_error_in_the_agent_costs_only_its_task_which_goes_back_to_tier_two() {
+    if !can_pin() {
+        return;
+    }
+    use aya::maps::{Array, Map, MapData};
+    use scheduler_common::maps::{XdpConfig, CONFIG_MAP};
+    let settings = XdpSettings { port: PORT, node: NODE, ring_capacity: 1, ..Default::default() };
+    let (name, pins) = agent_pins(&settings);
+    // The configuration claims more room than the maps have: the second push into ring 1
+    // fails in the kernel (E2BIG), a map error rather than a full ring.
+    let mut config: Array<MapData, XdpConfig> =
+        Array::try_from(Map::Array(MapData::from_pin(pins.0.map(CONFIG_MAP)).unwrap())).unwrap();
+    let mut c = config.get(&0, 0).unwrap();
+    c.ring_capacity = 8;
+    config.set(0, c, 0).unwrap();
+    let switch = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    switch.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let std::net::SocketAddr::V4(switch_addr) = switch.local_addr().unwrap() else { unreachable!() };
+    let listen = free_loopback_port();
+    let batch: Vec<Entry> = (1..=3).map(|t| entry(t, 1, 0)).collect();
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_refill(&mut buf, &batch).unwrap();
+    let sender = std::thread::spawn({
+        let switch = switch.try_clone().unwrap();
+        move || {
+            std::thread::sleep(Duration::from_millis(100));
+            switch.send_to(&buf[..n], listen).unwrap();
+        }
+    });
+    let stats = run_agent_on_pins(&name, switch_addr, listen, 400).expect("the agent keeps running");
+    sender.join().unwrap();
+    assert_eq!((stats.ring_errors, stats.queued[0], stats.returned_tasks), (2, 1, 2), "{stats:?}");
+    // Tasks 2 and 3 came back in a RETURN (REFILL_REQs may come first).
+    let mut got = [0u8; 2048];
+    let returned = loop {
+        let (n, _) = switch.recv_from(&mut got).expect("a RETURN");
+        if let Ok(scheduler_common::Message::Return(entries)) = scheduler_common::decode(&got[..n]) {
+            break entries.iter().map(tid).collect::<Vec<_>>();
+        }
+    };
+    assert_eq!(returned, [2, 3]);
+}
+
+#[test]
+fn overflow_tasks_stay_in_the_pinned_queue_until_their_return_is_sent() {
+    if !can_pin() {
+        return;
+    }
+    use aya::maps::{Map, MapData, Queue};
+    let settings = XdpSettings { port: PORT, node: NODE, ..Default::default() };
+    let (name, pins) = agent_pins(&settings);
+    let mut overflow: Queue<MapData, Entry> =
+        Queue::try_from(Map::Queue(MapData::from_pin(pins.0.map("BOLT_OVERFLOW")).unwrap())).unwrap();
+    overflow.push(entry(7, 1, 0), 0).unwrap();
+    // A switch address the socket refuses to send to (broadcast without SO_BROADCAST):
+    // every RETURN fails, as it would for an agent killed before sending.
+    let stats = run_agent_on_pins(&name, SocketAddrV4::new(Ipv4Addr::BROADCAST, PORT), free_loopback_port(), 200)
+        .expect("the agent runs");
+    assert!(stats.return_errors > 0, "{stats:?}");
+    assert_eq!(overflow.pop(0).ok().map(|e| tid(&e)), Some(7), "the unsent task left the pinned overflow queue");
 }
