@@ -357,6 +357,16 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// [`Outcome::assert_exactly_once`], and nothing was lost on the way: no task timed
+    /// out, none was resubmitted. For faults the design promises to absorb without loss.
+    pub fn assert_nothing_lost(&self, what: &str) {
+        self.assert_exactly_once(what);
+        let s = &self.summary;
+        assert_eq!((s.resubmitted, s.timeouts), (0, 0), "{what}: tasks were lost and resubmitted: {s:?}");
+    }
+}
+
 /// `ip` and `nft` exist and we are root: what the cluster tests need.
 pub fn cluster_can_run() -> bool {
     crate::require(
