@@ -233,7 +233,7 @@ pub fn dump(pin_name: &str, dir: &PinDir, name: &str) -> anyhow::Result<MapDump>
         RING_STATE_MAP => MapDump::RingState { map, pin_name, reserved: maps.occupancy().to_vec() },
         CONFIG_MAP => MapDump::Config { map, pin_name, config: ConfigView::of(&maps.config()?) },
         OVERFLOW_MAP => anyhow::bail!(
-            "{OVERFLOW_MAP} is a queue the agent empties as it fills; it cannot be read without taking tasks out"
+            "{OVERFLOW_MAP} is a queue the agent empties as it fills; `ring show` counts what went through it"
         ),
         EVENTS_MAP => {
             anyhow::bail!("{EVENTS_MAP} is a ring buffer the agent consumes; reading it would take its events")
