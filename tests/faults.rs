@@ -15,6 +15,8 @@
 //! - `bolt agent` killed with SIGKILL and restarted mid-workload: nothing lost (the
 //!   pinned rings survive and the program keeps serving them);
 //! - an executor process killed mid-task: completion (the client's timeout resubmits);
+//! - ASSIGNs dropped on the executors' links (5 %), exactly-once tasks: completion through
+//!   resubmission, and no task runs twice;
 //! - a QUEUE_FULL storm, more clients submitting at once than the queue holds: nothing
 //!   lost (every task the switch cannot queue goes back to its client).
 //!
@@ -163,6 +165,28 @@ fn an_executor_killed_mid_task_is_covered_by_the_client_timeout() {
     let outcome = join(client).expect("client");
     outcome.assert_exactly_once("executor SIGKILL mid-task");
     assert!(outcome.summary.resubmitted > 0, "no task was resubmitted: was none running at the kill?");
+}
+
+/// Tier 1 releases a task's slot when it transmits the ASSIGN: an ASSIGN dropped on the
+/// executor's link is lost to the tiers, and the client's timeout resubmits the task.
+/// With exactly-once, that resubmission (and any stale copy) must not make it run twice.
+#[test]
+fn dropped_assigns_are_resubmitted_and_an_exactly_once_task_still_runs_once() {
+    if !cluster_can_run() {
+        return;
+    }
+    let c = cluster(&[], 4);
+    let executor_ns: Vec<String> = c.worker().executors.iter().map(|l| l.ns.clone()).collect();
+    let faults = Impairment::drop_assigns(&executor_ns, 50).expect("nftables rules");
+    let mut work = Workload::new(100, 16, Duration::from_millis(10), Handler::Noop, Duration::from_millis(300));
+    work.exactly_once = true;
+    let outcome = join(c.client(work)).expect("client");
+    let (dropped, _) = faults.counts();
+    println!("5 % of ASSIGNs dropped at the executors: {dropped} dropped");
+    assert!(dropped > 0, "no ASSIGN was dropped");
+    outcome.assert_exactly_once("ASSIGNs dropped, exactly-once tasks");
+    assert!(outcome.summary.resubmitted > 0, "a dropped ASSIGN was not resubmitted: {:?}", outcome.summary);
+    assert_eq!(outcome.summary.duplicates, 0, "an exactly-once task ran twice: {:?}", outcome.summary);
 }
 
 #[test]
