@@ -68,18 +68,11 @@ impl Rig {
 
     /// The switch → node leg (switch port 7171 to the node's Bolt port).
     fn switch_to_node(&self) -> Endpoints {
-        Endpoints {
-            src_mac: [0x02, 0, 0, 0, 0, 0x01],
-            dst_mac: [0x02, 0, 0, 0, 0, 0x0b],
-            src: SocketAddrV4::new(self.switch, PORT),
-            dst: SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 20), PORT),
-        }
+        switch_to_node(self.switch)
     }
 
     fn refill_frame(&self, entries: &[Entry]) -> Vec<u8> {
-        let mut buf = [0u8; MAX_MESSAGE_LEN];
-        let n = encode_refill(&mut buf, entries).unwrap();
-        udp_frame(&self.switch_to_node(), Ipv4Fields::default(), &buf[..n])
+        refill_frame(self.switch, entries)
     }
 
     /// Sends a GET_TASK and returns the assigned entry, or None on a pass.
@@ -91,6 +84,22 @@ impl Rig {
             v => panic!("GET_TASK verdict {v:?}"),
         }
     }
+}
+
+/// The switch → node leg (switch port 7171 to the node's Bolt port).
+fn switch_to_node(switch: Ipv4Addr) -> Endpoints {
+    Endpoints {
+        src_mac: [0x02, 0, 0, 0, 0, 0x01],
+        dst_mac: [0x02, 0, 0, 0, 0, 0x0b],
+        src: SocketAddrV4::new(switch, PORT),
+        dst: SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 20), PORT),
+    }
+}
+
+fn refill_frame(switch: Ipv4Addr, entries: &[Entry]) -> Vec<u8> {
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_refill(&mut buf, entries).unwrap();
+    udp_frame(&switch_to_node(switch), Ipv4Fields::default(), &buf[..n])
 }
 
 fn get_task_frame(exec: &Endpoints, prio: u8, rsrc: u8, node: u16, seq: u32) -> Vec<u8> {
@@ -1116,6 +1125,67 @@ fn reopening_pinned_rings_recounts_what_a_killed_process_left_wrong() {
     skew_reservation(&guard.0, -1);
     assert_eq!(reopened.recount_reservations(settings.levels).unwrap()[0], 1);
     assert_eq!(reopened.occupancy()[0], 1);
+}
+
+/// The recount runs while REFILL frames arrive and executors take tasks: afterwards the
+/// counts match the rings exactly and every task is found once.
+#[test]
+fn recounting_while_the_program_serves_keeps_every_task_and_an_exact_count() {
+    if !can_pin() {
+        return;
+    }
+    let (exec, switch) = sample_endpoints(PORT);
+    let settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(switch), ..Default::default() };
+    let (mut xdp, guard, mut maps) = pinned_rig(&settings, 1..=50);
+    skew_reservation(&guard.0, 3);
+    let (program, _) = xdp.parts().unwrap();
+    let (mut taken, mut bounced) = (Vec::new(), Vec::new());
+    let mut corrections = [0; scheduler_common::maps::RING_COUNT];
+    let (started, recounted) = (AtomicBool::new(false), AtomicBool::new(false));
+    let mut frames = 0u32;
+    std::thread::scope(|s| {
+        let serving = s.spawn(|| {
+            let request = get_task_frame(&exec, 1, 0b11, NODE, 1);
+            for f in 0..20_000u32 {
+                started.store(true, Ordering::Release);
+                if recounted.load(Ordering::Acquire) {
+                    break;
+                }
+                frames = f + 1;
+                let batch: Vec<Entry> = (0..4).map(|i| entry(1000 + 4 * f + i, 1, 0)).collect();
+                let r = run_frame(program, &refill_frame(switch, &batch), 1).unwrap();
+                if r.verdict == Verdict::Tx {
+                    bounced.extend(returned_entries(&r.frame).iter().map(tid));
+                }
+                let r = run_frame(program, &request, 1).unwrap();
+                if r.verdict == Verdict::Tx {
+                    taken.push(tid(&assigned_entry(&r.frame)));
+                }
+            }
+        });
+        while !started.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        corrections = maps.recount_reservations(settings.levels).unwrap();
+        recounted.store(true, Ordering::Release);
+        serving.join().unwrap();
+    });
+    let c = maps.counters().unwrap();
+    println!(
+        "{frames} REFILL frames during the recount, {} tasks to overflow while producers paused",
+        c.get(Counter::Overflow)
+    );
+    assert!(c.get(Counter::Overflow) > 0, "no REFILL arrived while the ring was paused");
+    assert_eq!(corrections[0], -3, "the skew, and only the skew, was corrected");
+    let mut found: Vec<u32> = std::iter::from_fn(|| maps.pop_overflow().unwrap()).map(|e| tid(&e)).collect();
+    found.extend(std::iter::from_fn(|| maps.pop(1).unwrap()).map(|e| tid(&e)));
+    assert_eq!(maps.peek_ring(1).unwrap(), None, "the count fell below the ring's contents");
+    assert_eq!(maps.occupancy()[0], 0, "the count exceeds the ring's contents");
+    found.extend(taken);
+    found.extend(bounced);
+    found.sort_unstable();
+    let expected: Vec<u32> = (1..=50).chain(1000..1000 + 4 * frames).collect();
+    assert_eq!(found, expected);
 }
 
 #[test]

@@ -215,8 +215,9 @@ impl XdpMaps {
     /// 2. every task is popped, keeping its slot, and after a pause that lets program runs
     ///    in flight end, popped again until the ring stays empty;
     /// 3. with the ring empty and its tasks held here, what the count holds beyond them
-    ///    is the error: the tasks are pushed back in their order and the count lowered by
-    ///    `PAUSE` plus the error.
+    ///    (the lowest of a few reads, so that a refused REFILL's passing reservation does
+    ///    not count) is the error: the tasks are pushed back in their order and the count
+    ///    lowered by `PAUSE` plus the error.
     ///
     /// Returns the correction of each ring (index 0 = priority 1). Not for a ring some
     /// other process is pushing to or popping from at the same time.
@@ -245,7 +246,16 @@ impl XdpMaps {
                     }
                 }
             }
-            let error = slot.load(Ordering::Acquire) - PAUSE - held.len() as i64;
+            // A REFILL refused meanwhile adds its batch and takes it back at once: the
+            // lowest of a few reads is the count without such a passing reservation.
+            let settled = (0..3)
+                .map(|_| {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                    slot.load(Ordering::Acquire)
+                })
+                .min()
+                .unwrap_or(PAUSE);
+            let error = settled - PAUSE - held.len() as i64;
             let mut unplaced = 0i64;
             for e in &held {
                 // The ring held these a moment ago and nothing else pushes: they fit.
