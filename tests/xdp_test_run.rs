@@ -20,6 +20,7 @@ use scheduler_common::{
     maps::{Counter, EVENT_EMPTY, EVENT_LOW_WATERMARK},
     Entry, Header, Ipv4Prefix, JobRef, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
 };
+use scheduler_user::agent::StopMode;
 use scheduler_user::xdp::{
     frames::{fix_ipv4_checksum, sample_endpoints, udp_frame, Endpoints, Ipv4Fields, ETH_LEN, PAYLOAD_OFF},
     is_bpffs, run_frame, AttachMode, BoltXdp, CounterSnapshot, PinDir, Verdict, XdpMaps, XdpSettings,
@@ -1305,17 +1306,18 @@ fn a_task_no_queue_takes_back_reaches_the_agent() {
 }
 
 /// An agent (on rings pinned under the agents' root, as `--unload` opens them) run for
-/// `for_ms`, keeping the program attached when it stops.
+/// `for_ms`, then stopped as `mode` says.
 fn run_agent_on_pins(
     name: &str,
     switch: SocketAddrV4,
     listen: SocketAddrV4,
     for_ms: u64,
+    mode: StopMode,
 ) -> anyhow::Result<scheduler_user::agent::AgentStats> {
-    use scheduler_user::agent::{Agent, StopMode};
+    use scheduler_user::agent::Agent;
     let mut agent = Agent::for_pinned(name, Some(switch), Some(listen))?;
     let until = Instant::now() + Duration::from_millis(for_ms);
-    let stop = || (Instant::now() >= until).then_some(StopMode::KeepAttached);
+    let stop = || (Instant::now() >= until).then_some(mode);
     let mode = agent.run(&stop, Duration::from_millis(20), &mut |_| {})?;
     agent.finish(mode)
 }
@@ -1365,7 +1367,8 @@ fn a_map_error_in_the_agent_costs_only_its_task_which_goes_back_to_tier_two() {
             switch.send_to(&buf[..n], listen).unwrap();
         }
     });
-    let stats = run_agent_on_pins(&name, switch_addr, listen, 400).expect("the agent keeps running");
+    let stats =
+        run_agent_on_pins(&name, switch_addr, listen, 400, StopMode::KeepAttached).expect("the agent keeps running");
     sender.join().unwrap();
     assert_eq!((stats.ring_errors, stats.queued[0], stats.returned_tasks), (2, 1, 2), "{stats:?}");
     // Tasks 2 and 3 came back in a RETURN (REFILL_REQs may come first).
@@ -1387,13 +1390,21 @@ fn overflow_tasks_stay_in_the_pinned_queue_until_their_return_is_sent() {
     use aya::maps::{Map, MapData, Queue};
     let settings = XdpSettings { port: PORT, node: NODE, ..Default::default() };
     let (name, pins) = agent_pins(&settings);
-    let mut overflow: Queue<MapData, Entry> =
+    let mut raw: Queue<MapData, Entry> =
         Queue::try_from(Map::Queue(MapData::from_pin(pins.0.map("BOLT_OVERFLOW")).unwrap())).unwrap();
-    overflow.push(entry(7, 1, 0), 0).unwrap();
+    raw.push(entry(7, 1, 0), 0).unwrap();
+    // Opened before the agents run: it reads the queue even if its pins are removed.
+    let maps = XdpMaps::open_pinned(&pins.0).unwrap();
+    let head = || maps.peek_overflow().unwrap().map(|e| tid(&e));
     // A switch address the socket refuses to send to (broadcast without SO_BROADCAST):
     // every RETURN fails, as it would for an agent killed before sending.
-    let stats = run_agent_on_pins(&name, SocketAddrV4::new(Ipv4Addr::BROADCAST, PORT), free_loopback_port(), 200)
-        .expect("the agent runs");
+    let refused = SocketAddrV4::new(Ipv4Addr::BROADCAST, PORT);
+    let stats = run_agent_on_pins(&name, refused, free_loopback_port(), 200, StopMode::KeepAttached).expect("runs");
     assert!(stats.return_errors > 0, "{stats:?}");
-    assert_eq!(overflow.pop(0).ok().map(|e| tid(&e)), Some(7), "the unsent task left the pinned overflow queue");
+    assert_eq!(head(), Some(7), "the unsent task left the pinned overflow queue");
+    // A drain that cannot send keeps the pins, which still hold the task.
+    let stats = run_agent_on_pins(&name, refused, free_loopback_port(), 50, StopMode::Drain).expect("drains");
+    assert!(stats.return_errors > 0, "{stats:?}");
+    assert!(pins.0.path().exists(), "the drain removed the pins of a task it could not return");
+    assert_eq!(head(), Some(7), "the unsent task left the pinned overflow queue");
 }

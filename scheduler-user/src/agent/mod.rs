@@ -263,7 +263,12 @@ impl Agent {
                 || self.refill.waiting()
                 || self.refill.next_deadline(now).is_some_and(|d| now >= d)
             {
-                self.step_refill(now)?;
+                if let Err(e) = self.step_refill(now) {
+                    // The counters map could not be read: refilling waits for the next
+                    // turn; the queued tasks and the drain at the end do not depend on it.
+                    self.stats.ring_errors += 1;
+                    tracing::warn!(error = format!("{e:#}"), "refill step failed");
+                }
                 if now >= next_check {
                     next_check = now + self.cfg.check_interval;
                 }
@@ -311,7 +316,7 @@ impl Agent {
         let deadline = Instant::now() + policy.answer_timeout + policy.settle;
         while self.refill.waiting() && Instant::now() < deadline {
             self.receive();
-            let progress = self.progress()?;
+            let Ok(progress) = self.progress() else { break };
             self.refill.poll(Instant::now(), &full, progress);
             std::thread::sleep(refill::POLL_WHILE_WAITING);
         }
@@ -335,6 +340,16 @@ impl Agent {
         self.returner.flush(&self.sock);
         self.stats.drained += drained;
         if let Some(pins) = &self.tier1.pins {
+            if !self.tier1.rings.is_empty() {
+                // A RETURN that could not be sent or a ring that could not be popped:
+                // the pins are what still holds those tasks.
+                tracing::error!(
+                    pins = %pins.path().display(),
+                    "tasks are left in the pinned rings; the pins stay (`bolt agent --iface {} --unload` returns them)",
+                    self.cfg.tier1.pin_name
+                );
+                return Ok(());
+            }
             BoltXdp::unload_pinned(pins).context("removing the pins")?;
         }
         tracing::info!(

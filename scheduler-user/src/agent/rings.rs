@@ -69,6 +69,18 @@ impl Rings {
         }
     }
 
+    /// True when no ring and no overflow queue holds a task (read in place; a ring or
+    /// queue that cannot be read counts as holding some).
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Rings::Bpf(maps) => {
+                matches!(maps.peek_overflow(), Ok(None))
+                    && (1..=self.levels()).all(|p| matches!(maps.peek_ring(p), Ok(None)))
+            }
+            Rings::Memory(m) => m.rings.iter().all(|r| r.is_empty()),
+        }
+    }
+
     /// Tasks queued over all rings.
     pub fn total(&self) -> i64 {
         self.occupancy().iter().map(|&r| r.max(0)).sum()
