@@ -332,12 +332,6 @@ impl Workload {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         runtime.block_on(async move {
             let mut cfg = ClientConfig::new(switch);
-            // The address the switch sees SUBMIT from, and so the one in every ENTRY: an
-            // executor takes a CLAIM_REPLY only from the address it sent the CLAIM to, and
-            // an unbound socket would answer from the interface facing the executor.
-            if let SocketAddr::V4(s) = switch {
-                cfg.bind = Some(SocketAddr::V4(std::net::SocketAddrV4::new(*s.ip(), 0)));
-            }
             cfg.tracker.task_timeout = self.task_timeout;
             cfg.tracker.max_attempts = self.max_attempts;
             cfg.tracker.window = 1 << 16;
