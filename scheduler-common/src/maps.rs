@@ -231,7 +231,7 @@ counters! {
     Events = 29, "events", "Events written to the event ring buffer.";
     EventsLost = 30, "events_lost", "Events not written because the ring buffer was full.";
     RingErrors = 31, "ring_errors", "Queue helper failures other than full or empty.";
-    AdjustFailed = 32, "adjust_failed", "bpf_xdp_adjust_tail/head failures (request passed on, task kept).";
+    AdjustFailed = 32, "adjust_failed", "bpf_xdp_adjust_tail failures: a GET_TASK passed on with its task kept, or a bounced RETURN sent with padding.";
     ForeignGetTask = 33, "foreign_get_task", "GET_TASK from a source outside the executor prefix, dropped.";
     Rescued = 34, "rescued", "Popped tasks that fit neither their ring nor the overflow queue, handed to the agent as an event.";
 }
