@@ -1,6 +1,8 @@
 //! The Bolt XDP program run in the kernel on crafted frames (BPF_PROG_TEST_RUN): GET_TASK
-//! hits and misses, priority search, resource matching, REFILL ingest, overflow, hostile
-//! and malformed input, events, pinning, and many CPUs popping at once.
+//! hits and misses, priority search, resource matching, REFILL ingest, overflow, bounce
+//! and rescue, hostile and malformed input, events, pinning, many CPUs ingesting and
+//! popping at once; and what the agent and `bolt map dump` do to pinned rings (map
+//! errors, unsent RETURNs, reservation recount, reading a ring in place).
 //!
 //! Needs root (CAP_BPF, CAP_NET_ADMIN): skipped without, failed without under CI=true.
 
