@@ -429,18 +429,17 @@ fn inspection_of_a_live_node() {
     assert_eq!(names, STATE_MAPS);
     let ring = bolt_json(Command::new(BOLT).args(["-j", "map", "dump", "bolt_ring_1", "--iface", &pin]));
     assert_schema("map dump", &ring);
+    // The ring's head only: a queue map is readable in place there and nowhere else.
     let listed = ring["tasks"].as_array().unwrap();
-    assert_eq!(listed.len() as i64, queued, "{ring}");
+    assert_eq!(listed.len(), 1, "{ring}");
     assert_eq!(ring["reserved"].as_i64(), Some(queued));
-    let tids: BTreeSet<u64> = listed.iter().map(|t| t["tid"].as_u64().unwrap()).collect();
-    assert_eq!(tids.len(), listed.len(), "a task listed twice");
     for t in listed {
         assert_eq!((t["priority"].as_u64(), t["handler"].as_str()), (Some(1), Some("noop")), "{t}");
     }
-    // Walking the ring left it as it was: the same tasks in the same order.
+    // Reading it changed nothing: the same head, the same count.
     let again =
         bolt_json(Command::new(BOLT).args(["-j", "map", "dump", "pinned", dir.map("BOLT_RING_1").to_str().unwrap()]));
-    assert_eq!(again["tasks"], ring["tasks"]);
+    assert_eq!((&again["tasks"], &again["reserved"]), (&ring["tasks"], &ring["reserved"]));
     for name in ["BOLT_COUNTERS", "BOLT_CONFIG", "BOLT_RING_STATE"] {
         let d = bolt_json(Command::new(BOLT).args(["-p", "map", "dump", name, "--iface", &pin]));
         assert_schema("map dump", &d);

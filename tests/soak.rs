@@ -89,7 +89,7 @@ fn soak_at_90_percent_utilisation_loses_nothing_and_memory_stays_flat() {
     }
     let outcome = client.join().expect("client thread").expect("client");
     let wall = started.elapsed();
-    outcome.assert_exactly_once(&format!("soak of {seconds} s"));
+    outcome.assert_nothing_lost(&format!("soak of {seconds} s"));
     let s = &outcome.summary;
     println!(
         "soak: {} tasks in {:.1} s, {:.0} tasks/s, utilisation {:.1} %, p50 run {:.0} us, p50 scheduling delay \

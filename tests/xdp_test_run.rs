@@ -1,6 +1,8 @@
 //! The Bolt XDP program run in the kernel on crafted frames (BPF_PROG_TEST_RUN): GET_TASK
-//! hits and misses, priority search, resource matching, REFILL ingest, overflow, hostile
-//! and malformed input, events, pinning, and many CPUs popping at once.
+//! hits and misses, priority search, resource matching, REFILL ingest, overflow, bounce
+//! and rescue, hostile and malformed input, events, pinning, many CPUs ingesting and
+//! popping at once; and what the agent and `bolt map dump` do to pinned rings (map
+//! errors, unsent RETURNs, reservation recount, reading a ring in place).
 //!
 //! Needs root (CAP_BPF, CAP_NET_ADMIN): skipped without, failed without under CI=true.
 
@@ -20,6 +22,7 @@ use scheduler_common::{
     maps::{Counter, EVENT_EMPTY, EVENT_LOW_WATERMARK},
     Entry, Header, Ipv4Prefix, JobRef, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
 };
+use scheduler_user::agent::StopMode;
 use scheduler_user::xdp::{
     frames::{fix_ipv4_checksum, sample_endpoints, udp_frame, Endpoints, Ipv4Fields, ETH_LEN, PAYLOAD_OFF},
     is_bpffs, run_frame, AttachMode, BoltXdp, CounterSnapshot, PinDir, Verdict, XdpMaps, XdpSettings, LOOPBACK_IFINDEX,
@@ -75,18 +78,11 @@ impl Rig {
 
     /// The switch → node leg (switch port 7171 to the node's Bolt port).
     fn switch_to_node(&self) -> Endpoints {
-        Endpoints {
-            src_mac: [0x02, 0, 0, 0, 0, 0x01],
-            dst_mac: [0x02, 0, 0, 0, 0, 0x0b],
-            src: SocketAddrV4::new(self.switch, PORT),
-            dst: SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 20), PORT),
-        }
+        switch_to_node(self.switch)
     }
 
     fn refill_frame(&self, entries: &[Entry]) -> Vec<u8> {
-        let mut buf = [0u8; MAX_MESSAGE_LEN];
-        let n = encode_refill(&mut buf, entries).unwrap();
-        udp_frame(&self.switch_to_node(), Ipv4Fields::default(), &buf[..n])
+        refill_frame(self.switch, entries)
     }
 
     /// Sends a GET_TASK and returns the assigned entry, or None on a pass.
@@ -98,6 +94,22 @@ impl Rig {
             v => panic!("GET_TASK verdict {v:?}"),
         }
     }
+}
+
+/// The switch → node leg (switch port 7171 to the node's Bolt port).
+fn switch_to_node(switch: Ipv4Addr) -> Endpoints {
+    Endpoints {
+        src_mac: [0x02, 0, 0, 0, 0, 0x01],
+        dst_mac: [0x02, 0, 0, 0, 0, 0x0b],
+        src: SocketAddrV4::new(switch, PORT),
+        dst: SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 20), PORT),
+    }
+}
+
+fn refill_frame(switch: Ipv4Addr, entries: &[Entry]) -> Vec<u8> {
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_refill(&mut buf, entries).unwrap();
+    udp_frame(&switch_to_node(switch), Ipv4Fields::default(), &buf[..n])
 }
 
 fn get_task_frame(exec: &Endpoints, prio: u8, rsrc: u8, node: u16, seq: u32) -> Vec<u8> {
@@ -955,58 +967,485 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
+/// The entries of a bounced RETURN frame.
+fn returned_entries(frame: &[u8]) -> Vec<Entry> {
+    match scheduler_common::decode(&frame[PAYLOAD_OFF..]).expect("the bounce decodes") {
+        scheduler_common::Message::Return(entries) => entries.to_vec(),
+        m => panic!("bounce is {:?}, not RETURN", m.op()),
+    }
+}
+
+/// REFILL ingest (several CPUs), GET_TASK (several CPUs, executors offering different
+/// resources, so that tasks are put back), and an agent emptying the overflow queue, all
+/// at once, with rings small enough to overflow and an overflow queue small enough to
+/// bounce: every task ends up exactly once in an ASSIGN, the overflow queue, a bounced
+/// RETURN, a rescue record, or its ring.
 #[test]
 fn concurrent_pops_and_pushes_never_duplicate_or_lose_a_task() {
     if !can_run() {
         return;
     }
-    const TASKS: u32 = 20_000;
-    let mut rig = Rig::new(|s| s.ring_capacity = 1024);
+    const PRODUCERS: u32 = 2;
+    const FRAMES_EACH: u32 = 400;
+    const TASKS: u32 = PRODUCERS * FRAMES_EACH * MAX_LIST as u32;
+    let mut rig = Rig::new(|s| {
+        s.ring_capacity = 128;
+        s.overflow_capacity = 64;
+    });
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let poppers = cpus.max(2);
-    let pushed_all = AtomicBool::new(false);
-    let taken = Mutex::new(Vec::<u32>::with_capacity(TASKS as usize));
+    let consumers = cpus.max(3);
+    let producing = std::sync::atomic::AtomicU32::new(PRODUCERS);
+    let taken = Mutex::new(Vec::<u32>::new());
+    let bounced = Mutex::new(Vec::<u32>::new());
     let deadline = Instant::now() + Duration::from_secs(120);
+    let mut events = rig.maps().take_events().expect("event reader");
+    let switch_leg = rig.switch_to_node();
     let (program, xdp_maps) = rig.xdp.parts().unwrap();
     let exec = rig.exec;
+    // Tasks need one of four resource sets; executors offer 0b01, 0b10 or 0b11.
+    let rsrc_of = |t: u32| (t % 4) as u8;
+    let mut overflowed = Vec::new();
     std::thread::scope(|s| {
-        s.spawn(|| {
-            pin_to_cpu(0);
-            let mut next = 1;
-            while next <= TASKS && Instant::now() < deadline {
-                match xdp_maps.push(&entry(next, (next % 4 + 1) as u8, 0)) {
-                    Ok(_) => next += 1,
-                    Err(scheduler_user::xdp::PushError::Full(_)) => std::thread::yield_now(),
-                    Err(e) => panic!("push: {e}"),
+        for p in 0..PRODUCERS {
+            let (producing, bounced) = (&producing, &bounced);
+            s.spawn(move || {
+                pin_to_cpu(p as usize % cpus);
+                let mut buf = [0u8; MAX_MESSAGE_LEN];
+                for f in 0..FRAMES_EACH {
+                    let first = 1 + (p * FRAMES_EACH + f) * MAX_LIST as u32;
+                    let batch: Vec<Entry> =
+                        (first..first + MAX_LIST as u32).map(|t| entry(t, (t % 3 + 1) as u8, rsrc_of(t))).collect();
+                    let n = encode_refill(&mut buf, &batch).unwrap();
+                    let frame = udp_frame(&switch_leg, Ipv4Fields::default(), &buf[..n]);
+                    let r = run_frame(program, &frame, 1).unwrap();
+                    match r.verdict {
+                        Verdict::Drop => {}
+                        Verdict::Tx => bounced.lock().unwrap().extend(returned_entries(&r.frame).iter().map(tid)),
+                        v => panic!("REFILL verdict {v:?}"),
+                    }
+                    if Instant::now() > deadline {
+                        break;
+                    }
+                    // Bursts beyond what the rings hold, then a pause for the consumers, so
+                    // that every outcome happens.
+                    if f % 16 == 15 {
+                        std::thread::sleep(Duration::from_millis(3));
+                    }
                 }
-            }
-            pushed_all.store(true, Ordering::Release);
-        });
-        for i in 0..poppers {
-            let taken = &taken;
-            let pushed_all = &pushed_all;
+                producing.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+        for i in 0..consumers {
+            let (taken, producing) = (&taken, &producing);
             s.spawn(move || {
                 pin_to_cpu(i % cpus);
-                let request = get_task_frame(&exec, 1, 0, NODE, i as u32);
+                let offer = [0b01, 0b10, 0b11][i % 3];
+                let request = get_task_frame(&exec, 1, offer, NODE, i as u32);
                 let mut mine = Vec::new();
-                let mut misses_after_push = 0;
-                while Instant::now() < deadline && misses_after_push < 100 {
+                let mut misses_after = 0;
+                while Instant::now() < deadline && misses_after < 200 {
                     let r = run_frame(program, &request, 1).unwrap();
                     match r.verdict {
-                        Verdict::Tx => mine.push(tid(&assigned_entry(&r.frame))),
-                        Verdict::Pass if pushed_all.load(Ordering::Acquire) => misses_after_push += 1,
+                        Verdict::Tx => {
+                            let e = assigned_entry(&r.frame);
+                            assert_eq!(
+                                e.task.rsrc & !offer,
+                                0,
+                                "task {} needs {:#b}, executor offers {offer:#b}",
+                                tid(&e),
+                                e.task.rsrc
+                            );
+                            mine.push(tid(&e));
+                        }
+                        Verdict::Pass if producing.load(Ordering::Acquire) == 0 => misses_after += 1,
                         Verdict::Pass => {}
-                        v => panic!("verdict {v:?}"),
+                        v => panic!("GET_TASK verdict {v:?}"),
                     }
                 }
                 taken.lock().unwrap().extend(mine);
             });
         }
+        // The agent's part: empty the overflow queue while all this runs.
+        let producing = &producing;
+        let overflowed = &mut overflowed;
+        s.spawn(move || {
+            while Instant::now() < deadline {
+                let done = producing.load(Ordering::Acquire) == 0;
+                while let Some(e) = xdp_maps.pop_overflow().unwrap() {
+                    overflowed.push(tid(&e));
+                }
+                if done {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        });
     });
-    let taken = taken.into_inner().unwrap();
-    let unique: HashSet<u32> = taken.iter().copied().collect();
-    assert_eq!(unique.len(), taken.len(), "a task was assigned twice");
-    assert_eq!(taken.len(), TASKS as usize, "tasks lost (or the test ran out of time)");
-    assert_eq!(rig.maps().occupancy().iter().sum::<i64>(), 0);
-    assert_eq!(rig.counters().total_hits(), TASKS as u64);
+    events.drain(usize::MAX);
+    let rescued: Vec<u32> = events.take_rescued().iter().map(tid).collect();
+    let queued: Vec<u32> = (1..=4u8)
+        .flat_map(|p| std::iter::from_fn(|| rig.maps().pop(p).unwrap()).collect::<Vec<_>>())
+        .map(|e| tid(&e))
+        .collect();
+    let c = rig.counters();
+    let (taken, bounced) = (taken.into_inner().unwrap(), bounced.into_inner().unwrap());
+    println!(
+        "{TASKS} tasks: {} assigned, {} overflowed, {} bounced, {} rescued, {} left queued; {} put back",
+        taken.len(),
+        overflowed.len(),
+        bounced.len(),
+        rescued.len(),
+        queued.len(),
+        c.get(Counter::Requeued)
+    );
+    let mut all: Vec<u32> = [taken.clone(), overflowed, bounced, rescued, queued].concat();
+    all.sort_unstable();
+    let unique: HashSet<u32> = all.iter().copied().collect();
+    assert_eq!(unique.len(), all.len(), "a task was in two places");
+    assert_eq!(all, (1..=TASKS).collect::<Vec<_>>(), "tasks lost (or the test ran out of time)");
+    assert_eq!(c.get(Counter::RefillFrames), (PRODUCERS * FRAMES_EACH) as u64);
+    assert_eq!(c.total_hits(), taken.len() as u64);
+    assert!(c.get(Counter::Requeued) > 0, "no task was put back: the test did not cover it");
+    assert_eq!(rig.maps().occupancy().iter().sum::<i64>(), 0, "reservations left after every ring emptied");
+}
+
+/// Root and a bpf filesystem: for tests that pin.
+fn can_pin() -> bool {
+    can_run()
+        && require(is_bpffs(std::path::Path::new("/sys/fs/bpf")), "bpffs mounted at /sys/fs/bpf (cargo xtask setup)")
+}
+
+/// A pinned program (its pins removed at the end, under a unique root), its maps opened
+/// from the pins as another process would, and tasks `tids` queued in ring 1.
+fn pinned_rig(settings: &XdpSettings, tids: std::ops::RangeInclusive<u32>) -> (BoltXdp, PinGuard, XdpMaps) {
+    let guard = test_pin_dir("n1");
+    let xdp = BoltXdp::load_pinned(settings, &guard.0).expect("load the XDP program");
+    let mut maps = XdpMaps::open_pinned(&guard.0).unwrap();
+    for t in tids {
+        maps.push(&entry(t, 1, 0)).unwrap();
+    }
+    (xdp, guard, maps)
+}
+
+/// Adds `delta` to the reservation count of ring 1, as a process killed between its count
+/// change and its push or pop leaves it.
+fn skew_reservation(pins: &PinDir, delta: i64) {
+    use aya::maps::{Array, MapData};
+    use scheduler_common::maps::{RingStates, RING_STATE_MAP};
+    let data = MapData::from_pin(pins.map(RING_STATE_MAP)).unwrap();
+    let mut states: Array<MapData, RingStates> = Array::try_from(aya::maps::Map::Array(data)).unwrap();
+    let mut v = states.get(&0, 0).unwrap();
+    v.rings[0].reserved += delta;
+    states.set(0, v, 0).unwrap();
+}
+
+#[test]
+fn reopening_pinned_rings_recounts_what_a_killed_process_left_wrong() {
+    if !can_pin() {
+        return;
+    }
+    let settings = XdpSettings { port: PORT, node: NODE, ..Default::default() };
+    let (xdp, guard, mut maps) = pinned_rig(&settings, 1..=3);
+    maps.push(&entry(4, 2, 0)).unwrap();
+    // Two processes killed after reserving and before pushing.
+    skew_reservation(&guard.0, 2);
+    assert_eq!(maps.occupancy()[..2], [5, 1]);
+    // The program keeps serving while the counts are fixed.
+    let request = get_task_frame(&sample_endpoints(PORT).0, 2, 0, NODE, 1);
+    let mut reopened = XdpMaps::open_pinned(&guard.0).unwrap();
+    let corrections = reopened.recount_reservations(settings.levels).unwrap();
+    assert_eq!(corrections[..2], [-2, 0]);
+    assert_eq!(reopened.occupancy()[..2], [3, 1]);
+    let r = xdp.run_frame(&request, 1).unwrap();
+    assert_eq!((r.verdict, tid(&assigned_entry(&r.frame))), (Verdict::Tx, 4));
+    // Order kept, and the counts agree with the rings again.
+    let order: Vec<u32> = std::iter::from_fn(|| reopened.pop(1).unwrap()).map(|e| tid(&e)).collect();
+    assert_eq!(order, [1, 2, 3]);
+    assert_eq!(reopened.occupancy().iter().sum::<i64>(), 0);
+    // A count too low (never left by a kill, but the same repair) is raised.
+    reopened.push(&entry(5, 1, 0)).unwrap();
+    skew_reservation(&guard.0, -1);
+    assert_eq!(reopened.recount_reservations(settings.levels).unwrap()[0], 1);
+    assert_eq!(reopened.occupancy()[0], 1);
+}
+
+/// The recount runs while REFILL frames arrive and executors take tasks: afterwards the
+/// counts match the rings exactly and every task is found once.
+#[test]
+fn recounting_while_the_program_serves_keeps_every_task_and_an_exact_count() {
+    if !can_pin() {
+        return;
+    }
+    let (exec, switch) = sample_endpoints(PORT);
+    let settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(switch), ..Default::default() };
+    let (mut xdp, guard, mut maps) = pinned_rig(&settings, 1..=50);
+    skew_reservation(&guard.0, 3);
+    let (program, _) = xdp.parts().unwrap();
+    let (mut taken, mut bounced) = (Vec::new(), Vec::new());
+    let mut corrections = [0; scheduler_common::maps::RING_COUNT];
+    let (started, recounted) = (AtomicBool::new(false), AtomicBool::new(false));
+    let mut frames = 0u32;
+    std::thread::scope(|s| {
+        let serving = s.spawn(|| {
+            let request = get_task_frame(&exec, 1, 0b11, NODE, 1);
+            for f in 0..20_000u32 {
+                started.store(true, Ordering::Release);
+                if recounted.load(Ordering::Acquire) {
+                    break;
+                }
+                frames = f + 1;
+                let batch: Vec<Entry> = (0..4).map(|i| entry(1000 + 4 * f + i, 1, 0)).collect();
+                let r = run_frame(program, &refill_frame(switch, &batch), 1).unwrap();
+                if r.verdict == Verdict::Tx {
+                    bounced.extend(returned_entries(&r.frame).iter().map(tid));
+                }
+                let r = run_frame(program, &request, 1).unwrap();
+                if r.verdict == Verdict::Tx {
+                    taken.push(tid(&assigned_entry(&r.frame)));
+                }
+            }
+        });
+        while !started.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        corrections = maps.recount_reservations(settings.levels).unwrap();
+        recounted.store(true, Ordering::Release);
+        serving.join().unwrap();
+    });
+    let c = maps.counters().unwrap();
+    println!(
+        "{frames} REFILL frames during the recount, {} tasks to overflow while producers paused",
+        c.get(Counter::Overflow)
+    );
+    assert!(c.get(Counter::Overflow) > 0, "no REFILL arrived while the ring was paused");
+    assert_eq!(corrections[0], -3, "the skew, and only the skew, was corrected");
+    let mut found: Vec<u32> = std::iter::from_fn(|| maps.pop_overflow().unwrap()).map(|e| tid(&e)).collect();
+    found.extend(std::iter::from_fn(|| maps.pop(1).unwrap()).map(|e| tid(&e)));
+    assert_eq!(maps.peek_ring(1).unwrap(), None, "the count fell below the ring's contents");
+    assert_eq!(maps.occupancy()[0], 0, "the count exceeds the ring's contents");
+    found.extend(taken);
+    found.extend(bounced);
+    found.sort_unstable();
+    let expected: Vec<u32> = (1..=50).chain(1000..1000 + 4 * frames).collect();
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn the_agent_reopening_pinned_rings_sees_the_tasks_they_hold() {
+    if !can_pin() {
+        return;
+    }
+    let settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(Ipv4Addr::LOCALHOST), ..Default::default() };
+    let (name, pins) = agent_pins(&settings);
+    XdpMaps::open_pinned(&pins.0).unwrap().push(&entry(1, 1, 0)).unwrap();
+    skew_reservation(&pins.0, 3);
+    let switch = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let std::net::SocketAddr::V4(to) = switch.local_addr().unwrap() else { unreachable!() };
+    let mut agent =
+        scheduler_user::agent::Agent::for_pinned(&name, Some(to), Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)))
+            .unwrap();
+    assert_eq!(agent.stats().queued[0], 1, "the agent counts the one task ring 1 holds");
+}
+
+#[test]
+fn a_map_dump_reads_a_ring_without_changing_it() {
+    if !can_pin() {
+        return;
+    }
+    let settings = XdpSettings { port: PORT, node: NODE, ..Default::default() };
+    let (_xdp, guard, mut maps) = pinned_rig(&settings, 1..=3);
+    for _ in 0..2 {
+        let d = scheduler_user::inspect::maps::dump("n1", &guard.0, "BOLT_RING_1").unwrap();
+        let scheduler_user::inspect::maps::MapDump::Ring { reserved, tasks, .. } = d else { panic!("not a ring") };
+        assert_eq!(reserved, 3);
+        assert_eq!(tasks.iter().map(|t| t.tid).collect::<Vec<_>>(), [1], "the head, in place");
+    }
+    let order: Vec<u32> = std::iter::from_fn(|| maps.pop(1).unwrap()).map(|e| tid(&e)).collect();
+    assert_eq!(order, [1, 2, 3], "the dump changed the ring's order");
+}
+
+#[test]
+fn a_bounce_returns_exactly_the_tasks_not_stored_from_a_padded_frame() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(|s| {
+        s.ring_capacity = 2;
+        s.overflow_capacity = 3;
+    });
+    for k in [0usize, 5] {
+        // The first k slots are taken, so the next REFILL stores 5 - k in ring and overflow.
+        let batch: Vec<Entry> = (1..=9).map(|t| entry(t + 100 * k as u32, 1, 0)).collect();
+        let mut frame = rig.refill_frame(&batch);
+        frame.extend_from_slice(&[0xEE; 24]); // link-layer padding past the datagram
+        let (verdict, out) = rig.run(&frame);
+        assert_eq!(verdict, Verdict::Tx);
+        let stored = if k == 0 { 5 } else { 0 };
+        let mut ret = [0u8; MAX_MESSAGE_LEN];
+        let n = encode_return(&mut ret, &batch[stored..]).unwrap();
+        let expected = udp_frame(&rig.switch_to_node().reversed(), Ipv4Fields::default(), &ret[..n]);
+        assert_eq!(out, expected, "the RETURN holds exactly the tasks not stored, trimmed");
+    }
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::RefillTasks), c.get(Counter::Overflow), c.get(Counter::Bounced)), (2, 3, 4 + 9));
+    assert_eq!(c.get(Counter::AdjustFailed), 0);
+}
+
+/// Fills ring 1's map behind the reservations' back, so that a task popped and put back
+/// can find its slot taken: the ring push fails, the overflow queue is full too, and the
+/// task must reach the agent through the event ring.
+#[test]
+fn a_task_no_queue_takes_back_reaches_the_agent() {
+    if !can_pin() {
+        return;
+    }
+    use aya::maps::{Map, MapData, Queue};
+    let settings = XdpSettings { port: PORT, node: NODE, ring_capacity: 4, overflow_capacity: 1, ..Default::default() };
+    #[allow(clippy::reversed_empty_ranges)]
+    let (xdp, guard, mut maps) = pinned_rig(&settings, 1..=0);
+    let mut events = maps.take_events().unwrap();
+    let raw = |name: &str| -> Queue<MapData, Entry> {
+        Queue::try_from(Map::Queue(MapData::from_pin(guard.0.map(name)).unwrap())).unwrap()
+    };
+    let (mut ring, mut overflow) = (raw("BOLT_RING_1"), raw("BOLT_OVERFLOW"));
+    overflow.push(entry(1000, 1, 0b10), 0).unwrap();
+    maps.push(&entry(1, 1, 0b10)).unwrap();
+    let stop = AtomicBool::new(false);
+    let mut raw_pushed = 0u32;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let request = get_task_frame(&sample_endpoints(PORT).0, 1, 0b01, NODE, 1);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Executors that cannot run the task: each GET_TASK pops it and puts it back.
+            while Instant::now() < deadline && maps.reserved(1) > 0 {
+                let r = xdp.run_frame(&request, 1).unwrap();
+                assert_eq!(r.verdict, Verdict::Pass);
+            }
+            stop.store(true, Ordering::Release);
+        });
+        // Another writer that takes any slot that frees (without reserving it).
+        let mut next = 2;
+        while !stop.load(Ordering::Acquire) {
+            if ring.push(entry(next, 1, 0b10), 0).is_ok() {
+                raw_pushed += 1;
+                next += 1;
+            }
+        }
+    });
+    let c = xdp.maps().counters().unwrap();
+    assert!(c.get(Counter::RingErrors) > 0, "no put-back failed in 30 s: the race was never hit");
+    events.drain(usize::MAX);
+    let rescued = events.take_rescued();
+    assert_eq!(rescued.len() as u64, c.get(Counter::Rescued));
+    let mut seen: Vec<u32> = rescued.iter().map(tid).collect();
+    seen.extend(std::iter::from_fn(|| ring.pop(0).ok()).map(|e| tid(&e)));
+    seen.extend(std::iter::from_fn(|| overflow.pop(0).ok()).map(|e| tid(&e)));
+    seen.sort_unstable();
+    let mut expected: Vec<u32> = (1..=1 + raw_pushed).collect();
+    expected.push(1000);
+    assert_eq!(seen, expected, "a task vanished (or was duplicated)");
+}
+
+/// An agent (on rings pinned under the agents' root, as `--unload` opens them) run for
+/// `for_ms`, then stopped as `mode` says.
+fn run_agent_on_pins(
+    name: &str,
+    switch: SocketAddrV4,
+    listen: SocketAddrV4,
+    for_ms: u64,
+    mode: StopMode,
+) -> anyhow::Result<scheduler_user::agent::AgentStats> {
+    use scheduler_user::agent::Agent;
+    let mut agent = Agent::for_pinned(name, Some(switch), Some(listen))?;
+    let until = Instant::now() + Duration::from_millis(for_ms);
+    let stop = || (Instant::now() >= until).then_some(mode);
+    let mode = agent.run(&stop, Duration::from_millis(20), &mut |_| {})?;
+    agent.finish(mode)
+}
+
+/// Pins a program under the agents' root with the given settings.
+fn agent_pins(settings: &XdpSettings) -> (String, PinGuard) {
+    let name = unique_name("bt");
+    let pins = PinGuard(PinDir::under(std::path::Path::new(scheduler_common::maps::PIN_ROOT), &name).unwrap());
+    BoltXdp::load_pinned(settings, &pins.0).unwrap();
+    (name, pins)
+}
+
+/// A free loopback port for the agent's socket.
+fn free_loopback_port() -> SocketAddrV4 {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let std::net::SocketAddr::V4(a) = s.local_addr().unwrap() else { unreachable!() };
+    a
+}
+
+#[test]
+fn a_map_error_in_the_agent_costs_only_its_task_which_goes_back_to_tier_two() {
+    if !can_pin() {
+        return;
+    }
+    use aya::maps::{Array, Map, MapData};
+    use scheduler_common::maps::{XdpConfig, CONFIG_MAP};
+    let settings = XdpSettings { port: PORT, node: NODE, ring_capacity: 1, ..Default::default() };
+    let (name, pins) = agent_pins(&settings);
+    // The configuration claims more room than the maps have: the second push into ring 1
+    // fails in the kernel (E2BIG), a map error rather than a full ring.
+    let mut config: Array<MapData, XdpConfig> =
+        Array::try_from(Map::Array(MapData::from_pin(pins.0.map(CONFIG_MAP)).unwrap())).unwrap();
+    let mut c = config.get(&0, 0).unwrap();
+    c.ring_capacity = 8;
+    config.set(0, c, 0).unwrap();
+    let switch = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    switch.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let std::net::SocketAddr::V4(switch_addr) = switch.local_addr().unwrap() else { unreachable!() };
+    let listen = free_loopback_port();
+    let batch: Vec<Entry> = (1..=3).map(|t| entry(t, 1, 0)).collect();
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_refill(&mut buf, &batch).unwrap();
+    let sender = std::thread::spawn({
+        let switch = switch.try_clone().unwrap();
+        move || {
+            std::thread::sleep(Duration::from_millis(100));
+            switch.send_to(&buf[..n], listen).unwrap();
+        }
+    });
+    let stats =
+        run_agent_on_pins(&name, switch_addr, listen, 400, StopMode::KeepAttached).expect("the agent keeps running");
+    sender.join().unwrap();
+    assert_eq!((stats.ring_errors, stats.queued[0], stats.returned_tasks), (2, 1, 2), "{stats:?}");
+    // Tasks 2 and 3 came back in a RETURN (REFILL_REQs may come first).
+    let mut got = [0u8; 2048];
+    let returned = loop {
+        let (n, _) = switch.recv_from(&mut got).expect("a RETURN");
+        if let Ok(scheduler_common::Message::Return(entries)) = scheduler_common::decode(&got[..n]) {
+            break entries.iter().map(tid).collect::<Vec<_>>();
+        }
+    };
+    assert_eq!(returned, [2, 3]);
+}
+
+#[test]
+fn overflow_tasks_stay_in_the_pinned_queue_until_their_return_is_sent() {
+    if !can_pin() {
+        return;
+    }
+    use aya::maps::{Map, MapData, Queue};
+    let settings = XdpSettings { port: PORT, node: NODE, ..Default::default() };
+    let (name, pins) = agent_pins(&settings);
+    let mut raw: Queue<MapData, Entry> =
+        Queue::try_from(Map::Queue(MapData::from_pin(pins.0.map("BOLT_OVERFLOW")).unwrap())).unwrap();
+    raw.push(entry(7, 1, 0), 0).unwrap();
+    // Opened before the agents run: it reads the queue even if its pins are removed.
+    let maps = XdpMaps::open_pinned(&pins.0).unwrap();
+    let head = || maps.peek_overflow().unwrap().map(|e| tid(&e));
+    // A switch address the socket refuses to send to (broadcast without SO_BROADCAST):
+    // every RETURN fails, as it would for an agent killed before sending.
+    let refused = SocketAddrV4::new(Ipv4Addr::BROADCAST, PORT);
+    let stats = run_agent_on_pins(&name, refused, free_loopback_port(), 200, StopMode::KeepAttached).expect("runs");
+    assert!(stats.return_errors > 0, "{stats:?}");
+    assert_eq!(head(), Some(7), "the unsent task left the pinned overflow queue");
+    // A drain that cannot send keeps the pins, which still hold the task.
+    let stats = run_agent_on_pins(&name, refused, free_loopback_port(), 50, StopMode::Drain).expect("drains");
+    assert!(stats.return_errors > 0, "{stats:?}");
+    assert!(pins.0.path().exists(), "the drain removed the pins of a task it could not return");
+    assert_eq!(head(), Some(7), "the unsent task left the pinned overflow queue");
 }

@@ -159,6 +159,23 @@ pub struct RingStates {
 pub const EVENT_LOW_WATERMARK: u8 = 1;
 /// A GET_TASK found the requested rings empty and passed on to tier 2.
 pub const EVENT_EMPTY: u8 = 2;
+/// A task that could go back neither into its ring nor into the overflow queue, handed to
+/// the agent in a [`RescuedTask`] record for it to RETURN.
+pub const EVENT_RESCUED: u8 = 3;
+
+/// The event ring buffer's record for [`EVENT_RESCUED`]: the task itself. Told apart from
+/// a [`RingEvent`] by its length.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RescuedTask {
+    /// EVENT_RESCUED.
+    pub kind: u8,
+    /// Priority of the ring it was popped from.
+    pub prio: u8,
+    pub pad: [u8; 6],
+    /// The task as it was queued.
+    pub entry: crate::Entry,
+}
 
 /// What the program tells the agent through [`EVENTS_MAP`].
 #[repr(C)]
@@ -230,13 +247,14 @@ counters! {
     Events = 29, "events", "Events written to the event ring buffer.";
     EventsLost = 30, "events_lost", "Events not written because the ring buffer was full.";
     RingErrors = 31, "ring_errors", "Queue helper failures other than full or empty.";
-    AdjustFailed = 32, "adjust_failed", "bpf_xdp_adjust_tail/head failures (request passed on, task kept).";
+    AdjustFailed = 32, "adjust_failed", "bpf_xdp_adjust_tail failures: a GET_TASK passed on with its task kept, or a bounced RETURN sent with padding.";
     ForeignGetTask = 33, "foreign_get_task", "GET_TASK from a source outside the executor prefix, dropped.";
     RefillOffUplink = 34, "refill_off_uplink", "REFILL frames arriving on an interface that is not an uplink, dropped.";
+    Rescued = 35, "rescued", "Popped tasks that fit neither their ring nor the overflow queue, handed to the agent as an event.";
 }
 
 /// Number of counters.
-pub const COUNTER_COUNT: usize = 35;
+pub const COUNTER_COUNT: usize = 36;
 
 /// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
 #[repr(C)]
@@ -266,13 +284,14 @@ impl Counters {
 }
 
 const _: () = {
-    assert!(Counter::RefillOffUplink as usize + 1 == COUNTER_COUNT);
+    assert!(Counter::Rescued as usize + 1 == COUNTER_COUNT);
     assert!(core::mem::size_of::<XdpConfig>() == 40);
     assert!(MAX_UPLINKS == 2, "XdpConfig::is_uplink compares every slot");
     assert!(core::mem::size_of::<RingState>() == 16);
     assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT);
     assert!(RING_COUNT.is_power_of_two());
     assert!(core::mem::size_of::<RingEvent>() == 24);
+    assert!(core::mem::size_of::<RescuedTask>() == 48);
 };
 
 #[cfg(feature = "user")]

@@ -6,15 +6,15 @@
 //! decoder, one invalid entry rejects the frame. Each task goes to its priority's ring;
 //! a task whose ring is full goes to the overflow queue, which the agent drains and
 //! RETURNs to tier 2. Should the overflow queue be full as well (no agent draining it),
-//! the frame itself is turned into a RETURN of the tasks not yet stored and sent back
-//! to the switch, so no task is ever dropped here.
+//! the frame itself is rewritten in place into a RETURN of exactly the tasks not yet
+//! stored and sent back to the switch, so no task is ever dropped or stored twice here.
 
 use aya_ebpf::{
     bindings::xdp_action,
-    helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail},
+    helpers::bpf_xdp_adjust_tail,
     programs::XdpContext,
 };
-use aya_log_ebpf::{info, warn};
+use aya_log_ebpf::{error, info, warn};
 use scheduler_common::{
     maps::{Counter, XdpConfig, RING_COUNT},
     Entry, Header, Op, KNOWN_TASK_FLAGS, MAX_LIST, MAX_PRIORITIES,
@@ -22,9 +22,10 @@ use scheduler_common::{
 
 use crate::{
     counters::Tally,
-    frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
+    frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN},
     get_task::ipv4_checksum,
     rings::{self, Pushed, Rings},
+    words,
 };
 
 #[inline(always)]
@@ -154,7 +155,7 @@ fn ring_index(prio: u8, cfg: &XdpConfig) -> usize {
     (rings::ring_for(prio, cfg) as usize - 1) & (RING_COUNT - 1)
 }
 
-/// The headers written in front of the returned entries.
+/// The headers of the bounced RETURN, written over the REFILL's own.
 #[repr(C)]
 struct ReturnHeaders {
     eth: EthHdr,
@@ -163,53 +164,48 @@ struct ReturnHeaders {
     bolt: Header,
 }
 
-/// Sends entries `k..n` of this REFILL back to the switch as a RETURN: the front of the
-/// frame is cut so that the new headers end where entry `k` begins.
+/// Sends entries `k..n` of this REFILL back to the switch as a RETURN, rewriting the frame
+/// in place: those entries move to the front of the list, the headers are rewritten over
+/// the REFILL's, and the frame is trimmed to the RETURN. Nothing here can fail once the
+/// first entries are stored (the reason it is done in place rather than by moving the
+/// frame's start): the bounds checked below are those the validation already passed on
+/// this same frame, and should the trim fail, the bytes past the IPv4 datagram are
+/// link-layer padding every receiver discards. Entries `0..k` are stored and not resent.
 #[inline(never)]
 fn bounce(ctx: &XdpContext, port: u16, k: usize, n: usize, tally: &mut Tally) -> u32 {
-    let (Some(eth), Some(ip), Some(udp)) =
-        (at::<EthHdr>(ctx, 0), at::<Ipv4Hdr>(ctx, IP_OFF), at::<UdpHdr>(ctx, UDP_OFF))
-    else {
-        return lost(ctx, k, n, tally);
-    };
-    // SAFETY: bounds checked by `at`. Copies, because the frame is about to move.
-    let (mac_src, mac_dst, ip_src, ip_dst, tos, id, frag, ttl, switch_port) = unsafe {
-        ((*eth).src, (*eth).dst, (*ip).src, (*ip).dst, (*ip).tos, (*ip).id, (*ip).frag, (*ip).ttl, (*udp).src_port)
-    };
     let k = k & 0x0F; // k < MAX_LIST; the mask lets the verifier see it.
     let left = n - k;
-    let message_len = Header::LEN + left * Entry::LEN;
-    // Trailing bytes past the datagram go first, so that a failure leaves the frame whole.
-    let frame_len = ctx.data_end() - ctx.data();
-    let trailing = frame_len as i32 - (BOLT_OFF + Header::LEN + n * Entry::LEN) as i32;
-    // SAFETY: the helpers check their arguments.
-    if trailing > 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, -trailing) } != 0 {
-        return lost(ctx, k, n, tally);
-    }
-    let cut = (k * Entry::LEN) as i32;
-    if cut != 0 && unsafe { bpf_xdp_adjust_head(ctx.ctx, cut) } != 0 {
-        return lost(ctx, k, n, tally);
-    }
     let Some(out) = at::<ReturnHeaders>(ctx, 0) else {
-        return lost(ctx, k, n, tally);
+        return unreachable_bounds(ctx, k, n, tally);
     };
+    if k != 0 {
+        for j in 0..MAX_LIST {
+            if j >= left {
+                break;
+            }
+            let (Some(src), Some(dst)) = (entry_at(ctx, k + j), entry_at(ctx, j)) else {
+                return unreachable_bounds(ctx, k, n, tally);
+            };
+            // SAFETY: both 40-byte ranges are inside the frame (checked just above); the
+            // destination lies before the source, so a forward copy never reads a word it
+            // has already overwritten.
+            unsafe { words::copy_words::<{ Entry::LEN / 8 }>(dst as *mut u8, src as *const u8) };
+        }
+    }
+    let message_len = Header::LEN + left * Entry::LEN;
     let ip_len = IPV4_LEN + UDP_LEN + message_len;
-    // SAFETY: bounds checked by `at` against the moved frame.
+    // SAFETY: bounds checked by `at`; every field is read before it is overwritten.
     unsafe {
-        (*out).eth = EthHdr { dst: mac_src, src: mac_dst, ethertype: 0x0800u16.to_be_bytes() };
-        (*out).ip = Ipv4Hdr {
-            version_ihl: 0x45,
-            tos,
-            total_len: (ip_len as u16).to_be_bytes(),
-            id,
-            frag,
-            ttl,
-            proto: 17,
-            checksum: [0; 2],
-            src: ip_dst,
-            dst: ip_src,
-        };
+        let (mac_src, mac_dst) = ((*out).eth.src, (*out).eth.dst);
+        (*out).eth.dst = mac_src;
+        (*out).eth.src = mac_dst;
+        let (ip_src, ip_dst) = ((*out).ip.src, (*out).ip.dst);
+        (*out).ip.src = ip_dst;
+        (*out).ip.dst = ip_src;
+        (*out).ip.total_len = (ip_len as u16).to_be_bytes();
+        (*out).ip.checksum = [0; 2];
         (*out).ip.checksum = ipv4_checksum(&(*out).ip);
+        let switch_port = (*out).udp.src_port;
         (*out).udp = UdpHdr {
             src_port: port.to_be_bytes(),
             dst_port: switch_port,
@@ -218,17 +214,24 @@ fn bounce(ctx: &XdpContext, port: u16, k: usize, n: usize, tally: &mut Tally) ->
         };
         (*out).bolt = Header::new(Op::Return, left as u8, 0, 0, 0);
     }
+    let frame_len = ctx.data_end() - ctx.data();
+    let surplus = frame_len as i32 - (BOLT_OFF + message_len) as i32;
+    // SAFETY: the helper checks its arguments.
+    if surplus > 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, -surplus) } != 0 {
+        // The RETURN is whole; the bytes after it travel as padding.
+        tally.add(Counter::AdjustFailed);
+    }
     tally.add_n(Counter::Bounced, left as u64);
     warn!(ctx, "rings and overflow full: {} REFILL tasks returned to the switch", left as u32);
     xdp_action::XDP_TX
 }
 
-/// The frame could not be rewritten (not expected: it only shrinks). Entries `k..n` are
-/// passed up to the host stack in the original frame, where the agent's Bolt socket can
-/// take them; entries before `k` were stored and may be seen twice, never lost.
+/// A bounds check failed on a frame whose every entry passed the same check during
+/// validation: cannot happen. Counted and logged; the frame is dropped rather than passed
+/// on, because the agent would store its first `k` entries a second time.
 #[inline(always)]
-fn lost(ctx: &XdpContext, k: usize, n: usize, tally: &mut Tally) -> u32 {
+fn unreachable_bounds(ctx: &XdpContext, k: usize, n: usize, tally: &mut Tally) -> u32 {
     tally.add(Counter::AdjustFailed);
-    warn!(ctx, "REFILL rewrite failed: entries {}..{} passed to the stack", k as u32, n as u32);
-    xdp_action::XDP_PASS
+    error!(ctx, "REFILL bounce: frame bounds changed; entries {}..{} not returned", k as u32, n as u32);
+    xdp_action::XDP_DROP
 }

@@ -13,7 +13,7 @@ use aya_ebpf::{
     maps::Queue,
 };
 use scheduler_common::{
-    maps::{Counter, RingEvent, RingStates, XdpConfig, EVENT_LOW_WATERMARK, RING_COUNT},
+    maps::{Counter, RescuedTask, RingEvent, RingStates, XdpConfig, EVENT_LOW_WATERMARK, EVENT_RESCUED, RING_COUNT},
     Entry,
 };
 
@@ -21,6 +21,7 @@ use crate::{
     atomic,
     counters::Tally,
     maps::{ring, BOLT_EVENTS, BOLT_OVERFLOW, BOLT_RING_STATE},
+    words,
 };
 
 /// What bpf_map_pop_elem returns for an empty queue.
@@ -185,8 +186,11 @@ impl Rings {
     }
 
     /// Puts a popped, undelivered task back at the tail of its ring (its slot is still
-    /// reserved). Should the push fail anyway, the task goes to the overflow queue, from
-    /// which the agent returns it to tier 2.
+    /// reserved). Should the push fail anyway (the queue's lock, or a map smaller than
+    /// the configured capacity), the task goes to the overflow queue, from which the agent
+    /// returns it to tier 2; should that fail too, to the agent through the event ring
+    /// buffer (`rescued`). Only a full event ring on top of both loses it, and that is
+    /// counted as `events_lost` besides `ring_errors`.
     #[inline(always)]
     pub fn put_back(&self, prio: u32, slot: &Slot, tally: &mut Tally) {
         if let Some(q) = ring(prio) {
@@ -198,7 +202,9 @@ impl Rings {
         self.unreserve(prio, 1);
         if push_overflow(slot.as_ptr()) {
             tally.add(Counter::Overflow);
+            return;
         }
+        rescue(prio, slot, tally);
     }
 
     /// Releases the slot of a delivered task and tells the agent if the ring runs low.
@@ -244,4 +250,21 @@ impl Rings {
             tally.add(Counter::EventsLost);
         }
     }
+}
+
+/// Hands a task that no queue took to the agent, in the event ring buffer.
+#[inline(never)]
+fn rescue(prio: u32, slot: &Slot, tally: &mut Tally) {
+    let Some(mut record) = BOLT_EVENTS.reserve::<RescuedTask>(0) else {
+        tally.add(Counter::EventsLost);
+        return;
+    };
+    let r = record.as_mut_ptr();
+    // SAFETY: `record` is a reserved, writable RescuedTask; `slot` holds a popped entry.
+    unsafe {
+        words::store_u64(r as *mut u8, u64::from_le_bytes([EVENT_RESCUED, prio as u8, 0, 0, 0, 0, 0, 0]));
+        words::copy_words::<{ Entry::LEN / 8 }>(core::ptr::addr_of_mut!((*r).entry) as *mut u8, slot.as_ptr());
+    }
+    record.submit(0);
+    tally.add(Counter::Rescued);
 }

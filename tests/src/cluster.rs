@@ -114,8 +114,6 @@ impl Impairment {
     /// Drops `loss_permille` and duplicates `dup_permille` of UDP datagrams leaving or
     /// crossing each of `namespaces`.
     pub fn install(namespaces: &[String], loss_permille: u32, dup_permille: u32) -> anyhow::Result<Impairment> {
-        let guard = Impairment { namespaces: Vec::new() };
-        let mut guard = guard;
         let rules = |hook: &str| {
             format!(
                 "chain {hook} {{ type filter hook {hook} priority 0; policy accept;\n\
@@ -123,7 +121,29 @@ impl Impairment {
                  meta l4proto udp numgen random mod 1000 < {dup_permille} counter dup to ip daddr\n}}\n"
             )
         };
-        let script = format!("table ip {FAULT_TABLE} {{\n{}{}}}\n", rules("output"), rules("forward"));
+        Impairment::apply(
+            namespaces,
+            &format!("table ip {FAULT_TABLE} {{\n{}{}}}\n", rules("output"), rules("forward")),
+        )
+    }
+
+    /// Drops `permille` of the ASSIGNs arriving in each of `namespaces` (executor
+    /// namespaces), whether the XDP program or the switch sent them: the loss a frame the
+    /// program transmitted meets on the executor's link (the Bolt op is byte 3 of the
+    /// UDP payload, bit 88 from the start of the UDP header).
+    pub fn drop_assigns(namespaces: &[String], permille: u32) -> anyhow::Result<Impairment> {
+        let op = scheduler_common::Op::Assign as u8;
+        Impairment::apply(
+            namespaces,
+            &format!(
+                "table ip {FAULT_TABLE} {{\nchain input {{ type filter hook input priority 0; policy accept;\n\
+                 meta l4proto udp @th,88,8 {op} numgen random mod 1000 < {permille} counter drop\n}}\n}}\n"
+            ),
+        )
+    }
+
+    fn apply(namespaces: &[String], script: &str) -> anyhow::Result<Impairment> {
+        let mut guard = Impairment { namespaces: Vec::new() };
         for ns in namespaces {
             let mut nft = netns::command_in(ns, Path::new("nft"))?
                 .args(["-f", "-"])
@@ -279,6 +299,8 @@ pub struct Workload {
     pub max_attempts: u8,
     /// Give up waiting for the last completions after this long.
     pub deadline: Duration,
+    /// Tasks run only once their executor has claimed them from the client.
+    pub exactly_once: bool,
 }
 
 impl Workload {
@@ -291,7 +313,16 @@ impl Workload {
         handler: Handler<'static>,
         task_timeout: Duration,
     ) -> Self {
-        Workload { jobs, tasks_per_job, interval, handler, task_timeout, max_attempts: 20, deadline: DEADLINE }
+        Workload {
+            jobs,
+            tasks_per_job,
+            interval,
+            handler,
+            task_timeout,
+            max_attempts: 20,
+            deadline: DEADLINE,
+            exactly_once: false,
+        }
     }
 
     pub fn tasks(&self) -> u64 {
@@ -306,7 +337,8 @@ impl Workload {
             cfg.tracker.max_attempts = self.max_attempts;
             cfg.tracker.window = 1 << 16;
             let mut client = Client::bind(cfg).await?;
-            let spec = TaskSpec::new(self.handler, 1, 0)?;
+            let mut spec = TaskSpec::new(self.handler, 1, 0)?;
+            spec.exactly_once = self.exactly_once;
             let job = vec![spec; self.tasks_per_job];
             let start = Instant::now();
             for j in 0..self.jobs {
@@ -355,6 +387,16 @@ impl Outcome {
             (self.tasks, self.tasks, 0, 0, 0),
             "{what}: {s:?}"
         );
+    }
+}
+
+impl Outcome {
+    /// [`Outcome::assert_exactly_once`], and nothing was lost on the way: no task timed
+    /// out, none was resubmitted. For faults the design promises to absorb without loss.
+    pub fn assert_nothing_lost(&self, what: &str) {
+        self.assert_exactly_once(what);
+        let s = &self.summary;
+        assert_eq!((s.resubmitted, s.timeouts), (0, 0), "{what}: tasks were lost and resubmitted: {s:?}");
     }
 }
 

@@ -104,6 +104,12 @@ pub struct AgentStats {
     pub drained: u64,
     /// RETURN messages the socket refused.
     pub return_errors: u64,
+    /// BPF map operations that failed (the task concerned went back to tier 2 or stayed
+    /// queued; the agent carries on).
+    pub ring_errors: u64,
+    /// Tasks the XDP program could put back into no queue and handed to the agent, which
+    /// RETURNed them.
+    pub rescued: u64,
     /// Ring events read.
     pub events: u64,
     /// GET_TASK answered by the agent itself (userspace fallback).
@@ -254,16 +260,21 @@ impl Agent {
                 return Ok(mode);
             }
             let mut poke = self.read_events();
-            poke |= self.receive()?;
+            poke |= self.receive();
             self.relay();
-            self.return_overflow(1024)?;
+            self.return_overflow(1024);
             let now = Instant::now();
             if poke
                 || now >= next_check
                 || self.refill.waiting()
                 || self.refill.next_deadline(now).is_some_and(|d| now >= d)
             {
-                self.step_refill(now)?;
+                if let Err(e) = self.step_refill(now) {
+                    // The counters map could not be read: refilling waits for the next
+                    // turn; the queued tasks and the drain at the end do not depend on it.
+                    self.stats.ring_errors += 1;
+                    tracing::warn!(error = format!("{e:#}"), "refill step failed");
+                }
                 if now >= next_check {
                     next_check = now + self.cfg.check_interval;
                 }
@@ -288,7 +299,8 @@ impl Agent {
     pub fn finish(mut self, mode: StopMode) -> anyhow::Result<AgentStats> {
         let persistent = self.tier1.pins.is_some();
         if mode == StopMode::KeepAttached && persistent {
-            self.return_overflow(usize::MAX)?;
+            self.read_events();
+            self.return_overflow(usize::MAX);
             self.returner.flush(&self.sock);
             let stats = self.stats();
             tracing::info!(queued = ?stats.queued, mode = stats.mode, "agent exits; the program and its rings stay pinned");
@@ -309,8 +321,8 @@ impl Agent {
         let policy = self.refill.policy().clone();
         let deadline = Instant::now() + policy.answer_timeout + policy.settle;
         while self.refill.waiting() && Instant::now() < deadline {
-            self.receive()?;
-            let progress = self.progress()?;
+            self.receive();
+            let Ok(progress) = self.progress() else { break };
             self.refill.poll(Instant::now(), &full, progress);
             std::thread::sleep(refill::POLL_WHILE_WAITING);
         }
@@ -320,19 +332,30 @@ impl Agent {
             BoltXdp::detach_pinned(pins).context("detaching the XDP program")?;
             tracing::info!(pins = %pins.path().display(), "XDP program detached; draining the rings");
         }
-        let mut drained = self.drain_rings()?;
+        let mut drained = self.drain_rings();
         // A program run in flight during the detach, or a late REFILL at the socket, may
         // still add tasks: look again after a short grace period.
         let grace_end = Instant::now() + policy.settle.max(Duration::from_millis(20));
         while Instant::now() < grace_end {
-            self.receive()?;
+            self.receive();
             self.wait(Duration::from_millis(2));
         }
-        self.receive()?;
-        drained += self.drain_rings()?;
+        self.receive();
+        self.read_events();
+        drained += self.drain_rings();
         self.returner.flush(&self.sock);
         self.stats.drained += drained;
         if let Some(pins) = &self.tier1.pins {
+            if !self.tier1.rings.is_empty() {
+                // A RETURN that could not be sent or a ring that could not be popped:
+                // the pins are what still holds those tasks.
+                tracing::error!(
+                    pins = %pins.path().display(),
+                    "tasks are left in the pinned rings; the pins stay (`bolt agent --iface {} --unload` returns them)",
+                    self.cfg.tier1.pin_name
+                );
+                return Ok(());
+            }
             BoltXdp::unload_pinned(pins).context("removing the pins")?;
         }
         tracing::info!(
@@ -344,36 +367,72 @@ impl Agent {
         Ok(())
     }
 
-    /// RETURNs the overflow queue and every ring. Bounded by what the rings can hold.
-    fn drain_rings(&mut self) -> anyhow::Result<u64> {
+    /// RETURNs the overflow queue and every ring. Bounded by what the rings can hold. A
+    /// ring that cannot be popped is left (counted, logged; its pins stay for a later
+    /// `--unload`) and the others are drained.
+    fn drain_rings(&mut self) -> u64 {
         let mut n = 0u64;
-        n += self.return_overflow(usize::MAX)?;
+        n += self.return_overflow(usize::MAX);
         let levels = self.tier1.rings.levels();
         let bound = self.tier1.rings.capacity() as usize + 1;
         for prio in 1..=levels {
             for _ in 0..bound {
-                let Some(entry) = self.tier1.rings.pop(prio)? else { break };
-                self.returner.add(&self.sock, entry);
-                n += 1;
+                match self.tier1.rings.pop(prio) {
+                    Ok(Some(entry)) => {
+                        self.returner.add(&self.sock, entry);
+                        n += 1;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.stats.ring_errors += 1;
+                        tracing::error!(prio, error = format!("{e:#}"), "popping a ring failed while draining");
+                        break;
+                    }
+                }
             }
         }
         self.returner.flush(&self.sock);
-        Ok(n)
+        n
     }
 
-    /// Pops up to `max` tasks from the overflow queue and RETURNs them.
-    fn return_overflow(&mut self, max: usize) -> anyhow::Result<u64> {
+    /// RETURNs up to `max` tasks from the overflow queue, one message each: a task is
+    /// read in place, sent, and only then popped, so that it is never held only by this
+    /// process (a SIGKILL between send and pop RETURNs it twice; tier 2 queues both and
+    /// the client's claim or completion check absorbs the copy). Stops at the first
+    /// failure and tries again next turn.
+    fn return_overflow(&mut self, max: usize) -> u64 {
         let mut n = 0u64;
         while (n as usize) < max {
-            let Some(entry) = self.tier1.rings.pop_overflow()? else { break };
-            self.returner.add(&self.sock, entry);
+            let head = match self.tier1.rings.peek_overflow() {
+                Ok(Some(e)) => e,
+                Ok(None) => break,
+                Err(e) => {
+                    self.stats.ring_errors += 1;
+                    tracing::warn!(error = format!("{e:#}"), "reading the overflow queue failed");
+                    break;
+                }
+            };
+            if !self.returner.send_now(&self.sock, &[head]) {
+                break;
+            }
+            match self.tier1.rings.pop_overflow() {
+                // Only the agent pops the overflow queue: the head is the task just sent.
+                Ok(Some(popped)) if popped == head => {}
+                Ok(Some(other)) => self.returner.add(&self.sock, other),
+                Ok(None) => {}
+                Err(e) => {
+                    self.stats.ring_errors += 1;
+                    tracing::warn!(error = format!("{e:#}"), "popping the overflow queue failed");
+                    break;
+                }
+            }
             n += 1;
         }
         if n > 0 {
             self.stats.overflow_returned += n;
             tracing::debug!(tasks = n, "overflow returned to tier 2");
         }
-        Ok(n)
+        n
     }
 
     /// REFILL frames and tasks seen since this agent started.
@@ -432,12 +491,22 @@ impl Agent {
     fn read_events(&mut self) -> bool {
         let Some(events) = &mut self.tier1.events else { return false };
         let got = events.drain(4096).len() as u64;
+        let rescued = events.take_rescued();
         self.stats.events += got;
+        if !rescued.is_empty() {
+            tracing::warn!(tasks = rescued.len(), "the XDP program handed over tasks no queue took; returning them");
+            self.stats.rescued += rescued.len() as u64;
+            for entry in rescued {
+                self.returner.add(&self.sock, entry);
+            }
+            self.returner.flush(&self.sock);
+        }
         got > 0
     }
 
     /// Handles what waits at the socket. True when a GET_TASK missed (rings need tasks).
-    fn receive(&mut self) -> anyhow::Result<bool> {
+    /// A failing map operation costs only its own task, which goes back to tier 2.
+    fn receive(&mut self) -> bool {
         let mut buf = [0u8; MAX_MESSAGE_LEN + 1];
         let mut missed = false;
         let mut unplaced = Vec::new();
@@ -471,9 +540,7 @@ impl Agent {
                     self.socket_refills.frames += 1;
                     self.socket_refills.tasks += entries.len() as u64;
                     for entry in entries {
-                        if let Err(back) = self.tier1.rings.push(entry)? {
-                            unplaced.push(back);
-                        }
+                        self.tier1.rings.push_or_hand_back(entry, &mut unplaced, &mut self.stats.ring_errors);
                     }
                 }
                 Ok(Message::GetTask { .. }) if !self.cfg.tier1.settings.executors.contains(from.ip().octets()) => {
@@ -482,7 +549,7 @@ impl Agent {
                 }
                 Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who }) => {
                     let task = if who.node() == self.cfg.node {
-                        self.tier1.rings.take_runnable(rtrv_prio, exec_rsrc, &mut unplaced)?
+                        self.tier1.rings.take_runnable(rtrv_prio, exec_rsrc, &mut unplaced, &mut self.stats.ring_errors)
                     } else {
                         None
                     };
@@ -507,7 +574,7 @@ impl Agent {
         for entry in unplaced {
             self.returner.add(&self.sock, entry);
         }
-        Ok(missed)
+        missed
     }
 
     fn assign(&mut self, to: SocketAddrV4, entry: Entry, unplaced: &mut Vec<Entry>) {
@@ -520,10 +587,7 @@ impl Agent {
             Err(e) => {
                 // The task stays with the node: back into its ring, or to tier 2.
                 tracing::warn!(executor = %to, error = %e, "sending ASSIGN failed; task kept");
-                match self.tier1.rings.push(&entry) {
-                    Ok(Ok(())) => {}
-                    _ => unplaced.push(entry),
-                }
+                self.tier1.rings.push_or_hand_back(&entry, unplaced, &mut self.stats.ring_errors);
             }
         }
     }

@@ -54,7 +54,9 @@ impl Returner {
                 let pending = std::mem::take(&mut self.pending);
                 for entry in pending {
                     match encode_return(&mut self.buf, &[entry]) {
-                        Ok(n) => self.send(sock, n, 1),
+                        Ok(n) => {
+                            self.send(sock, n, 1);
+                        }
                         Err(e) => {
                             self.send_errors += 1;
                             tracing::error!(error = %e, uid = entry.uid(), jid = entry.jid(), tid = entry.task.tid(), "entry cannot be encoded; dropped");
@@ -69,14 +71,26 @@ impl Returner {
         self.send(sock, n, count);
     }
 
-    fn send(&mut self, sock: &UdpSocket, n: usize, count: u64) {
+    /// Sends `entries` (at most 16) now, bypassing the queue. True once they are sent.
+    pub fn send_now(&mut self, sock: &UdpSocket, entries: &[Entry]) -> bool {
+        match encode_return(&mut self.buf, entries) {
+            Ok(n) => self.send(sock, n, entries.len() as u64),
+            Err(e) => {
+                self.send_errors += 1;
+                tracing::error!(error = %e, entries = entries.len(), "encoding RETURN failed");
+                false
+            }
+        }
+    }
+
+    fn send(&mut self, sock: &UdpSocket, n: usize, count: u64) -> bool {
         // A full socket buffer clears quickly: retry a few times before giving up.
         for attempt in 0..100 {
             match sock.send_to(&self.buf[..n], self.switch) {
                 Ok(_) => {
                     self.tasks += count;
                     self.messages += 1;
-                    return;
+                    return true;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {
                     std::thread::sleep(std::time::Duration::from_micros(50 * (attempt + 1)));
@@ -84,12 +98,13 @@ impl Returner {
                 Err(e) => {
                     self.send_errors += 1;
                     tracing::warn!(switch = %self.switch, error = %e, tasks = count, "sending RETURN failed");
-                    return;
+                    return false;
                 }
             }
         }
         self.send_errors += 1;
         tracing::warn!(switch = %self.switch, tasks = count, "RETURN not sent: the socket stayed full");
+        false
     }
 }
 

@@ -69,6 +69,18 @@ impl Rings {
         }
     }
 
+    /// True when no ring and no overflow queue holds a task (read in place; a ring or
+    /// queue that cannot be read counts as holding some).
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Rings::Bpf(maps) => {
+                matches!(maps.peek_overflow(), Ok(None))
+                    && (1..=self.levels()).all(|p| matches!(maps.peek_ring(p), Ok(None)))
+            }
+            Rings::Memory(m) => m.rings.iter().all(|r| r.is_empty()),
+        }
+    }
+
     /// Tasks queued over all rings.
     pub fn total(&self) -> i64 {
         self.occupancy().iter().map(|&r| r.max(0)).sum()
@@ -116,6 +128,14 @@ impl Rings {
         }
     }
 
+    /// The oldest task in the overflow queue, left there.
+    pub fn peek_overflow(&self) -> anyhow::Result<Option<Entry>> {
+        match self {
+            Rings::Bpf(maps) => maps.peek_overflow(),
+            Rings::Memory(_) => Ok(None),
+        }
+    }
+
     /// REFILL frames and tasks the XDP program has taken in (zero for memory rings, whose
     /// REFILLs all arrive at the agent's socket).
     pub fn kernel_refills(&self) -> anyhow::Result<KernelRefills> {
@@ -134,24 +154,46 @@ impl Rings {
     /// The first task, from ring `rtrv_prio` down to the lowest level in use, that an
     /// executor offering `exec_rsrc` can run: the XDP program's rule, for the userspace
     /// fallback. One pop per ring; a task that does not fit goes back to its ring's tail.
-    /// A task that cannot go back (its ring filled meanwhile) is added to `unplaced` for
-    /// the caller to RETURN.
+    /// A task that cannot go back (its ring filled meanwhile, or a map error) is added to
+    /// `unplaced` for the caller to RETURN; a ring that cannot be popped is skipped.
+    /// Errors are counted in `errors`, never returned: no task is dropped with one.
     pub fn take_runnable(
         &mut self,
         rtrv_prio: u8,
         exec_rsrc: u8,
         unplaced: &mut Vec<Entry>,
-    ) -> anyhow::Result<Option<Entry>> {
+        errors: &mut u64,
+    ) -> Option<Entry> {
         for prio in rtrv_prio.max(1)..=self.levels() {
-            let Some(entry) = self.pop(prio)? else { continue };
+            let entry = match self.pop(prio) {
+                Ok(Some(e)) => e,
+                Ok(None) => continue,
+                Err(e) => {
+                    *errors += 1;
+                    tracing::warn!(prio, error = format!("{e:#}"), "popping a ring failed; ring skipped");
+                    continue;
+                }
+            };
             if entry.task.runs_on(exec_rsrc) {
-                return Ok(Some(entry));
+                return Some(entry);
             }
-            if let Err(back) = self.push(&entry)? {
-                unplaced.push(back);
+            self.push_or_hand_back(&entry, unplaced, errors);
+        }
+        None
+    }
+
+    /// Queues `entry`, or adds it to `unplaced` when its ring is full or the push fails
+    /// (counted in `errors`), so that the caller RETURNs it.
+    pub fn push_or_hand_back(&mut self, entry: &Entry, unplaced: &mut Vec<Entry>, errors: &mut u64) {
+        match self.push(entry) {
+            Ok(Ok(())) => {}
+            Ok(Err(back)) => unplaced.push(back),
+            Err(e) => {
+                *errors += 1;
+                tracing::warn!(error = format!("{e:#}"), "pushing into a ring failed; the task goes back to tier 2");
+                unplaced.push(*entry);
             }
         }
-        Ok(None)
     }
 }
 
@@ -189,15 +231,17 @@ mod tests {
         r.push(&entry(2, 1, 0b01)).unwrap().unwrap();
         r.push(&entry(3, 3, 0b01)).unwrap().unwrap();
         let mut unplaced = Vec::new();
+        let mut errors = 0;
         // Ring 1's head needs 0b10: requeued; ring 3 serves.
-        let got = r.take_runnable(1, 0b01, &mut unplaced).unwrap();
+        let got = r.take_runnable(1, 0b01, &mut unplaced, &mut errors);
         assert_eq!(got.map(|e| e.task.tid()), Some(3));
         assert!(unplaced.is_empty());
         assert_eq!(r.occupancy()[0], 2);
         // Now ring 1's head is task 2 (task 1 went to the tail).
-        assert_eq!(r.take_runnable(1, 0b01, &mut unplaced).unwrap().map(|e| e.task.tid()), Some(2));
-        assert_eq!(r.take_runnable(2, 0b11, &mut unplaced).unwrap(), None);
-        assert_eq!(r.take_runnable(1, 0b11, &mut unplaced).unwrap().map(|e| e.task.tid()), Some(1));
+        assert_eq!(r.take_runnable(1, 0b01, &mut unplaced, &mut errors).map(|e| e.task.tid()), Some(2));
+        assert_eq!(r.take_runnable(2, 0b11, &mut unplaced, &mut errors), None);
+        assert_eq!(r.take_runnable(1, 0b11, &mut unplaced, &mut errors).map(|e| e.task.tid()), Some(1));
         assert_eq!(r.total(), 0);
+        assert_eq!(errors, 0);
     }
 }

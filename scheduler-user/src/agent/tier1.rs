@@ -17,7 +17,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use aya::programs::ProgramInfo;
 use aya_log::EbpfLogger;
-use scheduler_common::maps::{XdpConfig, PIN_ROOT};
+use scheduler_common::maps::{XdpConfig, PIN_ROOT, RING_COUNT};
 use scheduler_common::Ipv4Prefix;
 
 use super::rings::{MemoryRings, Rings};
@@ -273,6 +273,8 @@ impl Tier1 {
         );
         let mut maps = XdpMaps::open_pinned(&pins)
             .with_context(|| format!("opening the rings pinned at {}", pins.path().display()))?;
+        let levels = maps.config()?.levels;
+        recount(&mut maps, levels)?;
         let events = maps.take_events();
         let interfaces = if pins.links().is_empty() { Vec::new() } else { vec![pin_name.to_string()] };
         Ok(Tier1 {
@@ -302,6 +304,7 @@ impl Tier1 {
             maps.write_config(&wanted)?;
             tracing::info!(?pinned, now = ?wanted, "configuration of the pinned program updated");
         }
+        recount(&mut maps, wanted.levels)?;
         let queued = maps.occupancy();
         let mut interfaces = Vec::new();
         let mut failures = Vec::new();
@@ -380,6 +383,20 @@ impl Tier1 {
             pins: None,
         }
     }
+}
+
+/// Sets the pinned rings' reservation counts to the tasks they hold: a process killed
+/// between a count change and its push or pop leaves a count off for ever otherwise (too
+/// high: the agent would see tasks that are not there and stop refilling).
+fn recount(maps: &mut XdpMaps, levels: u8) -> anyhow::Result<()> {
+    let corrections = maps.recount_reservations(levels).context("recounting the rings' reservations")?;
+    if corrections.iter().any(|&c| c != 0) {
+        tracing::warn!(
+            corrections = ?&corrections[..levels.clamp(1, RING_COUNT as u8) as usize],
+            "reservation counts corrected to the rings' contents (a process was killed mid-operation)"
+        );
+    }
+    Ok(())
 }
 
 /// The configuration to run a pinned program with: everything as asked now, except the

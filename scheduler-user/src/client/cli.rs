@@ -107,7 +107,8 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "UID")]
     pub uid: Option<u32>,
 
-    /// Local IP to send from (COMPLETE and QUEUE_FULL come back to it).
+    /// Local IP to send from (COMPLETE, QUEUE_FULL and CLAIM come back to it; default:
+    /// the address the route to the switch leaves from).
     #[arg(long, value_name = "IP")]
     pub bind: Option<IpAddr>,
 

@@ -49,8 +49,11 @@ pub use tracker::{CompletionEffect, JobProgress, JobReport, Packet, TaskRecord, 
 pub struct ClientConfig {
     /// The switch's SUBMIT address.
     pub switch: SocketAddr,
-    /// Local address of the client socket; `None`: loopback port 0 for a loopback
-    /// switch, otherwise the unspecified address, port 0.
+    /// Local address of the client socket; `None`: the address the host sends to the
+    /// switch from (its route's source), port 0. Not the unspecified address: the switch
+    /// puts the SUBMIT's source in every ENTRY, and an executor takes a CLAIM_REPLY only
+    /// from that address, which an unbound socket on a host with several addresses may
+    /// not answer from.
     pub bind: Option<SocketAddr>,
     pub tracker: TrackerConfig,
 }
@@ -65,13 +68,27 @@ impl ClientConfig {
         self.bind.unwrap_or_else(|| {
             let ip = match self.switch.ip() {
                 IpAddr::V4(ip) if ip.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-                IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
                 IpAddr::V6(ip) if ip.is_loopback() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-                IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                _ => route_source(self.switch).unwrap_or(match self.switch {
+                    SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                    SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                }),
             };
             SocketAddr::new(ip, 0)
         })
     }
+}
+
+/// The source address the kernel picks for datagrams to `to` (connecting a UDP socket
+/// sends nothing).
+fn route_source(to: SocketAddr) -> Option<IpAddr> {
+    let any: SocketAddr = match to {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let probe = std::net::UdpSocket::bind(any).ok()?;
+    probe.connect(to).ok()?;
+    Some(probe.local_addr().ok()?.ip())
 }
 
 /// The numbers `bolt submit` reports.

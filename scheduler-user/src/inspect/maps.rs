@@ -46,9 +46,6 @@ pub struct MapDumpArgs {
     /// The node whose map to dump (needed when several are pinned).
     #[arg(long, value_name = "IF")]
     pub iface: Option<String>,
-    /// Tasks listed per ring at most.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
-    pub max: usize,
     #[command(flatten)]
     pub out: OutputArgs,
 }
@@ -116,6 +113,7 @@ pub enum MapDump {
         priority: u8,
         reserved: i64,
         capacity: u32,
+        /// The ring's head task (none when empty): a queue map is readable at its head only.
         tasks: Vec<TaskView>,
     },
     Counters {
@@ -205,13 +203,17 @@ pub fn collect_maps(nodes: &[PinnedNode], out: &OutputArgs) -> anyhow::Result<Ve
 }
 
 /// The dump of map `name` (one of STATE_MAPS) of the node pinned in `dir`.
-pub fn dump(pin_name: &str, dir: &PinDir, name: &str, max: usize) -> anyhow::Result<MapDump> {
-    let mut maps = XdpMaps::open_pinned(dir)?;
+/// A ring is shown by its head task only: a BPF queue map can be read in place at its head
+/// and nowhere else, and a dump must not change the ring it reads (taking tasks off and
+/// putting them back would rotate a ring being served, and a signal in between would lose
+/// a task).
+pub fn dump(pin_name: &str, dir: &PinDir, name: &str) -> anyhow::Result<MapDump> {
+    let maps = XdpMaps::open_pinned(dir)?;
     let map = name.to_string();
     let pin_name = pin_name.to_string();
     if let Some(i) = RING_MAPS.iter().position(|r| *r == name) {
         let priority = i as u8 + 1;
-        let tasks = maps.walk_ring(priority, max)?.iter().map(TaskView::of).collect();
+        let tasks = maps.peek_ring(priority)?.iter().map(TaskView::of).collect();
         return Ok(MapDump::Ring {
             map,
             pin_name,
@@ -231,7 +233,7 @@ pub fn dump(pin_name: &str, dir: &PinDir, name: &str, max: usize) -> anyhow::Res
         RING_STATE_MAP => MapDump::RingState { map, pin_name, reserved: maps.occupancy().to_vec() },
         CONFIG_MAP => MapDump::Config { map, pin_name, config: ConfigView::of(&maps.config()?) },
         OVERFLOW_MAP => anyhow::bail!(
-            "{OVERFLOW_MAP} is a queue the agent empties as it fills; it cannot be read without taking tasks out"
+            "{OVERFLOW_MAP} is a queue the agent empties as it fills; `ring show` counts what went through it"
         ),
         EVENTS_MAP => {
             anyhow::bail!("{EVENTS_MAP} is a ring buffer the agent consumes; reading it would take its events")
@@ -281,7 +283,7 @@ pub fn run(cmd: MapCommand, global: OutputArgs) -> anyhow::Result<()> {
         MapCommand::Dump(args) => {
             let out = global.merge(args.out);
             let (pin_name, dir, name) = resolve(&args)?;
-            let d = dump(&pin_name, &dir, &name, args.max)?;
+            let d = dump(&pin_name, &dir, &name)?;
             out.print(&d, render_dump)
         }
     }
@@ -308,8 +310,8 @@ fn render_dump(d: &MapDump) -> String {
     match d {
         MapDump::Ring { map, pin_name, priority, reserved, capacity, tasks } => {
             let mut s = format!(
-                "{map} ({pin_name}): priority {priority}, {reserved} of {capacity} slots reserved, {} tasks\n",
-                tasks.len()
+                "{map} ({pin_name}): priority {priority}, {reserved} of {capacity} slots reserved; {}\n",
+                if tasks.is_empty() { "empty" } else { "its head (a queue map is readable at its head only):" }
             );
             let rows: Vec<Vec<String>> = tasks
                 .iter()

@@ -1,8 +1,8 @@
 //! The Bolt scheduler of the thesis (§3.2 to §3.4): per-priority circular queues with
 //! `<round, index>` pointers, pointer repair, priority search by recirculation and
 //! resource constraints by SWAP. This is the project's one implementation of the
-//! algorithm: the software switch runs it, the simulator runs it, and bolt.p4 mirrors it
-//! register for register.
+//! algorithm: the software switch (`bolt switch`) runs it, `bolt bench noop` drives it
+//! in-process, and bolt.p4 mirrors it register for register.
 //!
 //! [`Pipeline`] holds the registers and runs single passes; [`Scheduler`] feeds it the
 //! way a switch does, serving recirculated packets from a FIFO before new ones.

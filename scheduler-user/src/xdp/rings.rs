@@ -2,6 +2,7 @@
 //! the same slot reservation protocol as the program), draining the overflow queue, and
 //! reading the config, counters and events.
 
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
@@ -33,6 +34,10 @@ pub enum PushError {
 pub struct XdpMaps {
     rings: Vec<Queue<MapData, Entry>>,
     overflow: Queue<MapData, Entry>,
+    /// Second descriptors of the ring maps and of the overflow queue, for peeking (aya's
+    /// `Queue` only pops and pushes).
+    ring_fds: Vec<OwnedFd>,
+    overflow_fd: OwnedFd,
     states: MappedRingStates,
     config: Array<MapData, XdpConfig>,
     counters: PerCpuArray<MapData, Counters>,
@@ -62,16 +67,23 @@ impl XdpMaps {
 
     fn assemble(mut get: impl FnMut(&str) -> anyhow::Result<Map>) -> anyhow::Result<XdpMaps> {
         let mut rings = Vec::with_capacity(RING_COUNT);
+        let mut ring_fds = Vec::with_capacity(RING_COUNT);
         for name in RING_MAPS {
-            rings.push(Queue::try_from(get(name)?).with_context(|| format!("map {name}"))?);
+            let map = get(name)?;
+            ring_fds.push(queue_fd(&map).with_context(|| format!("map {name}"))?);
+            rings.push(Queue::try_from(map).with_context(|| format!("map {name}"))?);
         }
+        let overflow = get(OVERFLOW_MAP)?;
+        let overflow_fd = queue_fd(&overflow).context(OVERFLOW_MAP)?;
         let states = match get(RING_STATE_MAP)? {
             Map::Array(data) => MappedRingStates::new(data)?,
             _ => anyhow::bail!("{RING_STATE_MAP} is not an array map"),
         };
         Ok(XdpMaps {
             rings,
-            overflow: Queue::try_from(get(OVERFLOW_MAP)?).context(OVERFLOW_MAP)?,
+            overflow: Queue::try_from(overflow).context(OVERFLOW_MAP)?,
+            ring_fds,
+            overflow_fd,
             states,
             config: Array::try_from(get(CONFIG_MAP)?).context(CONFIG_MAP)?,
             counters: PerCpuArray::try_from(get(COUNTERS_MAP)?).context(COUNTERS_MAP)?,
@@ -180,28 +192,85 @@ impl XdpMaps {
         self.overflow.capacity()
     }
 
-    /// Every task in ring `prio` (1-based), head first, at most `max`: each is taken off the
-    /// head and put back at the tail with its slot still reserved, so it always fits and
-    /// the ring ends as it began. A queue map offers no other way to read past its head;
-    /// a ring served meanwhile may hand tasks out in a different order.
-    pub fn walk_ring(&mut self, prio: u8, max: usize) -> anyhow::Result<Vec<Entry>> {
+    /// The head of the overflow queue, left in place. The agent RETURNs it and only then
+    /// pops it, so that a task is never only in its memory (a SIGKILL between the two
+    /// RETURNs it twice rather than losing it).
+    pub fn peek_overflow(&self) -> anyhow::Result<Option<Entry>> {
+        peek(self.overflow_fd.as_fd()).context("peeking the overflow queue")
+    }
+
+    /// The head of ring `prio` (1-based), left in place: a queue map can be read at its
+    /// head only, and nothing else is read without taking tasks out.
+    pub fn peek_ring(&self, prio: u8) -> anyhow::Result<Option<Entry>> {
         anyhow::ensure!((1..=RING_COUNT as u8).contains(&prio), "priority {prio} has no ring");
-        let ring = &mut self.rings[prio as usize - 1];
-        let count = (self.states.load(prio).max(0) as usize).min(max);
-        let mut out = Vec::with_capacity(count);
-        for _ in 0..count {
-            match ring.pop(0) {
-                Ok(e) => {
-                    // The slot stays reserved, and the map holds no more entries than
-                    // reserved slots: the push cannot find it full.
-                    ring.push(e, 0).with_context(|| format!("putting a task back into ring {prio}"))?;
-                    out.push(e);
+        peek(self.ring_fds[prio as usize - 1].as_fd()).with_context(|| format!("peeking ring {prio}"))
+    }
+
+    /// Sets each ring's reservation count (rings `1..=levels`) to the tasks it holds, for a
+    /// process opening rings that one killed between a reservation change and its push
+    /// or pop may have left off by one. The program keeps serving meanwhile:
+    /// 1. the count is raised by `PAUSE`, so every producer (REFILL, `push`) finds the
+    ///    ring full and sends its tasks to the overflow queue, while consumers keep
+    ///    popping, each pop changing queue and count alike;
+    /// 2. every task is popped, keeping its slot, and after a pause that lets program runs
+    ///    in flight end, popped again until the ring stays empty;
+    /// 3. with the ring empty and its tasks held here, what the count holds beyond them
+    ///    (the lowest of a few reads, so that a refused REFILL's passing reservation does
+    ///    not count) is the error: the tasks are pushed back in their order and the count
+    ///    lowered by `PAUSE` plus the error.
+    ///
+    /// Returns the correction of each ring (index 0 = priority 1). Not for a ring some
+    /// other process is pushing to or popping from at the same time.
+    pub fn recount_reservations(&mut self, levels: u8) -> anyhow::Result<[i64; RING_COUNT]> {
+        const PAUSE: i64 = 1 << 40;
+        let mut corrections = [0i64; RING_COUNT];
+        for prio in 1..=levels.clamp(1, RING_COUNT as u8) {
+            let i = prio as usize - 1;
+            let slot = self.states.reserved(prio);
+            slot.fetch_add(PAUSE, Ordering::AcqRel);
+            let mut held = Vec::new();
+            let mut result = Ok(());
+            for round in 0..2 {
+                if round == 1 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
                 }
-                Err(MapError::ElementNotFound) => break,
-                Err(e) => return Err(e.into()),
+                // Bounded: producers are paused, so the ring only empties.
+                for _ in 0..=self.rings[i].capacity() {
+                    match self.rings[i].pop(0) {
+                        Ok(e) => held.push(e),
+                        Err(MapError::ElementNotFound) => break,
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
             }
+            // A REFILL refused meanwhile adds its batch and takes it back at once: the
+            // lowest of a few reads is the count without such a passing reservation.
+            let settled = (0..3)
+                .map(|_| {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                    slot.load(Ordering::Acquire)
+                })
+                .min()
+                .unwrap_or(PAUSE);
+            let error = settled - PAUSE - held.len() as i64;
+            let mut unplaced = 0i64;
+            for e in &held {
+                // The ring held these a moment ago and nothing else pushes: they fit.
+                if self.rings[i].push(e, 0).is_err() {
+                    unplaced += 1;
+                    self.overflow.push(e, 0).with_context(|| {
+                        format!("a task of ring {prio} fits neither its ring nor the overflow queue")
+                    })?;
+                }
+            }
+            slot.fetch_sub(PAUSE + error + unplaced, Ordering::AcqRel);
+            corrections[i] = -error;
+            result.with_context(|| format!("popping ring {prio}"))?;
         }
-        Ok(out)
+        Ok(corrections)
     }
 
     /// The counters of each CPU.
@@ -218,4 +287,47 @@ impl XdpMaps {
     pub fn take_events(&mut self) -> Option<EventReader> {
         self.events.take().map(EventReader::new)
     }
+}
+
+/// A descriptor of its own for the queue map `map`.
+fn queue_fd(map: &Map) -> anyhow::Result<OwnedFd> {
+    match map {
+        Map::Queue(data) => Ok(data.fd().as_fd().try_clone_to_owned()?),
+        _ => anyhow::bail!("not a queue map"),
+    }
+}
+
+/// The head of the queue map `fd` without taking it (BPF_MAP_LOOKUP_ELEM with no key).
+fn peek(fd: BorrowedFd<'_>) -> std::io::Result<Option<Entry>> {
+    /// The `map_elem` member of `union bpf_attr`.
+    #[repr(C)]
+    struct MapElemAttr {
+        map_fd: u32,
+        pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+    let mut out = Entry::default();
+    let attr = MapElemAttr {
+        map_fd: std::os::fd::AsRawFd::as_raw_fd(&fd) as u32,
+        pad: 0,
+        key: 0,
+        value: std::ptr::addr_of_mut!(out) as u64,
+        flags: 0,
+    };
+    // SAFETY: `attr` is a valid bpf_attr prefix of the size passed; the kernel writes one
+    // value of the map's value size (40, checked when the map was opened) into `out`.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_bpf, BPF_MAP_LOOKUP_ELEM, &attr as *const MapElemAttr, size_of::<MapElemAttr>())
+    };
+    if rc == 0 {
+        return Ok(Some(out));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENOENT) {
+        return Ok(None);
+    }
+    Err(e)
 }

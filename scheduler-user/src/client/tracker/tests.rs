@@ -429,3 +429,39 @@ fn claims_are_granted_once_per_attempt() {
     assert_eq!((t.stats().claims_granted, t.stats().claims_denied), (3, 5));
     check_invariants(&t);
 }
+
+/// A delivery lost on the way (an ASSIGN the XDP program sent and the link dropped) makes
+/// the task time out and go out again; should the first copy still turn up late (delayed
+/// rather than dropped, or a stale copy queued somewhere), it and the resubmission's
+/// copy claim the same current attempt: whichever comes first runs, the other is dropped
+/// unrun, so the task runs once. A copy arriving while the task waits to be resent is
+/// dropped too.
+#[test]
+fn a_late_copy_of_an_earlier_attempt_and_the_resubmission_run_once_between_them() {
+    let mut now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let jid = t.add_job(&specs(2), now).unwrap();
+    drain(&mut t, now);
+    let claim = |tid: u32| {
+        let mut c = Claim::default();
+        c.set_uid(7);
+        c.set_jid(jid);
+        c.set_tid(tid);
+        c
+    };
+    // Neither first delivery reached an executor; both tasks time out.
+    now += 100 * MS;
+    t.on_tick(now);
+    assert!(!t.on_claim(&claim(0)), "the late first copy, while the task waits to be resent");
+    drain(&mut t, now);
+    // Task 0: the late first copy claims before the resubmission's copy.
+    assert!(t.on_claim(&claim(0)), "the first copy to claim the current attempt runs");
+    assert!(!t.on_claim(&claim(0)), "the resubmission's copy is dropped unrun");
+    // Task 1: the other way round.
+    assert!(t.on_claim(&claim(1)), "the resubmission's copy runs");
+    assert!(!t.on_claim(&claim(1)), "the late first copy is dropped unrun");
+    assert_eq!(t.on_complete(&complete(7, jid, 0, STATUS_OK, 1), now), CompletionEffect::Done);
+    assert!(!t.on_claim(&claim(0)), "a copy arriving after the task is Done");
+    assert_eq!((t.stats().claims_granted, t.stats().claims_denied), (2, 4));
+    check_invariants(&t);
+}
