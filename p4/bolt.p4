@@ -111,7 +111,6 @@ const bit<8> STEP_DELIVER  = 6;  /* send the finished answer this packet carries
 
 /* bolt_pass_h.flags */
 const bit<8> PF_BATCH_SENT    = 0x01;  /* Retrieval::batches_sent > 0 */
-const bit<8> PF_FINISH_AFTER  = 0x02;  /* REINSERT then finish (Retrieval level = priorities) */
 const bit<8> PF_SPAWN_REPAIR  = 0x04;  /* the spawned copy is a REPAIR */
 const bit<8> PF_SPAWN_BOUNCE  = 0x08;  /* the spawned copy bounces an entry in QUEUE_FULL */
 const bit<8> PF_SPAWN_REFILL  = 0x10;  /* the spawned copy is a full REFILL batch */
@@ -1157,7 +1156,7 @@ control BoltIngress(inout headers_t hdr,
         }
         if (hdr.pass.copy != PASS_SPAWN) {
             /* what a pass spawns is decided afresh each pass */
-            hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_FINISH_AFTER | PF_HOST);
+            hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST);
             hdr.pass.spawn_path = 0;
             if (hdr.pass.copy == PASS_CONTINUE && hdr.pass.parse_path == PP_REFILL_SKIP_FOUND) {
                 /* the parser dropped the batch the other copy sent */
@@ -1639,9 +1638,9 @@ control BoltIngress(inout headers_t hdr,
                 }
             } else if (ig_md.step == STEP_SWAP) {
                 if (hdr.pass.budget == 0) {
+                    /* the level's budget is spent: the held task to the tail, then one level down */
                     budget_exhausted.count(0);
                     hdr.pass.step = STEP_REINSERT;
-                    hdr.pass.flags = hdr.pass.flags | PF_FINISH_AFTER;
                     ig_md.route = 2;
                 } else {
                     hdr.pass.budget = hdr.pass.budget - 1;
@@ -1672,27 +1671,20 @@ control BoltIngress(inout headers_t hdr,
                 }
             } else {
                 /* reinsert_pass: the held task went back to its queue; then one level down */
-                if ((hdr.pass.flags & PF_FINISH_AFTER) != 0) {
-                    finish = 1;
-                } else {
-                    next_level = 1;
-                }
+                next_level = 1;
                 if (ig_md.bounce == 1) {
                     hdr.pass.flags = hdr.pass.flags | PF_SPAWN_BOUNCE;
                 }
             }
 
             if (next_level == 1) {
-                /* Pipeline::next_level: RTRV_PRIO + 1, or the end of the search */
+                /* Pipeline::next_level: RTRV_PRIO + 1 with a fresh budget, or the end */
                 ig_md.next_level = ig_md.level8 + 1;
-                if (ig_md.next_level >= ig_md.priorities || hdr.pass.budget == 0) {
-                    if (hdr.pass.budget == 0 && ig_md.next_level < ig_md.priorities) {
-                        budget_exhausted.count(0);
-                    }
+                if (ig_md.next_level >= ig_md.priorities) {
                     finish = 1;
                 } else {
                     hdr.bolt.prio = hdr.bolt.prio + 1;
-                    hdr.pass.budget = hdr.pass.budget - 1;
+                    hdr.pass.budget = ig_md.max_passes;
                     hdr.bolt.op = hdr.pass.origin;
                     hdr.pass.step = STEP_RETRIEVE;
                     ig_md.route = 2;
@@ -1715,23 +1707,22 @@ control BoltIngress(inout headers_t hdr,
                     if (hdr.pass.listed == MAX_LIST) {
                         /* a full batch goes out now (send_refill) */
                         hdr.pass.flags = hdr.pass.flags | PF_BATCH_SENT;
-                        if (hdr.pass.want == 0 || hdr.pass.budget == 0) {
+                        if (hdr.pass.want == 0) {
                             hdr.refill_request.setInvalid();
                             answer_header(OP_REFILL, MAX_LIST);
                             ig_md.route = 1;
                         } else {
                             /* fork: this copy searches on, the other carries the batch */
-                            hdr.pass.budget = hdr.pass.budget - 1;
                             hdr.pass.step = STEP_RETRIEVE;
                             hdr.pass.parse_path = PP_REFILL_SKIP_FOUND;
                             hdr.pass.flags = hdr.pass.flags | PF_SPAWN_REFILL;
                             hdr.pass.spawn_path = PP_REFILL;
                             ig_md.route = 3;
                         }
-                    } else if (hdr.pass.want == 0 || hdr.pass.budget == 0) {
+                    } else if (hdr.pass.want == 0) {
                         finish = 1;
                     } else {
-                        hdr.pass.budget = hdr.pass.budget - 1;
+                        /* the level's budget carries over to the next search from the head */
                         hdr.pass.step = STEP_RETRIEVE;
                         ig_md.route = 2;
                     }

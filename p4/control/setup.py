@@ -40,8 +40,8 @@ def load_config():
     levels = cfg["queue"]["priorities"]
     if not 1 <= levels <= MAX_PRIORITIES:
         raise ValueError("queue.priorities must be 1 to %d, not %d" % (MAX_PRIORITIES, levels))
-    if cfg["queue"]["max_passes"] < levels:
-        raise ValueError("queue.max_passes must be at least queue.priorities")
+    if not 0 <= cfg["queue"]["max_passes"] <= 0xFFFF:
+        raise ValueError("queue.max_passes (SWAP passes per level) must fit 16 bits")
     return cfg
 
 

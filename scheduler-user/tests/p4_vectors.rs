@@ -338,6 +338,20 @@ fn scenarios() -> Vec<Scenario> {
     all.push(s);
 
     let mut s = Scenario::new(
+        "swap_budget_next_level",
+        "level 1's budget runs out: its held task goes to the tail and the search finds the level-2 task",
+        2,
+        2,
+        false,
+    );
+    s.send(submit(15, &[task(850, 1, 1), task(851, 1, 1), task(852, 1, 1), task(853, 1, 1), task(854, 2, 0)]), CLIENT);
+    s.send(get_task(1, 0, 1), EXECUTOR);
+    for seq in 2..7 {
+        s.send(get_task(1, 0xff, seq), EXECUTOR);
+    }
+    all.push(s);
+
+    let mut s = Scenario::new(
         "refill",
         "a host asks for 18 tasks: a full batch of 16 and one of 2, highest priority first, matching only",
         LEVELS,

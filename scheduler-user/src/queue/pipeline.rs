@@ -34,7 +34,8 @@ pub struct QueueConfig {
     pub capacity: u32,
     /// Priority levels, 1 (highest) to `priorities`.
     pub priorities: u8,
-    /// Passes one GET_TASK or REFILL_REQ may take (priority levels and SWAP steps).
+    /// SWAP passes one GET_TASK or REFILL_REQ may spend at each priority level; when they
+    /// run out the search goes on one level down (docs/queue.md, "Every search is bounded").
     pub max_passes: u16,
     /// Where both pointers start (tests start near u32::MAX to cross a round wrap).
     pub initial_pointer: u32,
@@ -106,9 +107,6 @@ impl Pipeline {
                 config.priorities,
                 scheduler_common::MAX_PRIORITIES
             ));
-        }
-        if config.max_passes < config.priorities as u16 {
-            return Err(format!("max passes {} below the {} priority levels", config.max_passes, config.priorities));
         }
         let n = config.capacity as usize;
         let levels = (0..config.priorities)
@@ -442,7 +440,9 @@ impl Pipeline {
     /// §3.4.3: swap the held task with the entry at `swap_idx` (or at the head, when
     /// retrieve_ptr moved since the search began). A valid entry this requester can run
     /// is delivered; one it cannot run is carried on to the next slot; past add_ptr the
-    /// held task is reinserted and the search moves one level down.
+    /// held task is reinserted and the search moves one level down. So does a search
+    /// whose budget at this level is spent: the held task goes to the tail, which is what
+    /// moves the next search's window forward (docs/queue.md).
     fn swap_pass(
         &mut self,
         r: Retrieval,
@@ -454,11 +454,7 @@ impl Pipeline {
         let l = r.level as usize;
         if r.budget == 0 {
             self.stats.budget_exhausted += 1;
-            let done = Retrieval { level: self.config.priorities, ..r };
-            return PassOutput {
-                recirculate: Some(Packet::Reinsert { held, level: l as u8, then: done }),
-                spawn: None,
-            };
+            return PassOutput { recirculate: Some(Packet::Reinsert { held, level: l as u8, then: r }), spawn: None };
         }
         let r = Retrieval { budget: r.budget - 1, ..r };
         let add = self.add_read(l);
@@ -508,17 +504,15 @@ impl Pipeline {
         PassOutput::default()
     }
 
-    /// Recirculates the retrieval to the next level down (RTRV_PRIO + 1), or ends it.
+    /// Recirculates the retrieval to the next level down (RTRV_PRIO + 1) with a fresh
+    /// budget, or ends it.
     fn next_level(&mut self, r: Retrieval, out: &mut impl Sink) -> PassOutput {
         let next = r.level + 1;
-        if next >= self.config.priorities || r.budget == 0 {
-            if r.budget == 0 && next < self.config.priorities {
-                self.stats.budget_exhausted += 1;
-            }
+        if next >= self.config.priorities {
             self.finish(r, out);
             return PassOutput::default();
         }
-        let r = Retrieval { level: next, budget: r.budget - 1, ..r };
+        let r = Retrieval { level: next, budget: self.config.max_passes, ..r };
         PassOutput { recirculate: Some(Packet::Retrieve(r)), spawn: None }
     }
 
@@ -539,11 +533,11 @@ impl Pipeline {
                     self.send_refill(addr, &mut r, out);
                 }
                 r.want -= 1;
-                if r.want == 0 || r.budget == 0 {
+                if r.want == 0 {
                     self.finish(r, out);
                     return PassOutput::default();
                 }
-                let r = Retrieval { budget: r.budget - 1, ..r };
+                // The level's budget carries over: the next search starts at the head again.
                 PassOutput { recirculate: Some(Packet::Retrieve(r)), spawn: None }
             }
         }
