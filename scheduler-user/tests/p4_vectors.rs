@@ -470,7 +470,7 @@ fn hand_hex(s: &str) -> String {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    assert!(s.len() % 2 == 0, "odd number of hex digits: {s}");
+    assert!(s.len().is_multiple_of(2), "odd number of hex digits: {s}");
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
 }
 
