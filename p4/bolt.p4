@@ -21,6 +21,13 @@
 #include <tna.p4>
 #endif
 
+/* The first recirculation port of pipe 0 (the control plane sets the one it uses). */
+#if __TARGET_TOFINO__ == 2
+#define DEFAULT_RECIRC_PORT 6
+#else
+#define DEFAULT_RECIRC_PORT 68
+#endif
+
 /* ------------------------------------------------------------------------------------
  * Protocol constants (scheduler-common/src/layout.rs)
  * ---------------------------------------------------------------------------------- */
@@ -69,11 +76,12 @@ const bit<32> DECODE_ERROR_KINDS = 10;
  * Queue geometry (scheduler-user/src/queue/pipeline.rs, pointer.rs)
  * ---------------------------------------------------------------------------------- */
 
-/* Entries per priority level = 2^QUEUE_INDEX_BITS (the thesis prototype: 17 bits, 128 K).
+/* Entries per priority level = 2^QUEUE_INDEX_BITS: 14 (16 K) by default, what four levels
+ * can have next to their stateful ALUs on Tofino 1 and 2 (the thesis prototype: 17, 128 K).
  * The level is the high part of a slot index, so one array per field serves all levels.
  * Build with -DQUEUE_INDEX_BITS=N to change it; see the resource budget in README.md. */
 #ifndef QUEUE_INDEX_BITS
-#define QUEUE_INDEX_BITS 17
+#define QUEUE_INDEX_BITS 14
 #endif
 /* Levels compiled in: 2^QUEUE_LEVEL_BITS. The control plane runs 1 to that many. */
 #ifndef QUEUE_LEVEL_BITS
@@ -88,8 +96,13 @@ typedef bit<32>               ptr_t;   /* <round, index>: high bits round, low b
 const bit<32> QUEUE_CAPACITY = 1 << QUEUE_INDEX_BITS;
 const bit<32> QUEUE_LEVELS   = 1 << QUEUE_LEVEL_BITS;
 const bit<32> QUEUE_SLOTS    = 1 << QUEUE_SLOT_BITS;
-/* DRIFT_LIMIT: retrieve_ptr is incremented only while less than this far past add_ptr. */
+/* DRIFT_LIMIT: retrieve_ptr is incremented only while less than this far past add_ptr.
+ * A stateful ALU compares on 34-bit extended operands, not on a wrapped 32-bit difference,
+ * so the test is made against the window [add_ptr + DRIFT_LIMIT, add_ptr + 2 * DRIFT_LIMIT)
+ * computed before the ALU (queue/pipeline.rs DriftWindow). */
 const int<32> DRIFT_LIMIT    = 1073741824;   /* 1 << 30 */
+const ptr_t   DRIFT_LIMIT_PTR = (ptr_t)DRIFT_LIMIT;
+const ptr_t   DRIFT_STOP_PTR  = DRIFT_LIMIT_PTR << 1;
 
 /* ------------------------------------------------------------------------------------
  * Recirculation state (P4 only; never on a front-panel port)
@@ -377,9 +390,20 @@ struct ingress_md_t {
     ptr_t   add_ptr;
     ptr_t   retrieve_ptr;
     ptr_t   retrieve_stored;
+    ptr_t   drift_lo;         /* DriftWindow: add_ptr + 2^30 */
+    ptr_t   drift_hi;         /* DriftWindow: add_ptr + 2^31 */
+    ptr_t   drift;            /* retrieve_ptr read - add_ptr */
     ptr_t   at;               /* the pointer whose slot this pass touches */
     ptr_t   write_value;
-    int<32> distance;         /* add_ptr - retrieve_ptr */
+    ptr_t   distance;         /* add_ptr - retrieve_ptr, wrapping */
+    ptr_t   head_delta;       /* SWAP: retrieve_ptr - pkt_retrieve_ptr */
+    ptr_t   past_add;         /* SWAP: at - add_ptr, wrapping */
+    bit<16> udp_len_excess;   /* udp.length - the message's length */
+    bit<8>  prio_room;        /* priorities - the task's prio */
+    bit<8>  missing_rsrc;     /* TRSRC & ~EXEC_RSRC */
+    bit<16> flag_hit;         /* flags_before & flag_mask */
+    bit<8>  items_left;       /* SUBMIT: count - listed */
+    bit<8>  levels_left;      /* priorities - next_level */
     bit<1>  full;
     bit<1>  behind;
     bit<1>  past_tail;        /* SWAP: Ring::at_or_past(at, add_ptr) */
@@ -425,8 +449,30 @@ parser BoltIngressParser(packet_in pkt,
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
-        ig_md.malformed = 0;
-        ig_md.decode_error = 0;
+        /* Every metadata field starts at zero: Tofino does not zero metadata by itself,
+         * and a pass reads some fields (at, got_task_word, ...) only on some paths. */
+        ig_md.malformed = 0; ig_md.decode_error = 0; ig_md.service = 0; ig_md.allowed = 0;
+        ig_md.steer = 0; ig_md.ingress_pipe = 0; ig_md.steer_port = 0;
+        ig_md.expected_len = 0; ig_md.out_len = 0; ig_md.priorities = 0;
+        ig_md.max_passes = 0; ig_md.recirc_port = 0; ig_md.fork_group = 0; ig_md.step = 0;
+        ig_md.pass_kind = 0; ig_md.origin_index = 0; ig_md.level8 = 0; ig_md.level = 0;
+        ig_md.task_prio = 0; ig_md.clamped = 0; ig_md.exec_rsrc = 0; ig_md.add_op = 0;
+        ig_md.retrieve_op = 0; ig_md.flag_op = 0; ig_md.valid_op = 0; ig_md.slot_op = 0;
+        ig_md.flag_kind = 0; ig_md.flag_mask = 0; ig_md.add_ptr = 0; ig_md.retrieve_ptr = 0;
+        ig_md.retrieve_stored = 0; ig_md.drift_lo = 0; ig_md.drift_hi = 0; ig_md.drift = 0;
+        ig_md.at = 0; ig_md.write_value = 0; ig_md.distance = 0; ig_md.head_delta = 0;
+        ig_md.past_add = 0; ig_md.udp_len_excess = 0; ig_md.prio_room = 0;
+        ig_md.missing_rsrc = 0; ig_md.flag_hit = 0; ig_md.items_left = 0;
+        ig_md.levels_left = 0; ig_md.full = 0; ig_md.behind = 0; ig_md.past_tail = 0;
+        ig_md.head_moved = 0; ig_md.flags_before = 0; ig_md.flag_was_set = 0;
+        ig_md.was_valid = 0; ig_md.slot = 0; ig_md.slot_rsrc = 0; ig_md.got_task_word = 0;
+        ig_md.got_client_port_pad = 0; ig_md.entry_in.uid = 0; ig_md.entry_in.jid = 0;
+        ig_md.entry_in.tid = 0; ig_md.entry_in.task_word = 0; ig_md.entry_in.desc_0 = 0;
+        ig_md.entry_in.desc_1 = 0; ig_md.entry_in.desc_2 = 0; ig_md.entry_in.desc_3 = 0;
+        ig_md.entry_in.client_ip = 0; ig_md.entry_in.client_port_pad = 0; ig_md.added = 0;
+        ig_md.spawn_repair = 0; ig_md.bounce = 0; ig_md.matches = 0; ig_md.more = 0;
+        ig_md.next_level = 0; ig_md.route = 0; ig_md.to_entry_client = 0;
+        ig_md.answer_ip = 0; ig_md.answer_port = 0; ig_md.forward = 0;
         transition select(ig_intr_md.ingress_port) {
             recirculation_ports : parse_pass;
             default             : parse_ethernet;
@@ -483,11 +529,11 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* shape(op).flags: SUBMIT may carry KNOWN_HEADER_FLAGS (0xFC = its complement),
+    /* shape(op).flags: SUBMIT may carry KNOWN_HEADER_FLAGS (no bit of its complement),
      * every other op none. */
     state check_flags {
         transition select(hdr.bolt.op, hdr.bolt.flags) {
-            (OP_SUBMIT, 0x00 &&& 0xFC) : check_count;
+            (OP_SUBMIT, 0x00 &&& ~KNOWN_HEADER_FLAGS) : check_count;
             (_, 0x00)                  : check_count;
             default                    : unknown_flags;
         }
@@ -516,7 +562,7 @@ parser BoltIngressParser(packet_in pkt,
      * Then the op's body. */
     state check_header_bytes {
         transition select(hdr.bolt.op, hdr.bolt.prio, hdr.bolt.rsrc) {
-            (OP_GET_TASK, 1 .. 8, _)   : parse_requester;
+            (OP_GET_TASK, 1 .. MAX_PRIORITIES, _)   : parse_requester;
             (OP_GET_TASK, _, _)        : bad_priority;
             (OP_REFILL_REQ, 0, _)      : parse_refill_request_first;
             (OP_SUBMIT, 0, 0)          : parse_submit_first;
@@ -573,8 +619,8 @@ parser BoltIngressParser(packet_in pkt,
         pkt.extract(hdr.task_cur);
         items.decrement(1);
         transition select(hdr.task_cur.prio, hdr.task_cur.flags) {
-            (1 .. 8, 0x00 &&& 0xFE) : submit_rest;
-            (1 .. 8, _)             : unknown_flags;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS) : submit_rest;
+            (1 .. MAX_PRIORITIES, _)             : unknown_flags;
             default                 : bad_priority;
         }
     }
@@ -590,8 +636,8 @@ parser BoltIngressParser(packet_in pkt,
         pkt.extract(hdr.tasks_after.next);
         items.decrement(1);
         transition select(hdr.tasks_after.last.prio, hdr.tasks_after.last.flags) {
-            (1 .. 8, 0x00 &&& 0xFE) : submit_rest;
-            (1 .. 8, _)             : unknown_flags;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS) : submit_rest;
+            (1 .. MAX_PRIORITIES, _)             : unknown_flags;
             default                 : bad_priority;
         }
     }
@@ -610,9 +656,9 @@ parser BoltIngressParser(packet_in pkt,
         pkt.extract(hdr.entry_cur);
         items.decrement(1);
         transition select(hdr.entry_cur.prio, hdr.entry_cur.flags, hdr.entry_cur.pad) {
-            (1 .. 8, 0x00 &&& 0xFE, 0) : return_rest;
-            (1 .. 8, 0x00 &&& 0xFE, _) : bad_field;
-            (1 .. 8, _, _)             : unknown_flags;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, 0) : return_rest;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, _) : bad_field;
+            (1 .. MAX_PRIORITIES, _, _)             : unknown_flags;
             default                    : bad_priority;
         }
     }
@@ -628,9 +674,9 @@ parser BoltIngressParser(packet_in pkt,
         pkt.extract(hdr.entries.next);
         items.decrement(1);
         transition select(hdr.entries.last.prio, hdr.entries.last.flags, hdr.entries.last.pad) {
-            (1 .. 8, 0x00 &&& 0xFE, 0) : return_rest;
-            (1 .. 8, 0x00 &&& 0xFE, _) : bad_field;
-            (1 .. 8, _, _)             : unknown_flags;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, 0) : return_rest;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, _) : bad_field;
+            (1 .. MAX_PRIORITIES, _, _)             : unknown_flags;
             default                    : bad_priority;
         }
     }
@@ -867,11 +913,22 @@ control BoltIngress(inout headers_t hdr,
 
     /* Stage::RetrievePtr: retrieve_ptr[level] */
     Register<ptr_t, level_t>(QUEUE_LEVELS, 0) retrieve_ptr;
-    /* Pipeline::retrieve_read_and_increment: stops DRIFT_LIMIT past add_ptr (safeguard 2) */
+    /* Pipeline::retrieve_read_and_increment: stops DRIFT_LIMIT past add_ptr (safeguard 2).
+     * DriftWindow::allows_increment, one action per shape of the window: only unsigned
+     * compares of the register with drift_lo and drift_hi, which the ALU makes exactly. */
     RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read_and_increment = {
         void apply(inout ptr_t value, out ptr_t read) {
             read = value;
-            if ((int<32>)(value - ig_md.add_ptr) < DRIFT_LIMIT) {
+            if (value < ig_md.drift_lo || value >= ig_md.drift_hi) {
+                value = value + 1;
+            }
+        }
+    };
+    /* The same when drift_hi wrapped past 2^32 (drift_lo's two high bits set). */
+    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read_and_increment_wrapped = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+            if (value < ig_md.drift_lo && value >= ig_md.drift_hi) {
                 value = value + 1;
             }
         }
@@ -978,7 +1035,7 @@ control BoltIngress(inout headers_t hdr,
     }
     table queue_config {
         actions = { configure; }
-        default_action = configure(DEFAULT_PRIORITIES, 1024, 68, 1);
+        default_action = configure(DEFAULT_PRIORITIES, 1024, DEFAULT_RECIRC_PORT, 1);
         size = 1;
     }
 
@@ -1199,10 +1256,13 @@ control BoltIngress(inout headers_t hdr,
                 ig_md.decode_error = DE_TRUNCATED;
             }
             if (ig_md.malformed == 0) {
+                /* the UDP header's 8 bytes on top of the message: a difference, then a
+                 * compare with a constant the gateway can make */
+                ig_md.udp_len_excess = hdr.udp.length - ig_md.expected_len;
                 if (!message_length_in.apply().hit) {
                     ig_md.malformed = 1;
                     ig_md.decode_error = DE_BAD_COUNT;
-                } else if (hdr.udp.length != ig_md.expected_len + 8) {
+                } else if (ig_md.udp_len_excess != 8) {
                     ig_md.malformed = 1;
                     ig_md.decode_error = DE_BAD_LENGTH;
                 }
@@ -1236,7 +1296,8 @@ control BoltIngress(inout headers_t hdr,
                     } else if (hdr.bolt.op == OP_GET_TASK) {
                         ig_md.step = STEP_RETRIEVE;
                         /* RTRV_PRIO below the configured levels starts at the lowest. */
-                        if (hdr.bolt.prio > ig_md.priorities) {
+                        ig_md.prio_room = ig_md.priorities - hdr.bolt.prio;
+                        if (ig_md.prio_room[7:7] == 1) {
                             hdr.bolt.prio = ig_md.priorities;
                         }
                     } else {
@@ -1316,7 +1377,10 @@ control BoltIngress(inout headers_t hdr,
             } else {
                 ig_md.task_prio = hdr.entry_cur.prio;
             }
-            if (ig_md.task_prio > ig_md.priorities) {
+            /* priorities - prio is negative (bit 7 set) when the task's priority is
+             * below the configured levels: both are 1..=8 here */
+            ig_md.prio_room = ig_md.priorities - ig_md.task_prio;
+            if (ig_md.prio_room[7:7] == 1) {
                 ig_md.clamped = 1;
                 ig_md.level8 = ig_md.priorities - 1;
             } else {
@@ -1405,14 +1469,24 @@ control BoltIngress(inout headers_t hdr,
             add_write.execute(ig_md.level);
         }
 
+        /* DriftWindow of the add_ptr just read, for the ALU test below */
+        ig_md.drift_lo = ig_md.add_ptr + DRIFT_LIMIT_PTR;
+        ig_md.drift_hi = ig_md.add_ptr + DRIFT_STOP_PTR;
+
         /* Stage::RetrievePtr */
         if (ig_md.retrieve_op == 2) {
-            ig_md.retrieve_ptr = retrieve_read_and_increment.execute(ig_md.level);
-            /* The value the action stored, recomputed with its own test. */
-            if ((int<32>)(ig_md.retrieve_ptr - ig_md.add_ptr) < DRIFT_LIMIT) {
-                ig_md.retrieve_stored = ig_md.retrieve_ptr + 1;
+            if (ig_md.drift_lo[31:30] == 2w3) {
+                ig_md.retrieve_ptr = retrieve_read_and_increment_wrapped.execute(ig_md.level);
             } else {
+                ig_md.retrieve_ptr = retrieve_read_and_increment.execute(ig_md.level);
+            }
+            /* The value the action stored: not incremented when (read - add_ptr) has the
+             * high bits 01, i.e. lies in [DRIFT_LIMIT, 2 * DRIFT_LIMIT). */
+            ig_md.drift = ig_md.retrieve_ptr - ig_md.add_ptr;
+            if (ig_md.drift[31:30] == 2w1) {
                 ig_md.retrieve_stored = ig_md.retrieve_ptr;
+            } else {
+                ig_md.retrieve_stored = ig_md.retrieve_ptr + 1;
             }
         } else if (ig_md.retrieve_op == 1) {
             ig_md.retrieve_ptr = retrieve_read.execute(ig_md.level);
@@ -1421,19 +1495,21 @@ control BoltIngress(inout headers_t hdr,
         }
 
         /* Between the pointers and the flags: full, behind, the slot. */
-        ig_md.distance = (int<32>)(ig_md.add_ptr - ig_md.retrieve_ptr);
+        /* add_ptr - retrieve_ptr read as signed: bit 31 says negative; below 2^31, full
+         * is any bit from QUEUE_INDEX_BITS to 30 (the distance is at least the capacity) */
+        ig_md.distance = ig_md.add_ptr - ig_md.retrieve_ptr;
         ig_md.full = 0;
         ig_md.behind = 0;
         ig_md.past_tail = 0;
         ig_md.head_moved = 0;
         if (ig_md.add_op == 2) {
             ig_md.at = ig_md.add_ptr;
-            if (ig_md.distance >= (int<32>)QUEUE_CAPACITY) {
+            if (ig_md.distance[31:31] == 0 && ig_md.distance[30:QUEUE_INDEX_BITS] != 0) {
                 ig_md.full = 1;
                 ig_md.flag_op = 1;
                 ig_md.flag_kind = 0;
             } else {
-                if (ig_md.distance < 0) {
+                if (ig_md.distance[31:31] == 1) {
                     ig_md.behind = 1;
                     ig_md.flag_op = 1;
                     ig_md.flag_kind = 1;
@@ -1445,13 +1521,15 @@ control BoltIngress(inout headers_t hdr,
             ig_md.valid_op = 2;
         } else if (ig_md.step == STEP_SWAP && ig_md.add_op == 1) {
             /* restart from the head when retrieve_ptr moved since the search began */
-            if (ig_md.retrieve_ptr != hdr.swap_state.pkt_retrieve_ptr) {
+            ig_md.head_delta = ig_md.retrieve_ptr - hdr.swap_state.pkt_retrieve_ptr;
+            if (ig_md.head_delta != 0) {
                 ig_md.head_moved = 1;
                 ig_md.at = ig_md.retrieve_ptr;
             } else {
                 ig_md.at = hdr.swap_state.swap_idx;
             }
-            if ((int<32>)(ig_md.at - ig_md.add_ptr) >= 0) {
+            ig_md.past_add = ig_md.at - ig_md.add_ptr;
+            if (ig_md.past_add[31:31] == 0) {
                 ig_md.past_tail = 1;
             } else {
                 ig_md.valid_op = 1;
@@ -1466,7 +1544,8 @@ control BoltIngress(inout headers_t hdr,
         }
         if (ig_md.flag_op == 1) {
             ig_md.flags_before = repairing_test_and_set.execute(0);
-            if ((ig_md.flags_before & ig_md.flag_mask) != 0) {
+            ig_md.flag_hit = ig_md.flags_before & ig_md.flag_mask;
+            if (ig_md.flag_hit != 0) {
                 ig_md.flag_was_set = 1;
             }
         } else if (ig_md.flag_op == 2) {
@@ -1526,7 +1605,8 @@ control BoltIngress(inout headers_t hdr,
         hdr.entry_out.pad = 0;
 
         /* resources_match(task_rsrc, exec_rsrc): task_rsrc & !exec_rsrc == 0 */
-        if ((ig_md.slot_rsrc & ~ig_md.exec_rsrc) == 0) {
+        ig_md.missing_rsrc = ig_md.slot_rsrc & ~ig_md.exec_rsrc;
+        if (ig_md.missing_rsrc == 0) {
             ig_md.matches = 1;
         } else {
             ig_md.matches = 0;
@@ -1568,7 +1648,8 @@ control BoltIngress(inout headers_t hdr,
         if (ig_md.step == STEP_SUBMIT) {
             /* submit_pass: refused tasks stay, in order, for the QUEUE_FULL */
             ig_md.more = 0;
-            if (hdr.bolt.count - hdr.pass.listed > 1) {
+            ig_md.items_left = hdr.bolt.count - hdr.pass.listed;
+            if (ig_md.items_left[7:1] != 0) {
                 ig_md.more = 1;
             }
             if (ig_md.added == 1) {
@@ -1608,17 +1689,22 @@ control BoltIngress(inout headers_t hdr,
             if (ig_md.more == 1) {
                 ig_md.route = 2;
             } else if (ig_md.bounce == 1 && ig_md.spawn_repair == 0) {
-                /* the last entry bounces: this packet is the QUEUE_FULL */
-                bounce_entry_cur();
-                answer_header(OP_QUEUE_FULL, 1);
-                ig_md.to_entry_client = 1;
-                ig_md.bounce = 0;
-                ig_md.route = 1;
+                /* the last entry bounces: this packet is the QUEUE_FULL. A bounced entry
+                 * was not added, so entry_cur is still valid; the test says so to the
+                 * compiler. */
+                if (hdr.entry_cur.isValid()) {
+                    bounce_entry_cur();
+                    answer_header(OP_QUEUE_FULL, 1);
+                    ig_md.to_entry_client = 1;
+                    ig_md.bounce = 0;
+                    ig_md.route = 1;
+                }
             }
         } else if (ig_md.step == STEP_RETRIEVE || ig_md.step == STEP_SWAP || ig_md.step == STEP_REINSERT) {
             bit<1> deliver = 0;
             bit<1> next_level = 0;
             bit<1> finish = 0;
+            bit<1> swapped = 0;
             if (ig_md.step == STEP_RETRIEVE) {
                 if (ig_md.was_valid == 0) {
                     next_level = 1;
@@ -1626,7 +1712,7 @@ control BoltIngress(inout headers_t hdr,
                     deliver = 1;
                 } else {
                     /* start a SWAP search holding the dequeued task */
-                    swaps.count(0);
+                    swapped = 1;
                     hdr.bolt.op = OP_SWAP;
                     hdr.swap_state.setValid();
                     hdr.swap_state.swap_idx = ig_md.retrieve_ptr + 1;
@@ -1659,7 +1745,7 @@ control BoltIngress(inout headers_t hdr,
                         hdr.swap_held.setInvalid();
                         deliver = 1;
                     } else {
-                        swaps.count(0);
+                        swapped = 1;
                         hdr.swap_held = hdr.entry_out;
                         hdr.swap_held.setValid();
                         hdr.swap_state.swap_idx = ig_md.at + 1;
@@ -1680,7 +1766,8 @@ control BoltIngress(inout headers_t hdr,
             if (next_level == 1) {
                 /* Pipeline::next_level: RTRV_PRIO + 1 with a fresh budget, or the end */
                 ig_md.next_level = ig_md.level8 + 1;
-                if (ig_md.next_level >= ig_md.priorities) {
+                ig_md.levels_left = ig_md.priorities - ig_md.next_level;
+                if (ig_md.levels_left == 0 || ig_md.levels_left[7:7] == 1) {
                     finish = 1;
                 } else {
                     hdr.bolt.prio = hdr.bolt.prio + 1;
@@ -1691,16 +1778,20 @@ control BoltIngress(inout headers_t hdr,
                 }
             }
 
+            /* one count site per counter */
+            if (swapped == 1) {
+                swaps.count(0);
+            }
+
             if (deliver == 1) {
-                /* Pipeline::deliver */
+                /* Pipeline::deliver: index 0 ASSIGN, 1 REFILL (PF_HOST is bit 5) */
+                deliveries.count(hdr.pass.flags[5:5]);
                 hdr.entry_out.setValid();
                 if ((hdr.pass.flags & PF_HOST) == 0) {
-                    deliveries.count(0);
                     hdr.requester.setInvalid();
                     answer_header(OP_ASSIGN, 1);
                     ig_md.route = 1;
                 } else {
-                    deliveries.count(1);
                     hdr.bolt.op = OP_REFILL_REQ;
                     hdr.pass.listed = hdr.pass.listed + 1;
                     hdr.pass.want = hdr.pass.want - 1;
@@ -1916,6 +2007,7 @@ control BoltIngressDeparser(packet_out pkt,
         pkt.emit(hdr.requester);
         pkt.emit(hdr.refill_request);
         pkt.emit(hdr.completion);
+        pkt.emit(hdr.claim);
         pkt.emit(hdr.tasks_before);
         pkt.emit(hdr.task_cur);
         pkt.emit(hdr.tasks_after);
@@ -1970,6 +2062,8 @@ control BoltEgress(inout egress_headers_t hdr,
             if (eg_intr_md.egress_rid == RID_SPAWN) {
                 hdr.pass.copy = PASS_SPAWN;
                 hdr.pass.parse_path = hdr.pass.spawn_path;
+            } else if (eg_intr_md.egress_rid == RID_CONTINUE) {
+                hdr.pass.copy = PASS_CONTINUE;
             }
             if (hdr.pass.copy == PASS_SPAWN && (hdr.pass.flags & PF_SPAWN_REPAIR) != 0) {
                 /* Packet::Repair (encode_repair): the pointer, its level, the value to

@@ -19,7 +19,7 @@ use scheduler_common::{
     KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR,
     STATUS_FAILED, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
-use scheduler_user::queue::{QueueConfig, DRIFT_LIMIT};
+use scheduler_user::queue::{DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 
 fn p4_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../p4")
@@ -369,7 +369,7 @@ fn list_stacks_and_queue_geometry_match() {
     assert_eq!(levels, DEFAULT_PRIORITIES as u64, "compiled levels differ from the default priority count");
     assert!(levels <= MAX_PRIORITIES as u64);
     let capacity = 1u64 << p4.define("QUEUE_INDEX_BITS");
-    assert_eq!(capacity, QueueConfig::default().capacity as u64, "compiled capacity differs from the model's");
+    assert_eq!(capacity, TOFINO_QUEUE_CAPACITY as u64, "compiled capacity differs from the model's Tofino geometry");
 
     // is_repairing: bit 2l for add_ptr, 2l+1 for retrieve_ptr, every wire priority.
     let table = &p4.src[p4.src.find("table repair_flag_mask").expect("no repair_flag_mask table")..];
@@ -611,6 +611,9 @@ impl ParserRunner {
         let v = v.trim();
         if v.starts_with(|c: char| c.is_ascii_digit()) {
             parse_int(v)
+        } else if let Some(name) = v.strip_prefix('~') {
+            // The complement of a bit<8> constant, as the keysets use it for masks.
+            !self.value(name) & 0xff
         } else {
             *self.consts.get(v).unwrap_or_else(|| panic!("bolt.p4 parser uses {v}, not a literal const"))
         }
@@ -926,5 +929,151 @@ fn access_rules_match_the_software_switch() {
     assert!(rules.admits(Op::Submit, from_client) && !rules.admits(Op::Submit, from_node));
     for op in [Op::GetTask, Op::RefillReq, Op::Return] {
         assert!(rules.admits(op, from_node) && !rules.admits(op, from_client), "{op:?}");
+    }
+}
+
+/// The conditions of every `if` in `src` (the text between the parentheses).
+fn if_conditions(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    while let Some(at) = rest.find("if (") {
+        let open = at + 3;
+        let mut depth = 0;
+        let mut end = open;
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(rest[open + 1..end].split_whitespace().collect::<Vec<_>>().join(" "));
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// The bodies of the RegisterActions, by name.
+fn register_actions(src: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (at, _) in src.match_indices("RegisterAction<") {
+        let head = &src[at..];
+        let eq = head.find("= {").expect("RegisterAction without a body");
+        let name = head[..eq].split_whitespace().last().unwrap().to_string();
+        let body = &head[eq..];
+        let end = body.find("};").expect("unterminated RegisterAction");
+        out.push((name, body[..end].to_string()));
+    }
+    out
+}
+
+/// A Tofino stateful ALU compares the register with a packet field or a constant on
+/// 34-bit extended operands: a condition with arithmetic in it (a wrapped difference, a
+/// cast) does not mean on the chip what it means in P4 (the drift test once did).
+#[test]
+fn register_actions_compare_without_arithmetic() {
+    let p4 = P4::load();
+    let actions = register_actions(&p4.src);
+    assert!(actions.len() >= 10, "found only {} RegisterActions", actions.len());
+    for (name, body) in &actions {
+        for cond in if_conditions(body) {
+            assert!(
+                !cond.contains(['+', '-']) && !cond.contains("(int<") && !cond.contains("(bit<"),
+                "RegisterAction {name}: condition {cond:?} computes before it compares"
+            );
+        }
+    }
+}
+
+/// A match-action gateway compares a field (or a slice of one) with a constant, and
+/// tests header validity and table hits; anything else (arithmetic, a field against a
+/// field, a mask from another field) must be computed in an action first.
+#[test]
+fn every_gateway_condition_compares_a_field_with_a_constant() {
+    let p4 = P4::load();
+    let consts = p4.consts();
+    let mut src = p4.src.clone();
+    // Parser states and RegisterAction bodies are not gateways.
+    for (_, body) in register_actions(&p4.src) {
+        src = src.replace(&body, "");
+    }
+    let constant = |v: &str| {
+        let v = v.trim();
+        v.starts_with(|c: char| c.is_ascii_digit())
+            || consts.contains_key(v)
+            || (v.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') && !v.is_empty())
+    };
+    let field = |v: &str| {
+        let v = v.trim().trim_start_matches('!');
+        !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "._[]:".contains(c)) && !v.contains("::")
+    };
+    let mut checked = 0;
+    for cond in if_conditions(&src) {
+        for atom in cond.split("&&").flat_map(|a| a.split("||")) {
+            let atom = atom.trim().trim_matches(|c| c == '(' || c == ')').trim();
+            if atom.ends_with(".isValid") || atom.ends_with(".apply().hit") || atom.ends_with(".apply") {
+                continue;
+            }
+            let op = ["==", "!=", ">=", "<=", ">", "<"].into_iter().find(|op| atom.contains(op));
+            let Some(op) = op else { panic!("gateway condition {cond:?}: {atom:?} is not a comparison") };
+            let (lhs, rhs) = atom.split_once(op).unwrap();
+            let lhs = lhs.trim().trim_matches(|c| c == '(' || c == ')');
+            // A constant mask is part of the gateway's match.
+            let lhs_ok = match lhs.split_once('&') {
+                Some((f, mask)) => field(f) && constant(mask.trim().trim_end_matches(')')),
+                None => field(lhs),
+            };
+            assert!(
+                lhs_ok && constant(rhs),
+                "gateway condition {cond:?}: {atom:?} does not compare a field with a constant"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "only {checked} comparisons found");
+}
+
+/// Each counter is counted from one place, driven by a flag or an index, so that the
+/// compiler places one counter ALU access per pass.
+#[test]
+fn every_counter_has_one_count_site() {
+    let p4 = P4::load();
+    let mut sites: BTreeMap<String, usize> = BTreeMap::new();
+    for (at, _) in p4.src.match_indices(".count(") {
+        let name: String = p4.src[..at].chars().rev().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        *sites.entry(name.chars().rev().collect()).or_default() += 1;
+    }
+    assert!(sites.len() >= 10, "found only {} counters", sites.len());
+    let repeated: Vec<_> = sites.iter().filter(|(_, &n)| n > 1).collect();
+    assert!(repeated.is_empty(), "counters counted from more than one place: {repeated:?}");
+}
+
+/// The ingress parser sets every metadata field before anything reads it: Tofino does
+/// not zero metadata, and p4c warns about an out parameter left unset.
+#[test]
+fn the_ingress_parser_initialises_all_metadata() {
+    let p4 = P4::load();
+    let parser = &p4.src[p4.src.find("parser BoltIngressParser").expect("no ingress parser")..];
+    let start = &parser[parser.find("state start").unwrap()..];
+    let start = &start[..start.find("transition").unwrap()];
+    let nested: BTreeMap<String, Vec<(String, String)>> =
+        [("entry_words_t".to_string(), p4.struct_fields("entry_words_t"))].into_iter().collect();
+    for (ty, name) in p4.struct_fields("ingress_md_t") {
+        let leaves: Vec<String> = match nested.get(&ty) {
+            Some(inner) => inner.iter().map(|(_, f)| format!("{name}.{f}")).collect(),
+            None => vec![name],
+        };
+        for leaf in leaves {
+            assert!(
+                start.contains(&format!("ig_md.{leaf} = 0;")),
+                "the parser's start state leaves ig_md.{leaf} unset"
+            );
+        }
     }
 }

@@ -27,6 +27,45 @@ use super::stats::{origin_index, QueueStats};
 /// queue length, so `add_ptr - retrieve_ptr` never changes sign by wrapping.
 pub const DRIFT_LIMIT: i32 = 1 << 30;
 
+/// Entries per level that fit a Tofino's register memory next to the stateful ALUs
+/// (4 levels x 16 K, p4/README.md "Resource budget"): bolt.p4's default geometry. The
+/// software switch defaults to the thesis prototype's 128 K ([`QueueConfig::default`]).
+pub const TOFINO_QUEUE_CAPACITY: u32 = 1 << 14;
+
+/// The drift test as a Tofino stateful ALU can make it. The ALU compares the register
+/// with a packet field on 34-bit extended operands, so a wrapped 32-bit difference
+/// (`retrieve_ptr - add_ptr < DRIFT_LIMIT` as P4 defines it) is not available. The
+/// increment stops when retrieve_ptr lies in the circular interval `[lo, hi)` =
+/// `[add_ptr + 2^30, add_ptr + 2^31)`; the match-action stage before the ALU computes
+/// `lo`, `hi` (wrapping adds) and whether the interval wraps past 2^32, and picks one of
+/// two RegisterActions, each of which only compares the register with `lo` and `hi`
+/// unsigned, which the ALU does exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriftWindow {
+    pub lo: u32,
+    pub hi: u32,
+}
+
+impl DriftWindow {
+    pub fn new(add: u32) -> DriftWindow {
+        DriftWindow { lo: add.wrapping_add(DRIFT_LIMIT as u32), hi: add.wrapping_add(1 << 31) }
+    }
+
+    /// `lo`'s two high bits are both set: `hi` wrapped past 2^32 (a gateway reads a slice).
+    pub fn wraps(&self) -> bool {
+        self.lo >> 30 == 0b11
+    }
+
+    /// The stateful ALU's condition: true when retrieve_ptr `r` may be incremented.
+    pub fn allows_increment(&self, r: u32) -> bool {
+        if self.wraps() {
+            r < self.lo && r >= self.hi
+        } else {
+            r < self.lo || r >= self.hi
+        }
+    }
+}
+
 /// Shape of the queues.
 #[derive(Clone, Copy, Debug)]
 pub struct QueueConfig {
@@ -257,15 +296,18 @@ impl Pipeline {
     }
 
     /// read_and_increment(retrieve_ptr), holding it below DRIFT_LIMIT past `add` (the
-    /// value read from add_ptr earlier in the pass). Returns the value read and the
-    /// value stored.
+    /// value read from add_ptr earlier in the pass), by the stateful ALU's test
+    /// ([`DriftWindow`]). Returns the value read and the value stored; the stored value
+    /// is recomputed after the ALU from the read one: `(read - add)` with its two high
+    /// bits `01` is the stopped case.
     fn retrieve_read_and_increment(&mut self, l: usize, add: u32) -> (u32, u32) {
         self.tracker.touch(Stage::RetrievePtr, l);
         let v = self.levels[l].retrieve_ptr;
-        if Ring::distance(v, add) < DRIFT_LIMIT {
+        if DriftWindow::new(add).allows_increment(v) {
             self.levels[l].retrieve_ptr = v.wrapping_add(1);
         }
-        (v, self.levels[l].retrieve_ptr)
+        let stopped = v.wrapping_sub(add) >> 30 == 0b01;
+        (v, if stopped { v } else { v.wrapping_add(1) })
     }
 
     fn retrieve_read(&mut self, l: usize) -> u32 {

@@ -158,6 +158,38 @@ fn retrieve_ptr_drift_is_bounded() {
 }
 
 #[test]
+fn retrieve_ptr_drift_is_bounded_across_the_u32_wrap() {
+    // add_ptr just below 2^32: add_ptr + DRIFT_LIMIT wraps, and so does the ALU's window.
+    let mut s = Scheduler::new(config(4, 1)).unwrap();
+    let add = u32::MAX - 3;
+    let limit = add.wrapping_add(DRIFT_LIMIT as u32);
+    s.pipeline.set_pointers(0, add, limit.wrapping_sub(2));
+    for _ in 0..5 {
+        get(&mut s, 1, 0);
+    }
+    assert_eq!(s.pipeline().pointers(0), (add, limit), "retrieve_ptr stops at the limit");
+    assert!(submit(&mut s, 1, &[task(5, 1, 0)]).is_empty());
+    assert_eq!(assigned_tid(&get(&mut s, 1, 0)), Some(5));
+}
+
+proptest! {
+    /// The stateful ALU's two unsigned compares decide exactly what the wrapped signed
+    /// distance decides, for pointers anywhere, and near 2^30, 2^31 and 2^32 in particular.
+    #[test]
+    fn the_alu_drift_test_equals_the_wrapped_distance(
+        add in prop_oneof![any::<u32>(), (0u32..64).prop_map(|d| u32::MAX - d), (0u32..64).prop_map(|d| (1u32 << 31) - 32 + d),
+                          (0u32..64).prop_map(|d| (3u32 << 30) - 32 + d)],
+        offset in prop_oneof![any::<u32>(), (0u32..64).prop_map(|d| (DRIFT_LIMIT as u32) - 32 + d),
+                             (0u32..64).prop_map(|d| (1u32 << 31) - 32 + d), (0u32..64).prop_map(|d| u32::MAX - d), 0u32..64],
+    ) {
+        let r = add.wrapping_add(offset);
+        let window = DriftWindow::new(add);
+        prop_assert_eq!(window.allows_increment(r), Ring::distance(r, add) < DRIFT_LIMIT);
+        prop_assert_eq!(r.wrapping_sub(add) >> 30 == 0b01, Ring::distance(r, add) >= DRIFT_LIMIT);
+    }
+}
+
+#[test]
 fn resource_mismatch_swaps_with_the_next_task() {
     let mut s = Scheduler::new(config(8, 1)).unwrap();
     // Head needs a GPU (bit 1); the executor has only bit 0.
@@ -436,7 +468,7 @@ proptest! {
     fn sequential_behaviour_equals_the_reference(
         steps in prop::collection::vec(step(), 1..120),
         capacity in prop_oneof![Just(2u32), Just(4), Just(8), Just(32)],
-        start in prop_oneof![Just(0u32), Just(u32::MAX - 20), any::<u32>()],
+        start in prop_oneof![Just(0u32), Just(u32::MAX - 20), Just((1u32 << 31) - 20), any::<u32>()],
         max_passes in prop_oneof![Just(QueueConfig::default().max_passes), Just(u16::MAX), 1u16..=6],
     ) {
         let priorities = 4;
