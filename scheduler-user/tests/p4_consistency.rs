@@ -30,6 +30,34 @@ fn read(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
+/// bolt.p4 with the `.p4` parts it includes (headers, parser, ingress, egress) put in
+/// place, as the preprocessor does; the `.p4inc` tables stay includes (one test reads
+/// them on their own). Every `.p4` file in p4/ must be one of the parts.
+fn program() -> String {
+    fn expand(name: &str, seen: &mut Vec<String>) -> String {
+        assert!(!seen.contains(&name.to_string()), "{name} included twice");
+        seen.push(name.to_string());
+        read(name)
+            .lines()
+            .map(|line| match line.trim().strip_prefix("#include \"").and_then(|r| r.strip_suffix(".p4\"")) {
+                Some(part) => expand(&format!("{part}.p4"), seen),
+                None => format!("{line}\n"),
+            })
+            .collect()
+    }
+    let mut seen = Vec::new();
+    let src = expand("bolt.p4", &mut seen);
+    let mut files: Vec<String> = std::fs::read_dir(p4_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".p4"))
+        .collect();
+    files.sort();
+    seen.sort();
+    assert_eq!(files, seen, "a .p4 file in p4/ that bolt.p4 does not include");
+    src
+}
+
 /// The source without comments.
 fn strip_comments(src: &str) -> String {
     let mut out = String::with_capacity(src.len());
@@ -71,7 +99,7 @@ struct P4 {
 
 impl P4 {
     fn load() -> P4 {
-        P4 { src: strip_comments(&read("bolt.p4")) }
+        P4 { src: strip_comments(&program()) }
     }
 
     /// Fields of `header NAME { ... }` as (name, width in bits), in order.
@@ -902,7 +930,7 @@ fn access_rules_match_the_software_switch() {
     use scheduler_common::Ipv4Prefix;
     use scheduler_user::switch::AccessRules;
 
-    let src = strip_comments(&read("bolt.p4"));
+    let src = strip_comments(&program());
     for table in ["acl_clients", "acl_workers"] {
         let key: String = table_body(&src, table).split_whitespace().collect();
         assert!(key.contains("key={hdr.ipv4.src_addr:lpm;}"), "{table} must be an LPM on the source address: {key}");
