@@ -196,7 +196,10 @@ control BoltIngress(inout headers_t hdr,
         size = 16;
     }
 
-    /* SUBMIT only from allowed client prefixes. */
+    /* SUBMIT only from allowed client prefixes. Each ACL is an LPM on the source
+     * address; an address is its /32. Sizes fit one stage's 24 TCAM blocks together
+     * (512 32-bit keys per block: 2 + 8 + 8); a cluster with more hosts than that lists
+     * them by prefix. */
     action allow() { ig_md.allowed = 1; }
     table acl_clients {
         key = { hdr.ipv4.src_addr : lpm; }
@@ -204,13 +207,20 @@ control BoltIngress(inout headers_t hdr,
         default_action = NoAction();
         size = 1024;
     }
-    /* GET_TASK, REFILL_REQ and RETURN only from registered worker nodes: addresses
-     * (/32) or prefixes, as `bolt switch --nodes` (switch/admission.rs AccessRules). */
-    table acl_workers {
+    /* GET_TASK only from executors (`bolt switch --executors`, and --nodes). */
+    table acl_executors {
         key = { hdr.ipv4.src_addr : lpm; }
         actions = { allow; NoAction; }
         default_action = NoAction();
-        size = 16384;
+        size = 4096;
+    }
+    /* REFILL_REQ and RETURN only from host agents (`bolt switch --agents`, and --nodes):
+     * an executor cannot queue tasks in anyone's name nor aim QUEUE_FULL at anyone. */
+    table acl_agents {
+        key = { hdr.ipv4.src_addr : lpm; }
+        actions = { allow; NoAction; }
+        default_action = NoAction();
+        size = 4096;
     }
 
     /* Registers live per pipe: Bolt packets arriving on another pipe are sent over to
@@ -426,8 +436,10 @@ control BoltIngress(inout headers_t hdr,
             } else {
                 if (hdr.bolt.op == OP_SUBMIT) {
                     acl_clients.apply();
+                } else if (hdr.bolt.op == OP_GET_TASK) {
+                    acl_executors.apply();
                 } else {
-                    acl_workers.apply();
+                    acl_agents.apply();
                 }
                 if (ig_md.allowed == 0) {
                     acl_denied.count(hdr.bolt.op[3:0]);

@@ -91,11 +91,16 @@ def setup_admission(cfg, ing):
         net = ipaddress.IPv4Network(prefix)
         ing.acl_clients.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
                                        hdr_ipv4_src_addr_p_length=net.prefixlen)
-    # A worker is an address or a prefix (an address is its /32), as `bolt switch --nodes`.
-    for worker in cfg["acl"]["workers"]:
-        net = ipaddress.IPv4Network(worker)
-        ing.acl_workers.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
-                                       hdr_ipv4_src_addr_p_length=net.prefixlen)
+    # Addresses or prefixes (an address is its /32), as `bolt switch --executors`,
+    # `--agents` and `--nodes` (both).
+    acl = cfg["acl"]
+    nodes = acl.get("nodes", [])
+    for table, hosts in [(ing.acl_executors, acl.get("executors", []) + nodes),
+                         (ing.acl_agents, acl.get("agents", []) + nodes)]:
+        for host in hosts:
+            net = ipaddress.IPv4Network(host)
+            table.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
+                                 hdr_ipv4_src_addr_p_length=net.prefixlen)
 
 
 def setup_forwarding(cfg, ing):

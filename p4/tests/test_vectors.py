@@ -147,11 +147,11 @@ class ScenarioReplay:
             self.add("BoltIngress.ipv4_route", [gc.KeyTuple("hdr.ipv4.dst_addr", addr, prefix_len=32)],
                      [gc.DataTuple("port", port), gc.DataTuple("dst_mac", mac_int(host_mac(host))),
                       gc.DataTuple("src_mac", mac_int(SWITCH_MAC))], "BoltIngress.route")
-            # Every test host is a client and a worker here; the ACL tests are separate.
-            self.add("BoltIngress.acl_clients", [gc.KeyTuple("hdr.ipv4.src_addr", addr, prefix_len=32)],
-                     [], "BoltIngress.allow")
-            self.add("BoltIngress.acl_workers", [gc.KeyTuple("hdr.ipv4.src_addr", addr, prefix_len=32)],
-                     [], "BoltIngress.allow")
+            # Every test host is a client, an executor and an agent here; the ACL tests
+            # are separate.
+            for acl in ["acl_clients", "acl_executors", "acl_agents"]:
+                self.add("BoltIngress." + acl, [gc.KeyTuple("hdr.ipv4.src_addr", addr, prefix_len=32)],
+                         [], "BoltIngress.allow")
         # Fresh queues: pointers, flags and slots back to their initial values.
         for reg in ["add_ptr", "retrieve_ptr", "repairing", "valid", "task_rsrc"]:
             self.table("BoltIngress." + reg).entry_del(self.target)

@@ -921,17 +921,18 @@ fn table_body<'a>(src: &'a str, name: &str) -> &'a str {
 }
 
 /// The access rules of bolt.p4 are those of the software switch (`AccessRules::admits`):
-/// SUBMIT checked against the client prefixes, GET_TASK, REFILL_REQ and RETURN against the
-/// registered nodes, both longest-prefix tables on the source address (an address is its
-/// /32, so `--nodes` and `acl.workers` take the same lists), and a refusal counted per op
-/// as `SwitchStats::refused` is.
+/// SUBMIT checked against the client prefixes, GET_TASK against the executors, REFILL_REQ
+/// and RETURN against the agents, each a longest-prefix table on the source address (an
+/// address is its /32, so the switch's address lists and the ACL config take the same
+/// lists; `--nodes` goes into both worker tables), and a refusal counted per op as
+/// `SwitchStats::refused` is. The software half below checks the nodes that are both.
 #[test]
 fn access_rules_match_the_software_switch() {
     use scheduler_common::Ipv4Prefix;
     use scheduler_user::switch::AccessRules;
 
     let src = strip_comments(&program());
-    for table in ["acl_clients", "acl_workers"] {
+    for table in ["acl_clients", "acl_executors", "acl_agents"] {
         let key: String = table_body(&src, table).split_whitespace().collect();
         assert!(key.contains("key={hdr.ipv4.src_addr:lpm;}"), "{table} must be an LPM on the source address: {key}");
         assert!(
@@ -941,8 +942,11 @@ fn access_rules_match_the_software_switch() {
     }
     let apply: String = src.split_whitespace().collect();
     assert!(
-        apply.contains("if(hdr.bolt.op==OP_SUBMIT){acl_clients.apply();}else{acl_workers.apply();}"),
-        "SUBMIT goes to acl_clients and every other admitted op to acl_workers"
+        apply.contains(
+            "if(hdr.bolt.op==OP_SUBMIT){acl_clients.apply();}elseif(hdr.bolt.op==OP_GET_TASK)\
+             {acl_executors.apply();}else{acl_agents.apply();}"
+        ),
+        "SUBMIT goes to acl_clients, GET_TASK to acl_executors, REFILL_REQ and RETURN to acl_agents"
     );
     assert!(apply.contains("if(ig_md.allowed==0){acl_denied.count(hdr.bolt.op[3:0]);ig_dprsr_md.drop_ctl=1;}"));
     // The ops that reach the ACL in bolt.p4 (every other op is wrong-direction first).
