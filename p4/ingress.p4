@@ -32,6 +32,8 @@ control BoltIngress(inout headers_t hdr,
     Counter<bit<64>, bit<4>>(DECODE_ERROR_KINDS, CounterType_t.PACKETS) malformed;
     /* Valid messages that do not go to a switch, by op. */
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) wrong_direction;
+    /* Front-panel packets carrying one of the scheduler's own addresses as source. */
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) forged;
     /* Refused by the ACLs, by op. */
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) acl_denied;
 
@@ -192,6 +194,17 @@ control BoltIngress(inout headers_t hdr,
     table bolt_service {
         key = { hdr.ipv4.dst_addr : exact; }
         actions = { serve; NoAction; }
+        default_action = NoAction();
+        size = 16;
+    }
+
+    /* The same addresses as sources: a front-panel packet from one of them is forged
+     * (tier 2's own packets, REFILL above all, leave from the pipeline, never arrive on a
+     * port), and is dropped before it reaches an agent or the queues. */
+    action forged_source() { ig_md.forged = 1; }
+    table own_source {
+        key = { hdr.ipv4.src_addr : exact; }
+        actions = { forged_source; NoAction; }
         default_action = NoAction();
         size = 16;
     }
@@ -403,8 +416,15 @@ control BoltIngress(inout headers_t hdr,
         if (hdr.bolt.isValid()) {
             bolt_service.apply();
         }
+        ig_md.forged = 0;
+        if (hdr.ipv4.isValid() && hdr.pass.copy == PASS_LOCAL) {
+            own_source.apply();
+        }
 
-        if (ig_md.service == 0) {
+        if (ig_md.forged == 1) {
+            forged.count(0);
+            ig_dprsr_md.drop_ctl = 1;
+        } else if (ig_md.service == 0) {
             /* Not for the scheduler: an L2/L3 switch. */
             ig_md.forward = 1;
         } else if (hdr.pass.copy == PASS_LOCAL) {
@@ -414,15 +434,17 @@ control BoltIngress(inout headers_t hdr,
                 ig_md.decode_error = DE_TRUNCATED;
             }
             if (ig_md.malformed == 0) {
-                /* the UDP header's 8 bytes on top of the message: a difference, then a
-                 * compare with a constant the gateway can make */
-                ig_md.udp_len_excess = hdr.udp.length - ig_md.expected_len;
                 if (!message_length_in.apply().hit) {
                     ig_md.malformed = 1;
                     ig_md.decode_error = DE_BAD_COUNT;
-                } else if (ig_md.udp_len_excess != 8) {
-                    ig_md.malformed = 1;
-                    ig_md.decode_error = DE_BAD_LENGTH;
+                } else {
+                    /* the UDP header's 8 bytes on top of the message: a difference, then
+                     * a compare with a constant the gateway can make */
+                    ig_md.udp_len_excess = hdr.udp.length - ig_md.expected_len;
+                    if (ig_md.udp_len_excess != 8) {
+                        ig_md.malformed = 1;
+                        ig_md.decode_error = DE_BAD_LENGTH;
+                    }
                 }
             }
             if (ig_md.malformed == 1) {

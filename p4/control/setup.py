@@ -87,6 +87,7 @@ def setup_queue(cfg, ing):
 def setup_admission(cfg, ing):
     for addr in cfg["service_addresses"]:
         ing.bolt_service.add_with_serve(hdr_ipv4_dst_addr=ip_int(addr))
+        ing.own_source.add_with_forged_source(hdr_ipv4_src_addr=ip_int(addr))
     for prefix in cfg["acl"]["client_prefixes"]:
         net = ipaddress.IPv4Network(prefix)
         ing.acl_clients.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
