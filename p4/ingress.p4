@@ -3,31 +3,23 @@
  * Part of bolt.p4, which includes the parts in this order. */
 
 /* ------------------------------------------------------------------------------------
- * Ingress: admission, the queue registers, the pass logic, forwarding.
+ * Ingress: three sub-controls in pipeline order, each with the tables, registers and
+ * counters it alone uses. They share the headers and ingress_md_t: admission fills in
+ * the configuration, the step and the first-pass decisions (malformed, allowed, steer);
+ * the queue pass reads step and level and fills in the register values and the
+ * enqueue results (added, bounce, spawn_repair, was_valid, matches); the answer reads
+ * those and sets the route, the answer headers and the forwarding.
  * ---------------------------------------------------------------------------------- */
 
-control BoltIngress(inout headers_t hdr,
-                    inout ingress_md_t ig_md,
-                    in ingress_intrinsic_metadata_t ig_intr_md,
-                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
-                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
-                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
-
-    /* ---------------- counters (QueueStats, SwitchStats) ---------------- */
-
+/* Admission: validation, access lists, steering, the pass header, OpCost. */
+control BoltAdmission(inout headers_t hdr,
+                      inout ingress_md_t ig_md,
+                      in ingress_intrinsic_metadata_t ig_intr_md,
+                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                      inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                      inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     /* Per origin (SUBMIT, GET_TASK, REFILL_REQ, RETURN) x PASS_KIND_*: OpCost. */
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) op_passes;
-    /* Per ENQ_* kind x result: enqueued, slot_occupied, queue_full tasks, returned, reinserts. */
-    Counter<bit<64>, bit<4>>(12, CounterType_t.PACKETS) enqueue_results;
-    /* 0 add_ptr, 1 retrieve_ptr: repairs_add, repairs_retrieve (REPAIR packets spawned). */
-    Counter<bit<64>, bit<1>>(2, CounterType_t.PACKETS) repairs_spawned;
-    /* 0 ASSIGN, 1 into a REFILL batch: decisions, assigns, refill_tasks. */
-    Counter<bit<64>, bit<1>>(2, CounterType_t.PACKETS) deliveries;
-    /* Answers sent, by op: noops, queue_full_packets, refill_packets (assigns too). */
-    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) answers;
-    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) swaps;
-    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) budget_exhausted;
-    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) priority_clamped;
     /* SwitchStats.malformed, by DecodeError::index. */
     Counter<bit<64>, bit<4>>(DECODE_ERROR_KINDS, CounterType_t.PACKETS) malformed;
     /* Valid messages that do not go to a switch, by op. */
@@ -36,145 +28,6 @@ control BoltIngress(inout headers_t hdr,
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) forged;
     /* Refused by the ACLs, by op. */
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) acl_denied;
-
-    /* ---------------- registers (queue/registers.rs Stage order) ---------------- */
-
-    /* Stage::AddPtr: add_ptr[level] */
-    Register<ptr_t, level_t>(QUEUE_LEVELS, 0) add_ptr;
-    /* Pipeline::add_read_and_increment */
-    RegisterAction<ptr_t, level_t, ptr_t>(add_ptr) add_read_and_increment = {
-        void apply(inout ptr_t value, out ptr_t read) {
-            read = value;
-            value = value + 1;
-        }
-    };
-    /* Pipeline::add_read */
-    RegisterAction<ptr_t, level_t, ptr_t>(add_ptr) add_read = {
-        void apply(inout ptr_t value, out ptr_t read) {
-            read = value;
-        }
-    };
-    /* Pipeline::add_write (repair_pass) */
-    RegisterAction<ptr_t, level_t, ptr_t>(add_ptr) add_write = {
-        void apply(inout ptr_t value) {
-            value = ig_md.write_value;
-        }
-    };
-
-    /* Stage::RetrievePtr: retrieve_ptr[level] */
-    Register<ptr_t, level_t>(QUEUE_LEVELS, 0) retrieve_ptr;
-    /* Pipeline::retrieve_read_and_increment: stops DRIFT_LIMIT past add_ptr (safeguard 2).
-     * DriftWindow::allows_increment, one action per shape of the window: only unsigned
-     * compares of the register with drift_lo and drift_hi, which the ALU makes exactly. */
-    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read_and_increment = {
-        void apply(inout ptr_t value, out ptr_t read) {
-            read = value;
-            if (value < ig_md.drift_lo || value >= ig_md.drift_hi) {
-                value = value + 1;
-            }
-        }
-    };
-    /* The same when drift_hi wrapped past 2^32 (drift_lo's two high bits set). */
-    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read_and_increment_wrapped = {
-        void apply(inout ptr_t value, out ptr_t read) {
-            read = value;
-            if (value < ig_md.drift_lo && value >= ig_md.drift_hi) {
-                value = value + 1;
-            }
-        }
-    };
-    /* Pipeline::retrieve_read */
-    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read = {
-        void apply(inout ptr_t value, out ptr_t read) {
-            read = value;
-        }
-    };
-    /* Pipeline::retrieve_write (repair_pass) */
-    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_write = {
-        void apply(inout ptr_t value) {
-            value = ig_md.write_value;
-        }
-    };
-
-    /* Stage::RepairFlags: is_repairing, bit 2l = add_ptr of level l, bit 2l+1 = retrieve_ptr
-     * (thesis ch. 4: all flags in one register). */
-    Register<bit<16>, bit<1>>(1, 0) repairing;
-    /* Pipeline::repairing_test_and_set */
-    RegisterAction<bit<16>, bit<1>, bit<16>>(repairing) repairing_test_and_set = {
-        void apply(inout bit<16> value, out bit<16> read) {
-            read = value;
-            value = value | ig_md.flag_mask;
-        }
-    };
-    /* Pipeline::repairing_clear */
-    RegisterAction<bit<16>, bit<1>, bit<16>>(repairing) repairing_clear = {
-        void apply(inout bit<16> value) {
-            value = value & ~ig_md.flag_mask;
-        }
-    };
-
-    /* Stage::Valid: is_valid[level][index] */
-    Register<bit<1>, slot_t>(QUEUE_SLOTS, 0) valid;
-    /* Pipeline::valid_read_and_set (safeguard 1: an enqueue never overwrites) */
-    RegisterAction<bit<1>, slot_t, bit<1>>(valid) valid_read_and_set = {
-        void apply(inout bit<1> value, out bit<1> read) {
-            read = value;
-            value = 1;
-        }
-    };
-    /* Pipeline::valid_read_and_clear (no task handed out twice) */
-    RegisterAction<bit<1>, slot_t, bit<1>>(valid) valid_read_and_clear = {
-        void apply(inout bit<1> value, out bit<1> read) {
-            read = value;
-            value = 0;
-        }
-    };
-
-    /* Stage::Rsrc: task_rsrc[level][index] (TRSRC) */
-    Register<bit<8>, slot_t>(QUEUE_SLOTS, 0) task_rsrc;
-    /* Pipeline::rsrc_read */
-    RegisterAction<bit<8>, slot_t, bit<8>>(task_rsrc) rsrc_read = {
-        void apply(inout bit<8> value, out bit<8> read) {
-            read = value;
-        }
-    };
-    /* Pipeline::rsrc_exchange */
-    RegisterAction<bit<8>, slot_t, bit<8>>(task_rsrc) rsrc_exchange = {
-        void apply(inout bit<8> value, out bit<8> read) {
-            read = value;
-            value = ig_md.entry_in.task_word[23:16];
-        }
-    };
-
-    /* Stage::Entry: the ENTRY spread over ten 32-bit arrays. Each has a read
-     * (Pipeline::entry_read) and an exchange (Pipeline::entry_exchange). */
-#define ENTRY_WORD(NAME)                                                              \
-    Register<bit<32>, slot_t>(QUEUE_SLOTS, 0) entry_##NAME;                           \
-    RegisterAction<bit<32>, slot_t, bit<32>>(entry_##NAME) entry_##NAME##_read = {    \
-        void apply(inout bit<32> value, out bit<32> read) {                           \
-            read = value;                                                             \
-        }                                                                             \
-    };                                                                                \
-    RegisterAction<bit<32>, slot_t, bit<32>>(entry_##NAME) entry_##NAME##_exchange = {\
-        void apply(inout bit<32> value, out bit<32> read) {                           \
-            read = value;                                                             \
-            value = ig_md.entry_in.NAME;                                              \
-        }                                                                             \
-    };
-
-    ENTRY_WORD(uid)
-    ENTRY_WORD(jid)
-    ENTRY_WORD(tid)
-    ENTRY_WORD(task_word)
-    ENTRY_WORD(desc_0)
-    ENTRY_WORD(desc_1)
-    ENTRY_WORD(desc_2)
-    ENTRY_WORD(desc_3)
-    ENTRY_WORD(client_ip)
-    ENTRY_WORD(client_port_pad)
-
-    /* ---------------- tables: configuration, ACLs, forwarding ---------------- */
-
     /* QueueConfig at run time: levels in use, the pass budget, where to recirculate. */
     action configure(bit<8> priorities, bit<16> max_passes, PortId_t recirc_port,
                      MulticastGroupId_t fork_group) {
@@ -188,7 +41,6 @@ control BoltIngress(inout headers_t hdr,
         default_action = configure(DEFAULT_PRIORITIES, 1024, DEFAULT_RECIRC_PORT, 1);
         size = 1;
     }
-
     /* The addresses this scheduler answers on (IPv4, UDP port BOLT_PORT). */
     action serve() { ig_md.service = 1; }
     table bolt_service {
@@ -197,7 +49,6 @@ control BoltIngress(inout headers_t hdr,
         default_action = NoAction();
         size = 16;
     }
-
     /* The same addresses as sources: a front-panel packet from one of them is forged
      * (tier 2's own packets, REFILL above all, leave from the pipeline, never arrive on a
      * port), and is dropped before it reaches an agent or the queues. */
@@ -208,7 +59,6 @@ control BoltIngress(inout headers_t hdr,
         default_action = NoAction();
         size = 16;
     }
-
     /* SUBMIT only from allowed client prefixes. Each ACL is an LPM on the source
      * address; an address is its /32. Sizes fit one stage's 24 TCAM blocks together
      * (512 32-bit keys per block: 2 + 8 + 8); a cluster with more hosts than that lists
@@ -235,7 +85,6 @@ control BoltIngress(inout headers_t hdr,
         default_action = NoAction();
         size = 4096;
     }
-
     /* Registers live per pipe: Bolt packets arriving on another pipe are sent over to
      * the scheduler pipe's recirculation port before their first pass. */
     action steer(PortId_t port) {
@@ -248,7 +97,6 @@ control BoltIngress(inout headers_t hdr,
         default_action = NoAction();
         size = 4;
     }
-
     /* message_len(op, count) (message.rs): the length a message must have. */
     action set_expected_length(bit<16> len) { ig_md.expected_len = len; }
     table message_length_in {
@@ -262,107 +110,6 @@ control BoltIngress(inout headers_t hdr,
 #undef set_message_length
         }
     }
-    /* The same lengths for the answer this pass sends. */
-    action set_out_length(bit<16> len) { ig_md.out_len = len; }
-    table message_length_out {
-        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
-        actions = { set_out_length; NoAction; }
-        default_action = NoAction();
-        size = 128;
-        const entries = {
-#define set_message_length set_out_length
-#include "message_lengths.p4inc"
-#undef set_message_length
-        }
-    }
-
-    /* add_flag(level) = bit 2l, retrieve_flag(level) = bit 2l+1 (pipeline.rs). */
-    action set_flag_mask(bit<16> mask) { ig_md.flag_mask = mask; }
-    table repair_flag_mask {
-        key = { ig_md.level8 : exact; ig_md.flag_kind : exact; }
-        actions = { set_flag_mask; }
-        default_action = set_flag_mask(0);
-        size = 16;
-        const entries = {
-            (0, 0) : set_flag_mask(0x0001);  (0, 1) : set_flag_mask(0x0002);
-            (1, 0) : set_flag_mask(0x0004);  (1, 1) : set_flag_mask(0x0008);
-            (2, 0) : set_flag_mask(0x0010);  (2, 1) : set_flag_mask(0x0020);
-            (3, 0) : set_flag_mask(0x0040);  (3, 1) : set_flag_mask(0x0080);
-            (4, 0) : set_flag_mask(0x0100);  (4, 1) : set_flag_mask(0x0200);
-            (5, 0) : set_flag_mask(0x0400);  (5, 1) : set_flag_mask(0x0800);
-            (6, 0) : set_flag_mask(0x1000);  (6, 1) : set_flag_mask(0x2000);
-            (7, 0) : set_flag_mask(0x4000);  (7, 1) : set_flag_mask(0x8000);
-        }
-    }
-
-    /* L3 forwarding, and L2 for what is not IPv4. */
-    action route(PortId_t port, bit<48> dst_mac, bit<48> src_mac) {
-        ig_tm_md.ucast_egress_port = port;
-        hdr.ethernet.dst_addr = dst_mac;
-        hdr.ethernet.src_addr = src_mac;
-    }
-    action unroutable() { ig_dprsr_md.drop_ctl = 1; }
-    table ipv4_route {
-        key = { hdr.ipv4.dst_addr : lpm; }
-        actions = { route; unroutable; }
-        default_action = unroutable();
-        size = 4096;
-    }
-    action l2_forward(PortId_t port) { ig_tm_md.ucast_egress_port = port; }
-    table l2_switch {
-        key = { hdr.ethernet.dst_addr : exact; }
-        actions = { l2_forward; unroutable; }
-        default_action = unroutable();
-        size = 4096;
-    }
-
-    /* ---------------- answers ---------------- */
-
-    /* Addresses an answer from this scheduler to (ip, port) and sizes it. */
-    action address_answer(bit<32> ip, bit<16> port) {
-        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-        hdr.ipv4.dst_addr = ip;
-        hdr.ipv4.ttl = 64;
-        hdr.udp.dst_port = port;
-        hdr.udp.src_port = BOLT_PORT;
-        hdr.udp.checksum = 0;   /* optional in IPv4; the body was rebuilt */
-    }
-
-    action answer_header(bit<8> op, bit<8> count) {
-        hdr.bolt.op = op;
-        hdr.bolt.count = count;
-        hdr.bolt.prio = 0;
-        hdr.bolt.rsrc = 0;
-        hdr.bolt.flags = 0;
-    }
-
-    /* QUEUE_FULL for one entry (Pipeline::bounce): its job and its task, to its client. */
-    action bounce_entry_cur() {
-        ig_md.answer_ip = hdr.entry_cur.client_ip;
-        ig_md.answer_port = hdr.entry_cur.client_port;
-        hdr.job_ref.setValid();
-        hdr.job_ref.uid = hdr.entry_cur.uid;
-        hdr.job_ref.jid = hdr.entry_cur.jid;
-        hdr.task_cur.setValid();
-        hdr.task_cur.tid = hdr.entry_cur.tid;
-        hdr.task_cur.prio = hdr.entry_cur.prio;
-        hdr.task_cur.rsrc = hdr.entry_cur.rsrc;
-        hdr.task_cur.class = hdr.entry_cur.class;
-        hdr.task_cur.flags = hdr.entry_cur.flags;
-        hdr.task_cur.desc_0 = hdr.entry_cur.desc_0;
-        hdr.task_cur.desc_1 = hdr.entry_cur.desc_1;
-        hdr.task_cur.desc_2 = hdr.entry_cur.desc_2;
-        hdr.task_cur.desc_3 = hdr.entry_cur.desc_3;
-        hdr.entry_cur.setInvalid();
-    }
-    action held_to_entry_cur() {
-        hdr.entry_cur = hdr.swap_held;
-        hdr.entry_cur.setValid();
-        hdr.swap_held.setInvalid();
-        hdr.swap_state.setInvalid();
-    }
-
-    /* ---------------- the pass ---------------- */
 
     apply {
         queue_config.apply();
@@ -550,6 +297,168 @@ control BoltIngress(inout headers_t hdr,
             op_passes.count(ig_md.origin_index ++ ig_md.pass_kind);
         }
 
+    }
+}
+
+/* The queue step: level, register operations in Stage order, enqueue results. */
+control BoltQueuePass(inout headers_t hdr,
+                      inout ingress_md_t ig_md,
+                      in ingress_intrinsic_metadata_t ig_intr_md,
+                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                      inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                      inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* Per ENQ_* kind x result: enqueued, slot_occupied, queue_full tasks, returned, reinserts. */
+    Counter<bit<64>, bit<4>>(12, CounterType_t.PACKETS) enqueue_results;
+    /* 0 add_ptr, 1 retrieve_ptr: repairs_add, repairs_retrieve (REPAIR packets spawned). */
+    Counter<bit<64>, bit<1>>(2, CounterType_t.PACKETS) repairs_spawned;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) priority_clamped;
+    /* Stage::AddPtr: add_ptr[level] */
+    Register<ptr_t, level_t>(QUEUE_LEVELS, 0) add_ptr;
+    /* Pipeline::add_read_and_increment */
+    RegisterAction<ptr_t, level_t, ptr_t>(add_ptr) add_read_and_increment = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+            value = value + 1;
+        }
+    };
+    /* Pipeline::add_read */
+    RegisterAction<ptr_t, level_t, ptr_t>(add_ptr) add_read = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+        }
+    };
+    /* Pipeline::add_write (repair_pass) */
+    RegisterAction<ptr_t, level_t, ptr_t>(add_ptr) add_write = {
+        void apply(inout ptr_t value) {
+            value = ig_md.write_value;
+        }
+    };
+    /* Stage::RetrievePtr: retrieve_ptr[level] */
+    Register<ptr_t, level_t>(QUEUE_LEVELS, 0) retrieve_ptr;
+    /* Pipeline::retrieve_read_and_increment: stops DRIFT_LIMIT past add_ptr (safeguard 2).
+     * DriftWindow::allows_increment, one action per shape of the window: only unsigned
+     * compares of the register with drift_lo and drift_hi, which the ALU makes exactly. */
+    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read_and_increment = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+            if (value < ig_md.drift_lo || value >= ig_md.drift_hi) {
+                value = value + 1;
+            }
+        }
+    };
+    /* The same when drift_hi wrapped past 2^32 (drift_lo's two high bits set). */
+    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read_and_increment_wrapped = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+            if (value < ig_md.drift_lo && value >= ig_md.drift_hi) {
+                value = value + 1;
+            }
+        }
+    };
+    /* Pipeline::retrieve_read */
+    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+        }
+    };
+    /* Pipeline::retrieve_write (repair_pass) */
+    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_write = {
+        void apply(inout ptr_t value) {
+            value = ig_md.write_value;
+        }
+    };
+    /* Stage::RepairFlags: is_repairing, bit 2l = add_ptr of level l, bit 2l+1 = retrieve_ptr
+     * (thesis ch. 4: all flags in one register). */
+    Register<bit<16>, bit<1>>(1, 0) repairing;
+    /* Pipeline::repairing_test_and_set */
+    RegisterAction<bit<16>, bit<1>, bit<16>>(repairing) repairing_test_and_set = {
+        void apply(inout bit<16> value, out bit<16> read) {
+            read = value;
+            value = value | ig_md.flag_mask;
+        }
+    };
+    /* Pipeline::repairing_clear */
+    RegisterAction<bit<16>, bit<1>, bit<16>>(repairing) repairing_clear = {
+        void apply(inout bit<16> value) {
+            value = value & ~ig_md.flag_mask;
+        }
+    };
+    /* Stage::Valid: is_valid[level][index] */
+    Register<bit<1>, slot_t>(QUEUE_SLOTS, 0) valid;
+    /* Pipeline::valid_read_and_set (safeguard 1: an enqueue never overwrites) */
+    RegisterAction<bit<1>, slot_t, bit<1>>(valid) valid_read_and_set = {
+        void apply(inout bit<1> value, out bit<1> read) {
+            read = value;
+            value = 1;
+        }
+    };
+    /* Pipeline::valid_read_and_clear (no task handed out twice) */
+    RegisterAction<bit<1>, slot_t, bit<1>>(valid) valid_read_and_clear = {
+        void apply(inout bit<1> value, out bit<1> read) {
+            read = value;
+            value = 0;
+        }
+    };
+    /* Stage::Rsrc: task_rsrc[level][index] (TRSRC) */
+    Register<bit<8>, slot_t>(QUEUE_SLOTS, 0) task_rsrc;
+    /* Pipeline::rsrc_read */
+    RegisterAction<bit<8>, slot_t, bit<8>>(task_rsrc) rsrc_read = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            read = value;
+        }
+    };
+    /* Pipeline::rsrc_exchange */
+    RegisterAction<bit<8>, slot_t, bit<8>>(task_rsrc) rsrc_exchange = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            read = value;
+            value = ig_md.entry_in.task_word[23:16];
+        }
+    };
+    /* Stage::Entry: the ENTRY spread over ten 32-bit arrays. Each has a read
+     * (Pipeline::entry_read) and an exchange (Pipeline::entry_exchange). */
+#define ENTRY_WORD(NAME)                                                              \
+    Register<bit<32>, slot_t>(QUEUE_SLOTS, 0) entry_##NAME;                           \
+    RegisterAction<bit<32>, slot_t, bit<32>>(entry_##NAME) entry_##NAME##_read = {    \
+        void apply(inout bit<32> value, out bit<32> read) {                           \
+            read = value;                                                             \
+        }                                                                             \
+    };                                                                                \
+    RegisterAction<bit<32>, slot_t, bit<32>>(entry_##NAME) entry_##NAME##_exchange = {\
+        void apply(inout bit<32> value, out bit<32> read) {                           \
+            read = value;                                                             \
+            value = ig_md.entry_in.NAME;                                              \
+        }                                                                             \
+    };
+    ENTRY_WORD(uid)
+    ENTRY_WORD(jid)
+    ENTRY_WORD(tid)
+    ENTRY_WORD(task_word)
+    ENTRY_WORD(desc_0)
+    ENTRY_WORD(desc_1)
+    ENTRY_WORD(desc_2)
+    ENTRY_WORD(desc_3)
+    ENTRY_WORD(client_ip)
+    ENTRY_WORD(client_port_pad)
+    /* add_flag(level) = bit 2l, retrieve_flag(level) = bit 2l+1 (pipeline.rs). */
+    action set_flag_mask(bit<16> mask) { ig_md.flag_mask = mask; }
+    table repair_flag_mask {
+        key = { ig_md.level8 : exact; ig_md.flag_kind : exact; }
+        actions = { set_flag_mask; }
+        default_action = set_flag_mask(0);
+        size = 16;
+        const entries = {
+            (0, 0) : set_flag_mask(0x0001);  (0, 1) : set_flag_mask(0x0002);
+            (1, 0) : set_flag_mask(0x0004);  (1, 1) : set_flag_mask(0x0008);
+            (2, 0) : set_flag_mask(0x0010);  (2, 1) : set_flag_mask(0x0020);
+            (3, 0) : set_flag_mask(0x0040);  (3, 1) : set_flag_mask(0x0080);
+            (4, 0) : set_flag_mask(0x0100);  (4, 1) : set_flag_mask(0x0200);
+            (5, 0) : set_flag_mask(0x0400);  (5, 1) : set_flag_mask(0x0800);
+            (6, 0) : set_flag_mask(0x1000);  (6, 1) : set_flag_mask(0x2000);
+            (7, 0) : set_flag_mask(0x4000);  (7, 1) : set_flag_mask(0x8000);
+        }
+    }
+
+    apply {
         /* ---------- which queue, which register operations (one per array) ---------- */
         ig_md.exec_rsrc = hdr.bolt.rsrc;
         if (ig_md.step == STEP_SUBMIT || ig_md.step == STEP_RETURN) {
@@ -825,6 +734,98 @@ control BoltIngress(inout headers_t hdr,
             }
         }
 
+    }
+}
+
+/* What the pass does with what it found: next step, answer, recirculation or fork, forwarding. */
+control BoltAnswer(inout headers_t hdr,
+                   inout ingress_md_t ig_md,
+                   in ingress_intrinsic_metadata_t ig_intr_md,
+                   in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                   inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                   inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* 0 ASSIGN, 1 into a REFILL batch: decisions, assigns, refill_tasks. */
+    Counter<bit<64>, bit<1>>(2, CounterType_t.PACKETS) deliveries;
+    /* Answers sent, by op: noops, queue_full_packets, refill_packets (assigns too). */
+    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) answers;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) swaps;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) budget_exhausted;
+    /* The same lengths for the answer this pass sends. */
+    action set_out_length(bit<16> len) { ig_md.out_len = len; }
+    table message_length_out {
+        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
+        actions = { set_out_length; NoAction; }
+        default_action = NoAction();
+        size = 128;
+        const entries = {
+#define set_message_length set_out_length
+#include "message_lengths.p4inc"
+#undef set_message_length
+        }
+    }
+    /* L3 forwarding, and L2 for what is not IPv4. */
+    action route(PortId_t port, bit<48> dst_mac, bit<48> src_mac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ethernet.src_addr = src_mac;
+    }
+    action unroutable() { ig_dprsr_md.drop_ctl = 1; }
+    table ipv4_route {
+        key = { hdr.ipv4.dst_addr : lpm; }
+        actions = { route; unroutable; }
+        default_action = unroutable();
+        size = 4096;
+    }
+    action l2_forward(PortId_t port) { ig_tm_md.ucast_egress_port = port; }
+    table l2_switch {
+        key = { hdr.ethernet.dst_addr : exact; }
+        actions = { l2_forward; unroutable; }
+        default_action = unroutable();
+        size = 4096;
+    }
+    /* Addresses an answer from this scheduler to (ip, port) and sizes it. */
+    action address_answer(bit<32> ip, bit<16> port) {
+        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = ip;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.dst_port = port;
+        hdr.udp.src_port = BOLT_PORT;
+        hdr.udp.checksum = 0;   /* optional in IPv4; the body was rebuilt */
+    }
+    action answer_header(bit<8> op, bit<8> count) {
+        hdr.bolt.op = op;
+        hdr.bolt.count = count;
+        hdr.bolt.prio = 0;
+        hdr.bolt.rsrc = 0;
+        hdr.bolt.flags = 0;
+    }
+    /* QUEUE_FULL for one entry (Pipeline::bounce): its job and its task, to its client. */
+    action bounce_entry_cur() {
+        ig_md.answer_ip = hdr.entry_cur.client_ip;
+        ig_md.answer_port = hdr.entry_cur.client_port;
+        hdr.job_ref.setValid();
+        hdr.job_ref.uid = hdr.entry_cur.uid;
+        hdr.job_ref.jid = hdr.entry_cur.jid;
+        hdr.task_cur.setValid();
+        hdr.task_cur.tid = hdr.entry_cur.tid;
+        hdr.task_cur.prio = hdr.entry_cur.prio;
+        hdr.task_cur.rsrc = hdr.entry_cur.rsrc;
+        hdr.task_cur.class = hdr.entry_cur.class;
+        hdr.task_cur.flags = hdr.entry_cur.flags;
+        hdr.task_cur.desc_0 = hdr.entry_cur.desc_0;
+        hdr.task_cur.desc_1 = hdr.entry_cur.desc_1;
+        hdr.task_cur.desc_2 = hdr.entry_cur.desc_2;
+        hdr.task_cur.desc_3 = hdr.entry_cur.desc_3;
+        hdr.entry_cur.setInvalid();
+    }
+    action held_to_entry_cur() {
+        hdr.entry_cur = hdr.swap_held;
+        hdr.entry_cur.setValid();
+        hdr.swap_held.setInvalid();
+        hdr.swap_state.setInvalid();
+    }
+
+    apply {
         /* ---------- what each pass does with what it found ---------- */
 
         if (ig_md.step == STEP_SUBMIT) {
@@ -1162,6 +1163,23 @@ control BoltIngress(inout headers_t hdr,
                 l2_switch.apply();
             }
         }
+    }
+}
+
+control BoltIngress(inout headers_t hdr,
+                    inout ingress_md_t ig_md,
+                    in ingress_intrinsic_metadata_t ig_intr_md,
+                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    BoltAdmission() admission;
+    BoltQueuePass() queue_pass;
+    BoltAnswer() answer;
+
+    apply {
+        admission.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        queue_pass.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        answer.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
     }
 }
 

@@ -118,12 +118,14 @@ def setup_forwarding(cfg, ing):
 def main():
     cfg = load_config()
     p4 = getattr(bfrt, cfg["program"]).pipe
-    ing = p4.BoltIngress
+    # ingress.p4's sub-controls: admission holds the configuration and the access
+    # lists, answer the forwarding tables.
+    admission, answer = p4.BoltIngress.admission, p4.BoltIngress.answer
     setup_ports(cfg)
     setup_recirculation(cfg, p4)
-    setup_queue(cfg, ing)
-    setup_admission(cfg, ing)
-    setup_forwarding(cfg, ing)
+    setup_queue(cfg, admission)
+    setup_admission(cfg, admission)
+    setup_forwarding(cfg, answer)
     bfrt.complete_operations()
     print("bolt: %d levels, %d passes per retrieval, recirculation port %d, %d service address(es)"
           % (cfg["queue"]["priorities"], cfg["queue"]["max_passes"], cfg["recirculation"]["port"],

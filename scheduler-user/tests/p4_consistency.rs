@@ -1109,3 +1109,79 @@ fn the_ingress_parser_initialises_all_metadata() {
         }
     }
 }
+
+/// Each control of the program uses only the tables, actions, registers, counters and
+/// sub-controls it declares itself: the ingress's sub-controls (admission, queue pass,
+/// answer) share nothing but the headers and the metadata they are passed.
+#[test]
+fn each_control_uses_only_what_it_declares() {
+    let p4 = P4::load();
+    let mut controls: Vec<(String, String)> = Vec::new();
+    for (at, _) in p4.src.match_indices("\ncontrol ") {
+        let rest = &p4.src[at + "\ncontrol ".len()..];
+        let name = rest[..rest.find('(').unwrap()].trim().to_string();
+        let end = rest.find("\n}").expect("control does not close");
+        controls.push((name, rest[..end].to_string()));
+    }
+    assert!(controls.len() >= 6, "found {} controls", controls.len());
+    let declared_in = |body: &str| -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for line in body.lines().map(str::trim) {
+            for kw in ["table ", "action "] {
+                if let Some(rest) = line.strip_prefix(kw) {
+                    names.insert(
+                        rest.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').next().unwrap().to_string(),
+                    );
+                }
+            }
+            let decl = ["Counter<", "Register<", "RegisterAction<"].iter().any(|k| line.starts_with(k))
+                || line.starts_with("Bolt") && line.ends_with(';');
+            if decl {
+                let head = line.split(['=', ';']).next().unwrap().trim();
+                names.insert(head.rsplit(|c: char| c.is_whitespace() || c == ')').next().unwrap().to_string());
+            }
+            if let Some(word) = line.strip_prefix("ENTRY_WORD(").and_then(|r| r.strip_suffix(')')) {
+                names.extend(["read", "exchange"].map(|op| format!("entry_{word}_{op}")));
+            }
+        }
+        names
+    };
+    let all_actions: BTreeSet<String> = controls
+        .iter()
+        .flat_map(|(_, body)| body.lines().filter_map(|l| l.trim().strip_prefix("action ").map(str::to_string)))
+        .map(|rest| rest.split('(').next().unwrap().trim().to_string())
+        .collect();
+    for (name, body) in &controls {
+        let declared = declared_in(body);
+        let mut used = BTreeSet::new();
+        for method in [".apply(", ".count(", ".execute("] {
+            for (at, _) in body.match_indices(method) {
+                let object: String =
+                    body[..at].chars().rev().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let object: String = object.chars().rev().collect();
+                // Header, metadata and packet methods are not declarations.
+                if !object.is_empty() && !body[..at].ends_with(&format!(".{object}")) {
+                    used.insert(object);
+                }
+            }
+        }
+        for line in body.lines().map(str::trim) {
+            if let Some(call) = line.strip_suffix(");").and_then(|l| l.split_once('(')).map(|(f, _)| f.trim()) {
+                if all_actions.contains(call) {
+                    used.insert(call.to_string());
+                }
+            }
+            if let Some(list) = line.strip_prefix("actions = {").and_then(|l| l.strip_suffix('}')) {
+                used.extend(
+                    list.split(';').map(str::trim).filter(|a| !a.is_empty() && *a != "NoAction").map(str::to_string),
+                );
+            }
+        }
+        let missing: Vec<_> = used.difference(&declared).collect();
+        assert!(missing.is_empty(), "control {name} uses {missing:?} without declaring them");
+    }
+    let ingress = controls.iter().find(|(n, _)| n == "BoltIngress").unwrap();
+    for sub in ["BoltAdmission() admission;", "BoltQueuePass() queue_pass;", "BoltAnswer() answer;"] {
+        assert!(ingress.1.contains(sub), "BoltIngress does not instantiate {sub}");
+    }
+}
