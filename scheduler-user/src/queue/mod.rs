@@ -1,7 +1,7 @@
 //! The Bolt scheduler of the thesis (§3.2 to §3.4): per-priority circular queues with
 //! `<round, index>` pointers, pointer repair, priority search by recirculation and
 //! resource constraints by SWAP. This is the project's one implementation of the
-//! algorithm: the software switch runs it, the simulator runs it, and bolt.p4 mirrors it
+//! algorithm: the software switch runs it, the benchmarks drive it, and bolt.p4 mirrors it
 //! register for register.
 //!
 //! [`Pipeline`] holds the registers and runs single passes; [`Scheduler`] feeds it the

@@ -165,7 +165,7 @@ pub enum Output {
     Refill { to: SocketAddrV4, entries: Vec<Entry> },
 }
 
-/// A sink that keeps every output, for tests and the simulator.
+/// A sink that keeps every output, for tests.
 #[derive(Default, Debug)]
 pub struct Collect(pub Vec<Output>);
 
