@@ -94,6 +94,9 @@ const bit<8> STEP_RETRIEVE = 3;  /* retrieve_pass */
 const bit<8> STEP_SWAP     = 4;  /* swap_pass */
 const bit<8> STEP_REINSERT = 5;  /* reinsert_pass */
 const bit<8> STEP_DELIVER  = 6;  /* send the finished answer this packet carries */
+/* pass_plan steps beyond STEP_*: a spawned REPAIR, by the pointer it resets. */
+const bit<8> PLAN_REPAIR_ADD      = 8;
+const bit<8> PLAN_REPAIR_RETRIEVE = 9;
 
 /* bolt_pass_h.flags */
 const bit<8> PF_BATCH_SENT    = 0x01;  /* Retrieval::batches_sent > 0 */
@@ -345,6 +348,7 @@ struct ingress_md_t {
     MulticastGroupId_t fork_group;
     /* this pass */
     bit<8>  step;
+    bit<8>  plan_step;        /* the step pass_plan is looked up with */
     bit<2>  pass_kind;
     bit<2>  origin_index;
     bit<8>  level8;           /* 0-based level */

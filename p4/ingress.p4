@@ -439,6 +439,28 @@ control BoltQueuePass(inout headers_t hdr,
     ENTRY_WORD(desc_3)
     ENTRY_WORD(client_ip)
     ENTRY_WORD(client_port_pad)
+    /* The plan of the pass, one exact match instead of chains of conditions: the level
+     * (Pipeline::level_of) and the operation each pointer and the flags register get,
+     * from the step, the priority and the configured levels (pass_plan.p4inc). */
+    action plan(bit<8> level8, bit<1> clamped, bit<2> add_op, bit<2> retrieve_op,
+                bit<2> flag_op, bit<1> flag_kind) {
+        ig_md.level8 = level8;
+        ig_md.clamped = clamped;
+        ig_md.add_op = add_op;
+        ig_md.retrieve_op = retrieve_op;
+        ig_md.flag_op = flag_op;
+        ig_md.flag_kind = flag_kind;
+    }
+    table pass_plan {
+        key = { ig_md.plan_step : exact; ig_md.task_prio : exact; ig_md.priorities : exact; }
+        actions = { plan; NoAction; }
+        default_action = NoAction();
+        size = 512;
+        const entries = {
+#include "pass_plan.p4inc"
+        }
+    }
+
     /* add_flag(level) = bit 2l, retrieve_flag(level) = bit 2l+1 (pipeline.rs). */
     action set_flag_mask(bit<16> mask) { ig_md.flag_mask = mask; }
     table repair_flag_mask {
@@ -461,25 +483,30 @@ control BoltQueuePass(inout headers_t hdr,
     apply {
         /* ---------- which queue, which register operations (one per array) ---------- */
         ig_md.exec_rsrc = hdr.bolt.rsrc;
-        if (ig_md.step == STEP_SUBMIT || ig_md.step == STEP_RETURN) {
-            /* Pipeline::level_of */
-            if (ig_md.step == STEP_SUBMIT) {
-                ig_md.task_prio = hdr.task_cur.prio;
-            } else {
-                ig_md.task_prio = hdr.entry_cur.prio;
-            }
-            /* priorities - prio is negative (bit 7 set) when the task's priority is
-             * below the configured levels: both are 1..=8 here */
-            ig_md.prio_room = ig_md.priorities - ig_md.task_prio;
-            if (ig_md.prio_room[7:7] == 1) {
-                ig_md.clamped = 1;
-                ig_md.level8 = ig_md.priorities - 1;
-            } else {
-                ig_md.level8 = ig_md.task_prio - 1;
-            }
+        /* The priority the pass works at: the task's on an enqueue of a SUBMIT or RETURN
+         * item, otherwise the queue the Bolt header names (RTRV_PRIO, SWAP, REINSERT,
+         * REPAIR). */
+        if (ig_md.step == STEP_SUBMIT) {
+            ig_md.task_prio = hdr.task_cur.prio;
+        } else if (ig_md.step == STEP_RETURN) {
+            ig_md.task_prio = hdr.entry_cur.prio;
         } else {
-            ig_md.level8 = hdr.bolt.prio - 1;
+            ig_md.task_prio = hdr.bolt.prio;
         }
+        /* The step the plan is looked up with: a SWAP whose budget is spent touches no
+         * register (Pipeline::swap_pass); a REPAIR names its pointer (repair_pass). */
+        ig_md.plan_step = ig_md.step;
+        if (ig_md.step == STEP_SWAP && hdr.pass.budget == 0) {
+            ig_md.plan_step = 0;
+        } else if (hdr.pass.copy == PASS_SPAWN && hdr.bolt.op == OP_REPAIR) {
+            ig_md.write_value = hdr.repair_state.value;
+            if (hdr.repair_state.target == REPAIR_ADD_PTR) {
+                ig_md.plan_step = PLAN_REPAIR_ADD;
+            } else {
+                ig_md.plan_step = PLAN_REPAIR_RETRIEVE;
+            }
+        }
+        pass_plan.apply();
         ig_md.level = ig_md.level8[QUEUE_LEVEL_BITS - 1:0];
         if (ig_md.clamped == 1) {
             priority_clamped.count(0);
@@ -524,31 +551,6 @@ control BoltQueuePass(inout headers_t hdr,
             ig_md.entry_in.desc_3 = hdr.swap_held.desc_3;
             ig_md.entry_in.client_ip = hdr.swap_held.client_ip;
             ig_md.entry_in.client_port_pad = hdr.swap_held.client_port ++ 16w0;
-        }
-
-        if (ig_md.step == STEP_SUBMIT || ig_md.step == STEP_RETURN || ig_md.step == STEP_REINSERT) {
-            /* Pipeline::enqueue */
-            ig_md.add_op = 2;
-            ig_md.retrieve_op = 1;
-        } else if (ig_md.step == STEP_RETRIEVE) {
-            /* Pipeline::retrieve_pass */
-            ig_md.add_op = 1;
-            ig_md.retrieve_op = 2;
-        } else if (ig_md.step == STEP_SWAP && hdr.pass.budget != 0) {
-            /* Pipeline::swap_pass (a spent budget touches no register) */
-            ig_md.add_op = 1;
-            ig_md.retrieve_op = 1;
-        } else if (hdr.pass.copy == PASS_SPAWN && hdr.bolt.op == OP_REPAIR) {
-            /* Pipeline::repair_pass */
-            ig_md.write_value = hdr.repair_state.value;
-            ig_md.flag_op = 2;
-            if (hdr.repair_state.target == REPAIR_ADD_PTR) {
-                ig_md.add_op = 3;
-                ig_md.flag_kind = 0;
-            } else {
-                ig_md.retrieve_op = 3;
-                ig_md.flag_kind = 1;
-            }
         }
 
         /* Stage::AddPtr */

@@ -1185,3 +1185,66 @@ fn each_control_uses_only_what_it_declares() {
         assert!(ingress.1.contains(sub), "BoltIngress does not instantiate {sub}");
     }
 }
+
+/// pass_plan.p4inc gives, for every step, priority and number of configured levels, the
+/// level `Pipeline::level_of` computes (and whether it clamped), and the register
+/// operations the model's pass of that step makes on add_ptr, retrieve_ptr and
+/// is_repairing.
+#[test]
+fn the_pass_plan_is_the_models() {
+    use scheduler_user::queue::{Pipeline, QueueConfig};
+    // (add_ptr, retrieve_ptr, is_repairing, flag kind): 1 read / test-and-set,
+    // 2 read-and-increment / clear, 3 write.
+    type Ops = (u64, u64, u64, u64);
+    let enqueue: Ops = (2, 1, 0, 0); // Pipeline::enqueue: add read-and-increment, retrieve read
+    let steps: [(&str, Ops); 7] = [
+        ("STEP_SUBMIT", enqueue),
+        ("STEP_RETURN", enqueue),
+        ("STEP_REINSERT", enqueue),
+        ("STEP_RETRIEVE", (1, 2, 0, 0)),   // retrieve_pass: add read, bounded increment
+        ("STEP_SWAP", (1, 1, 0, 0)),       // swap_pass with budget left: both read
+        ("PLAN_REPAIR_ADD", (3, 0, 2, 0)), // repair_pass: write, clear the flag
+        ("PLAN_REPAIR_RETRIEVE", (0, 3, 2, 1)),
+    ];
+    let mut expected = BTreeMap::new();
+    for (step, ops) in steps {
+        for levels in 1..=MAX_PRIORITIES {
+            let config = QueueConfig { capacity: 2, priorities: levels, max_passes: 1, initial_pointer: 0 };
+            let mut pipeline = Pipeline::new(config).unwrap();
+            for prio in 1..=MAX_PRIORITIES {
+                let level = pipeline.level_of(prio) as u64;
+                let task = step == "STEP_SUBMIT" || step == "STEP_RETURN";
+                let clamped = (task && prio > levels) as u64;
+                expected.insert((step.to_string(), prio as u64, levels as u64), (level, clamped, ops));
+            }
+        }
+    }
+    let text = strip_comments(&read("pass_plan.p4inc"));
+    let mut table = BTreeMap::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (key, action) = line.split_once(':').unwrap_or_else(|| panic!("bad line {line:?}"));
+        let key: Vec<&str> =
+            key.trim().trim_start_matches('(').trim_end_matches(')').split(',').map(str::trim).collect();
+        let args: Vec<u64> = action
+            .trim()
+            .strip_prefix("plan(")
+            .and_then(|a| a.strip_suffix(");"))
+            .unwrap_or_else(|| panic!("bad action {action:?}"))
+            .split(',')
+            .map(parse_int)
+            .collect();
+        let prev = table.insert(
+            (key[0].to_string(), parse_int(key[1]), parse_int(key[2])),
+            (args[0], args[1], (args[2], args[3], args[4], args[5])),
+        );
+        assert!(prev.is_none(), "duplicate entry {line:?}");
+    }
+    assert_eq!(table, expected, "pass_plan.p4inc differs from the model");
+    let src = P4::load().src;
+    let body = table_body(&src, "pass_plan");
+    assert!(body.contains("#include \"pass_plan.p4inc\""), "pass_plan does not include its entries");
+    let consts = P4::load().consts();
+    for step in ["PLAN_REPAIR_ADD", "PLAN_REPAIR_RETRIEVE"] {
+        assert!(consts[step] > consts["STEP_DELIVER"], "{step} collides with a STEP_*");
+    }
+}
