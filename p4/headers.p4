@@ -335,6 +335,7 @@ struct ingress_md_t {
     bit<4>  decode_error;
     bit<1>  service;          /* addressed to this scheduler */
     bit<1>  forged;           /* from a front-panel port with this scheduler's address */
+    bit<1>  first_look;       /* arrived on a front-panel port (set by the parser only) */
     bit<1>  allowed;
     bit<1>  steer;
     bit<2>  ingress_pipe;

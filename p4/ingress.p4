@@ -3,31 +3,25 @@
  * Part of bolt.p4, which includes the parts in this order. */
 
 /* ------------------------------------------------------------------------------------
- * Ingress: three sub-controls in pipeline order, each with the tables, registers and
- * counters it alone uses. They share the headers and ingress_md_t: admission fills in
- * the configuration, the step and the first-pass decisions (malformed, allowed, steer);
- * the queue pass reads step and level and fills in the register values and the
- * enqueue results (added, bounce, spawn_repair, was_valid, matches); the answer reads
- * those and sets the route, the answer headers and the forwarding.
+ * Ingress: four sub-controls in pipeline order, each with the tables, registers and
+ * counters it alone uses. They share the headers and ingress_md_t: the pass setup fills
+ * in the configuration, service, forged and the step of a recirculated pass; the front
+ * panel admits a first look (malformed, allowed, steer, the step); the queue pass reads
+ * step and priority and fills in the register values and the enqueue results (added,
+ * bounce, spawn_repair, was_valid, matches); the answer reads those and sets the route,
+ * the answer headers and the forwarding.
  * ---------------------------------------------------------------------------------- */
 
-/* Admission: validation, access lists, steering, the pass header, OpCost. */
-control BoltAdmission(inout headers_t hdr,
+/* Every pass: the configuration, the pass header, whether the packet is for the
+ * scheduler (or forged), and the step of a recirculated pass. */
+control BoltPassSetup(inout headers_t hdr,
                       inout ingress_md_t ig_md,
                       in ingress_intrinsic_metadata_t ig_intr_md,
                       in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
                       inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                       inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
-    /* Per origin (SUBMIT, GET_TASK, REFILL_REQ, RETURN) x PASS_KIND_*: OpCost. */
-    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) op_passes;
-    /* SwitchStats.malformed, by DecodeError::index. */
-    Counter<bit<64>, bit<4>>(DECODE_ERROR_KINDS, CounterType_t.PACKETS) malformed;
-    /* Valid messages that do not go to a switch, by op. */
-    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) wrong_direction;
     /* Front-panel packets carrying one of the scheduler's own addresses as source. */
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) forged;
-    /* Refused by the ACLs, by op. */
-    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) acl_denied;
     /* QueueConfig at run time: levels in use, the pass budget, where to recirculate. */
     action configure(bit<8> priorities, bit<16> max_passes, PortId_t recirc_port,
                      MulticastGroupId_t fork_group) {
@@ -58,57 +52,6 @@ control BoltAdmission(inout headers_t hdr,
         actions = { forged_source; NoAction; }
         default_action = NoAction();
         size = 16;
-    }
-    /* SUBMIT only from allowed client prefixes. Each ACL is an LPM on the source
-     * address; an address is its /32. Sizes fit one stage's 24 TCAM blocks together
-     * (512 32-bit keys per block: 2 + 8 + 8); a cluster with more hosts than that lists
-     * them by prefix. */
-    action allow() { ig_md.allowed = 1; }
-    table acl_clients {
-        key = { hdr.ipv4.src_addr : lpm; }
-        actions = { allow; NoAction; }
-        default_action = NoAction();
-        size = 1024;
-    }
-    /* GET_TASK only from executors (`bolt switch --executors`, and --nodes). */
-    table acl_executors {
-        key = { hdr.ipv4.src_addr : lpm; }
-        actions = { allow; NoAction; }
-        default_action = NoAction();
-        size = 4096;
-    }
-    /* REFILL_REQ and RETURN only from host agents (`bolt switch --agents`, and --nodes):
-     * an executor cannot queue tasks in anyone's name nor aim QUEUE_FULL at anyone. */
-    table acl_agents {
-        key = { hdr.ipv4.src_addr : lpm; }
-        actions = { allow; NoAction; }
-        default_action = NoAction();
-        size = 4096;
-    }
-    /* Registers live per pipe: Bolt packets arriving on another pipe are sent over to
-     * the scheduler pipe's recirculation port before their first pass. */
-    action steer(PortId_t port) {
-        ig_md.steer = 1;
-        ig_md.steer_port = port;
-    }
-    table pipe_steer {
-        key = { ig_md.ingress_pipe : exact; }
-        actions = { steer; NoAction; }
-        default_action = NoAction();
-        size = 4;
-    }
-    /* message_len(op, count) (message.rs): the length a message must have. */
-    action set_expected_length(bit<16> len) { ig_md.expected_len = len; }
-    table message_length_in {
-        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
-        actions = { set_expected_length; NoAction; }
-        default_action = NoAction();
-        size = 128;
-        const entries = {
-#define set_message_length set_expected_length
-#include "message_lengths.p4inc"
-#undef set_message_length
-        }
     }
 
     apply {
@@ -175,6 +118,102 @@ control BoltAdmission(inout headers_t hdr,
             /* Not for the scheduler: an L2/L3 switch. */
             ig_md.forward = 1;
         } else if (hdr.pass.copy == PASS_LOCAL) {
+            /* a front-panel packet: BoltFrontPanel admits it */
+        } else if (hdr.pass.copy == PASS_STEERED) {
+            /* The first pass proper, on the scheduler pipe. */
+            ig_md.pass_kind = PASS_KIND_FIRST;
+            if (hdr.bolt.op == OP_SUBMIT) {
+                ig_md.step = STEP_SUBMIT;
+            } else if (hdr.bolt.op == OP_RETURN) {
+                ig_md.step = STEP_RETURN;
+            } else {
+                ig_md.step = STEP_RETRIEVE;
+            }
+        } else if (hdr.pass.copy == PASS_SPAWN) {
+            /* A REPAIR is a pass of the model; bounces and batches are P4 deliveries. */
+            if (hdr.bolt.op == OP_REPAIR) {
+                ig_md.pass_kind = PASS_KIND_MODEL;
+            } else {
+                ig_md.pass_kind = PASS_KIND_EXTRA;
+            }
+        } else {
+            ig_md.step = hdr.pass.step;
+            if (ig_md.step == STEP_DELIVER) {
+                ig_md.pass_kind = PASS_KIND_EXTRA;
+            }
+        }
+    }
+}
+
+/* Admission of a front-panel packet (decode() and the access lists), then steering:
+ * to the scheduler pipe, and with ADMISSION_OWN_PASS always to the recirculation port,
+ * so that the queue step is the next pass. */
+control BoltFrontPanel(inout headers_t hdr,
+                       inout ingress_md_t ig_md,
+                       in ingress_intrinsic_metadata_t ig_intr_md,
+                       in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                       inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                       inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* SwitchStats.malformed, by DecodeError::index. */
+    Counter<bit<64>, bit<4>>(DECODE_ERROR_KINDS, CounterType_t.PACKETS) malformed;
+    /* Valid messages that do not go to a switch, by op. */
+    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) wrong_direction;
+    /* Refused by the ACLs, by op. */
+    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) acl_denied;
+    /* SUBMIT only from allowed client prefixes. Each ACL is an LPM on the source
+     * address; an address is its /32. Sizes fit one stage's 24 TCAM blocks together
+     * (512 32-bit keys per block: 2 + 8 + 8); a cluster with more hosts than that lists
+     * them by prefix. */
+    action allow() { ig_md.allowed = 1; }
+    table acl_clients {
+        key = { hdr.ipv4.src_addr : lpm; }
+        actions = { allow; NoAction; }
+        default_action = NoAction();
+        size = 1024;
+    }
+    /* GET_TASK only from executors (`bolt switch --executors`, and --nodes). */
+    table acl_executors {
+        key = { hdr.ipv4.src_addr : lpm; }
+        actions = { allow; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+    /* REFILL_REQ and RETURN only from host agents (`bolt switch --agents`, and --nodes):
+     * an executor cannot queue tasks in anyone's name nor aim QUEUE_FULL at anyone. */
+    table acl_agents {
+        key = { hdr.ipv4.src_addr : lpm; }
+        actions = { allow; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+    /* Registers live per pipe: Bolt packets arriving on another pipe are sent over to
+     * the scheduler pipe's recirculation port before their first pass. */
+    action steer(PortId_t port) {
+        ig_md.steer = 1;
+        ig_md.steer_port = port;
+    }
+    table pipe_steer {
+        key = { ig_md.ingress_pipe : exact; }
+        actions = { steer; NoAction; }
+        default_action = NoAction();
+        size = 4;
+    }
+    /* message_len(op, count) (message.rs): the length a message must have. */
+    action set_expected_length(bit<16> len) { ig_md.expected_len = len; }
+    table message_length_in {
+        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
+        actions = { set_expected_length; NoAction; }
+        default_action = NoAction();
+        size = 128;
+        const entries = {
+#define set_message_length set_expected_length
+#include "message_lengths.p4inc"
+#undef set_message_length
+        }
+    }
+
+    apply {
+        if (ig_md.service == 1 && ig_md.forged == 0) {
             /* ---------- admission: the first look at a front-panel packet ---------- */
             if (ig_prsr_md.parser_err != 0) {
                 ig_md.malformed = 1;
@@ -238,6 +277,13 @@ control BoltAdmission(inout headers_t hdr,
                     ig_md.pass_kind = PASS_KIND_FIRST;
                     ig_md.ingress_pipe = ig_intr_md.ingress_port[8:7];
                     pipe_steer.apply();
+#if ADMISSION_OWN_PASS
+                    if (ig_md.steer == 0) {
+                        /* admission is a pass of its own: the queue step is the next */
+                        ig_md.steer = 1;
+                        ig_md.steer_port = ig_md.recirc_port;
+                    }
+#endif
                     if (ig_md.steer == 1) {
                         /* Registers are per pipe: go to the scheduler pipe first. */
                         ig_md.pass_kind = PASS_KIND_EXTRA;
@@ -259,46 +305,10 @@ control BoltAdmission(inout headers_t hdr,
                     }
                 }
             }
-        } else if (hdr.pass.copy == PASS_STEERED) {
-            /* The first pass proper, on the scheduler pipe. */
-            ig_md.pass_kind = PASS_KIND_FIRST;
-            if (hdr.bolt.op == OP_SUBMIT) {
-                ig_md.step = STEP_SUBMIT;
-            } else if (hdr.bolt.op == OP_RETURN) {
-                ig_md.step = STEP_RETURN;
-            } else {
-                ig_md.step = STEP_RETRIEVE;
-            }
-        } else if (hdr.pass.copy == PASS_SPAWN) {
-            /* A REPAIR is a pass of the model; bounces and batches are P4 deliveries. */
-            if (hdr.bolt.op == OP_REPAIR) {
-                ig_md.pass_kind = PASS_KIND_MODEL;
-            } else {
-                ig_md.pass_kind = PASS_KIND_EXTRA;
-            }
-        } else {
-            ig_md.step = hdr.pass.step;
-            if (ig_md.step == STEP_DELIVER) {
-                ig_md.pass_kind = PASS_KIND_EXTRA;
-            }
         }
-
-        /* ---------- OpCost ---------- */
-        if (ig_md.service == 1 && ig_dprsr_md.drop_ctl == 0) {
-            if (hdr.pass.origin == OP_SUBMIT) {
-                ig_md.origin_index = 0;
-            } else if (hdr.pass.origin == OP_GET_TASK) {
-                ig_md.origin_index = 1;
-            } else if (hdr.pass.origin == OP_REFILL_REQ) {
-                ig_md.origin_index = 2;
-            } else {
-                ig_md.origin_index = 3;
-            }
-            op_passes.count(ig_md.origin_index ++ ig_md.pass_kind);
-        }
-
     }
 }
+
 
 /* The queue step: level, register operations in Stage order, enqueue results. */
 control BoltQueuePass(inout headers_t hdr,
@@ -746,6 +756,8 @@ control BoltAnswer(inout headers_t hdr,
                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* Per origin (SUBMIT, GET_TASK, REFILL_REQ, RETURN) x PASS_KIND_*: OpCost. */
+    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) op_passes;
     /* 0 ASSIGN, 1 into a REFILL batch: decisions, assigns, refill_tasks. */
     Counter<bit<64>, bit<1>>(2, CounterType_t.PACKETS) deliveries;
     /* Answers sent, by op: noops, queue_full_packets, refill_packets (assigns too). */
@@ -828,6 +840,20 @@ control BoltAnswer(inout headers_t hdr,
     }
 
     apply {
+        /* ---------- OpCost ---------- */
+        if (ig_md.service == 1 && ig_dprsr_md.drop_ctl == 0) {
+            if (hdr.pass.origin == OP_SUBMIT) {
+                ig_md.origin_index = 0;
+            } else if (hdr.pass.origin == OP_GET_TASK) {
+                ig_md.origin_index = 1;
+            } else if (hdr.pass.origin == OP_REFILL_REQ) {
+                ig_md.origin_index = 2;
+            } else {
+                ig_md.origin_index = 3;
+            }
+            op_passes.count(ig_md.origin_index ++ ig_md.pass_kind);
+        }
+
         /* ---------- what each pass does with what it found ---------- */
 
         if (ig_md.step == STEP_SUBMIT) {
@@ -1174,13 +1200,27 @@ control BoltIngress(inout headers_t hdr,
                     in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
                     inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                     inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
-    BoltAdmission() admission;
+    BoltPassSetup() pass_setup;
+    BoltFrontPanel() front_panel;
     BoltQueuePass() queue_pass;
     BoltAnswer() answer;
 
     apply {
-        admission.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        pass_setup.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+#if ADMISSION_OWN_PASS
+        /* Admission and the queue step in exclusive branches: the compiler can give them
+         * the same stages. first_look is set by the parser and written by no control. */
+        if (ig_md.first_look == 1) {
+            front_panel.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        } else {
+            queue_pass.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        }
+#else
+        if (ig_md.first_look == 1) {
+            front_panel.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        }
         queue_pass.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+#endif
         answer.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
     }
 }

@@ -19,7 +19,7 @@ parser BoltIngressParser(packet_in pkt,
         pkt.advance(PORT_METADATA_SIZE);
         /* Every metadata field starts at zero: Tofino does not zero metadata by itself,
          * and a pass reads some fields (at, got_task_word, ...) only on some paths. */
-        ig_md.malformed = 0; ig_md.decode_error = 0; ig_md.service = 0; ig_md.forged = 0; ig_md.allowed = 0;
+        ig_md.malformed = 0; ig_md.decode_error = 0; ig_md.service = 0; ig_md.forged = 0; ig_md.first_look = 0; ig_md.allowed = 0;
         ig_md.steer = 0; ig_md.ingress_pipe = 0; ig_md.steer_port = 0;
         ig_md.expected_len = 0; ig_md.out_len = 0; ig_md.priorities = 0;
         ig_md.max_passes = 0; ig_md.recirc_port = 0; ig_md.fork_group = 0; ig_md.step = 0; ig_md.plan_step = 0;
@@ -50,6 +50,7 @@ parser BoltIngressParser(packet_in pkt,
     /* ---------- front panel ---------- */
 
     state parse_ethernet {
+        ig_md.first_look = 1;
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             0x0800  : parse_ipv4;

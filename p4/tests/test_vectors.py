@@ -31,12 +31,13 @@ import bfrt_grpc.client as gc
 # Where each table, action, register and counter lives: ingress.p4's sub-controls.
 PLACE = {}
 for control, names in {
-    "admission": ["queue_config", "configure", "bolt_service", "serve", "own_source", "acl_clients",
-                  "acl_executors", "acl_agents", "allow", "pipe_steer", "op_passes", "malformed",
-                  "wrong_direction", "forged", "acl_denied"],
+    "pass_setup": ["queue_config", "configure", "bolt_service", "serve", "own_source", "forged"],
+    "front_panel": ["acl_clients", "acl_executors", "acl_agents", "allow", "pipe_steer", "malformed",
+                    "wrong_direction", "acl_denied"],
     "queue_pass": ["add_ptr", "retrieve_ptr", "repairing", "valid", "task_rsrc", "enqueue_results",
                    "repairs_spawned", "priority_clamped"],
-    "answer": ["ipv4_route", "route", "l2_switch", "deliveries", "answers", "swaps", "budget_exhausted"],
+    "answer": ["ipv4_route", "route", "l2_switch", "deliveries", "answers", "swaps", "budget_exhausted",
+               "op_passes"],
 }.items():
     for name in names:
         PLACE[name] = "BoltIngress.%s.%s" % (control, name)

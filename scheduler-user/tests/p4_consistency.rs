@@ -1111,8 +1111,9 @@ fn the_ingress_parser_initialises_all_metadata() {
 }
 
 /// Each control of the program uses only the tables, actions, registers, counters and
-/// sub-controls it declares itself: the ingress's sub-controls (admission, queue pass,
-/// answer) share nothing but the headers and the metadata they are passed.
+/// sub-controls it declares itself: the ingress's sub-controls (pass setup, front-panel
+/// admission, queue pass, answer) share nothing but the headers and the metadata they
+/// are passed.
 #[test]
 fn each_control_uses_only_what_it_declares() {
     let p4 = P4::load();
@@ -1181,7 +1182,12 @@ fn each_control_uses_only_what_it_declares() {
         assert!(missing.is_empty(), "control {name} uses {missing:?} without declaring them");
     }
     let ingress = controls.iter().find(|(n, _)| n == "BoltIngress").unwrap();
-    for sub in ["BoltAdmission() admission;", "BoltQueuePass() queue_pass;", "BoltAnswer() answer;"] {
+    for sub in [
+        "BoltPassSetup() pass_setup;",
+        "BoltFrontPanel() front_panel;",
+        "BoltQueuePass() queue_pass;",
+        "BoltAnswer() answer;",
+    ] {
         assert!(ingress.1.contains(sub), "BoltIngress does not instantiate {sub}");
     }
 }
