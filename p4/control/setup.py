@@ -40,8 +40,8 @@ def load_config():
     levels = cfg["queue"]["priorities"]
     if not 1 <= levels <= MAX_PRIORITIES:
         raise ValueError("queue.priorities must be 1 to %d, not %d" % (MAX_PRIORITIES, levels))
-    if cfg["queue"]["max_passes"] < levels:
-        raise ValueError("queue.max_passes must be at least queue.priorities")
+    if not 0 <= cfg["queue"]["max_passes"] <= 0xFFFF:
+        raise ValueError("queue.max_passes (SWAP passes per level) must fit 16 bits")
     return cfg
 
 
@@ -71,53 +71,61 @@ def setup_recirculation(cfg, p4):
                         multicast_node_l1_xid=[0, 0]).push()
 
 
-def setup_queue(cfg, ing):
+def setup_queue(cfg, pass_setup, front_panel):
     q = cfg["queue"]
     rc = cfg["recirculation"]
-    ing.queue_config.set_default_with_configure(
+    pass_setup.queue_config.set_default_with_configure(
         priorities=q["priorities"], max_passes=q["max_passes"],
         recirc_port=rc["port"], fork_group=rc["fork_group"])
     # Registers live per pipe: every other pipe sends Bolt packets to the scheduler
     # pipe's recirculation port before their first pass.
     for pipe in range(cfg["pipes"]):
         if pipe != cfg["scheduler_pipe"]:
-            ing.pipe_steer.add_with_steer(ig_md_ingress_pipe=pipe, port=rc["port"])
+            front_panel.pipe_steer.add_with_steer(ig_md_ingress_pipe=pipe, port=rc["port"])
 
 
-def setup_admission(cfg, ing):
+def setup_admission(cfg, pass_setup, front_panel):
     for addr in cfg["service_addresses"]:
-        ing.bolt_service.add_with_serve(hdr_ipv4_dst_addr=ip_int(addr))
+        pass_setup.bolt_service.add_with_serve(hdr_ipv4_dst_addr=ip_int(addr))
+        pass_setup.own_source.add_with_forged_source(hdr_ipv4_src_addr=ip_int(addr))
     for prefix in cfg["acl"]["client_prefixes"]:
         net = ipaddress.IPv4Network(prefix)
-        ing.acl_clients.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
-                                       hdr_ipv4_src_addr_p_length=net.prefixlen)
-    # A worker is an address or a prefix (an address is its /32), as `bolt switch --nodes`.
-    for worker in cfg["acl"]["workers"]:
-        net = ipaddress.IPv4Network(worker)
-        ing.acl_workers.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
-                                       hdr_ipv4_src_addr_p_length=net.prefixlen)
+        front_panel.acl_clients.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
+                                               hdr_ipv4_src_addr_p_length=net.prefixlen)
+    # Addresses or prefixes (an address is its /32), as `bolt switch --executors`,
+    # `--agents` and `--nodes` (both).
+    acl = cfg["acl"]
+    nodes = acl.get("nodes", [])
+    for table, hosts in [(front_panel.acl_executors, acl.get("executors", []) + nodes),
+                         (front_panel.acl_agents, acl.get("agents", []) + nodes)]:
+        for host in hosts:
+            net = ipaddress.IPv4Network(host)
+            table.add_with_allow(hdr_ipv4_src_addr=int(net.network_address),
+                                 hdr_ipv4_src_addr_p_length=net.prefixlen)
 
 
-def setup_forwarding(cfg, ing):
+def setup_forwarding(cfg, answer):
     for r in cfg["routes"]:
         net = ipaddress.IPv4Network(r["prefix"])
-        ing.ipv4_route.add_with_route(hdr_ipv4_dst_addr=int(net.network_address),
-                                      hdr_ipv4_dst_addr_p_length=net.prefixlen,
-                                      port=r["port"], dst_mac=mac_int(r["dst_mac"]),
-                                      src_mac=mac_int(r["src_mac"]))
+        answer.ipv4_route.add_with_route(hdr_ipv4_dst_addr=int(net.network_address),
+                                         hdr_ipv4_dst_addr_p_length=net.prefixlen,
+                                         port=r["port"], dst_mac=mac_int(r["dst_mac"]),
+                                         src_mac=mac_int(r["src_mac"]))
     for e in cfg.get("l2", []):
-        ing.l2_switch.add_with_l2_forward(hdr_ethernet_dst_addr=mac_int(e["mac"]), port=e["port"])
+        answer.l2_switch.add_with_l2_forward(hdr_ethernet_dst_addr=mac_int(e["mac"]), port=e["port"])
 
 
 def main():
     cfg = load_config()
     p4 = getattr(bfrt, cfg["program"]).pipe
+    # ingress.p4's sub-controls: pass_setup holds the configuration and the service
+    # addresses, front_panel the access lists and steering, answer the forwarding.
     ing = p4.BoltIngress
     setup_ports(cfg)
     setup_recirculation(cfg, p4)
-    setup_queue(cfg, ing)
-    setup_admission(cfg, ing)
-    setup_forwarding(cfg, ing)
+    setup_queue(cfg, ing.pass_setup, ing.front_panel)
+    setup_admission(cfg, ing.pass_setup, ing.front_panel)
+    setup_forwarding(cfg, ing.answer)
     bfrt.complete_operations()
     print("bolt: %d levels, %d passes per retrieval, recirculation port %d, %d service address(es)"
           % (cfg["queue"]["priorities"], cfg["queue"]["max_passes"], cfg["recirculation"]["port"],

@@ -58,7 +58,7 @@ class AdmissionTest(ScenarioReplay, BfRuntimeTest):
         self.refused(port, self.packet(client, header(OP_SWAP) + bytes(48)), "malformed", DE_INTERNAL_OP)
         self.refused(port, self.packet(client, header(OP_REPAIR) + bytes(8)), "malformed", DE_INTERNAL_OP)
 
-        # SUBMIT only from allowed client prefixes; GET_TASK only from registered workers.
+        # SUBMIT only from allowed client prefixes; GET_TASK only from registered executors.
         self.refused(port, self.packet(STRANGER, submit([task(1, 1)])), "acl_denied", OP_SUBMIT)
         self.refused(port, self.packet(STRANGER, get_task()), "acl_denied", OP_GET_TASK)
 

@@ -28,6 +28,26 @@ from bfruntime_client_base_tests import BfRuntimeTest
 from p4testutils.misc_utils import get_sw_ports
 import bfrt_grpc.client as gc
 
+# Where each table, action, register and counter lives: ingress.p4's sub-controls.
+PLACE = {}
+for control, names in {
+    "pass_setup": ["queue_config", "configure", "bolt_service", "serve", "own_source", "forged"],
+    "front_panel": ["acl_clients", "acl_executors", "acl_agents", "allow", "pipe_steer", "malformed",
+                    "wrong_direction", "acl_denied"],
+    "queue_pass": ["add_ptr", "retrieve_ptr", "repairing", "valid", "task_rsrc", "enqueue_results",
+                   "repairs_spawned", "priority_clamped"],
+    "answer": ["ipv4_route", "route", "l2_switch", "deliveries", "answers", "swaps", "budget_exhausted",
+               "op_passes"],
+}.items():
+    for name in names:
+        PLACE[name] = "BoltIngress.%s.%s" % (control, name)
+
+
+def ingress(name):
+    """The BF Runtime name of an ingress object."""
+    return PLACE[name]
+
+
 logger = logging.getLogger("bolt")
 logger.setLevel(logging.INFO)
 
@@ -104,7 +124,7 @@ class ScenarioReplay:
     def tearDown(self):
         for table, keys in reversed(self.added):
             table.entry_del(self.target, keys)
-        for name in ["BoltIngress.queue_config"]:
+        for name in [ingress("queue_config")]:
             self.table(name).default_entry_reset(self.target)
         BfRuntimeTest.tearDown(self)
 
@@ -135,28 +155,28 @@ class ScenarioReplay:
                  [gc.DataTuple("$MULTICAST_NODE_ID", int_arr_val=list(FORK_NODES)),
                   gc.DataTuple("$MULTICAST_NODE_L1_XID_VALID", bool_arr_val=[False, False]),
                   gc.DataTuple("$MULTICAST_NODE_L1_XID", int_arr_val=[0, 0])])
-        qc = self.table("BoltIngress.queue_config")
+        qc = self.table(ingress("queue_config"))
         qc.default_entry_set(self.target, qc.make_data(
             [gc.DataTuple("priorities", cfg["priorities"]), gc.DataTuple("max_passes", cfg["max_passes"]),
              gc.DataTuple("recirc_port", self.recirc_port), gc.DataTuple("fork_group", FORK_GROUP)],
-            "BoltIngress.configure"))
-        self.add("BoltIngress.bolt_service", [gc.KeyTuple("hdr.ipv4.dst_addr", int(ipaddress.IPv4Address(SWITCH_IP)))],
-                 [], "BoltIngress.serve")
+            ingress("configure")))
+        self.add(ingress("bolt_service"), [gc.KeyTuple("hdr.ipv4.dst_addr", int(ipaddress.IPv4Address(SWITCH_IP)))],
+                 [], ingress("serve"))
         for host, port in self.port_of.items():
             addr = int(ipaddress.IPv4Address(host))
-            self.add("BoltIngress.ipv4_route", [gc.KeyTuple("hdr.ipv4.dst_addr", addr, prefix_len=32)],
+            self.add(ingress("ipv4_route"), [gc.KeyTuple("hdr.ipv4.dst_addr", addr, prefix_len=32)],
                      [gc.DataTuple("port", port), gc.DataTuple("dst_mac", mac_int(host_mac(host))),
-                      gc.DataTuple("src_mac", mac_int(SWITCH_MAC))], "BoltIngress.route")
-            # Every test host is a client and a worker here; the ACL tests are separate.
-            self.add("BoltIngress.acl_clients", [gc.KeyTuple("hdr.ipv4.src_addr", addr, prefix_len=32)],
-                     [], "BoltIngress.allow")
-            self.add("BoltIngress.acl_workers", [gc.KeyTuple("hdr.ipv4.src_addr", addr, prefix_len=32)],
-                     [], "BoltIngress.allow")
+                      gc.DataTuple("src_mac", mac_int(SWITCH_MAC))], ingress("route"))
+            # Every test host is a client, an executor and an agent here; the ACL tests
+            # are separate.
+            for acl in ["acl_clients", "acl_executors", "acl_agents"]:
+                self.add(ingress(acl), [gc.KeyTuple("hdr.ipv4.src_addr", addr, prefix_len=32)],
+                         [], ingress("allow"))
         # Fresh queues: pointers, flags and slots back to their initial values.
         for reg in ["add_ptr", "retrieve_ptr", "repairing", "valid", "task_rsrc"]:
-            self.table("BoltIngress." + reg).entry_del(self.target)
+            self.table(ingress(reg)).entry_del(self.target)
         for counter in ["op_passes", "enqueue_results", "deliveries", "answers"]:
-            self.table("BoltIngress." + counter).entry_del(self.target)
+            self.table(ingress(counter)).entry_del(self.target)
 
     # ---------- packets ----------
 
@@ -194,13 +214,13 @@ class ScenarioReplay:
     # ---------- registers and counters ----------
 
     def register(self, name, index):
-        t = self.table("BoltIngress." + name)
+        t = self.table(ingress(name))
         resp = t.entry_get(self.target, [t.make_key([gc.KeyTuple("$REGISTER_INDEX", index)])], {"from_hw": True})
         data, _ = next(resp)
-        return data.to_dict()["BoltIngress.%s.f1" % name][self.pipe]
+        return data.to_dict()[ingress(name) + ".f1"][self.pipe]
 
     def counter(self, name, index):
-        t = self.table("BoltIngress." + name)
+        t = self.table(ingress(name))
         resp = t.entry_get(self.target, [t.make_key([gc.KeyTuple("$COUNTER_INDEX", index)])], {"from_hw": True})
         data, _ = next(resp)
         return data.to_dict()["$COUNTER_SPEC_PKTS"]

@@ -19,7 +19,7 @@ use scheduler_common::{
     KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR,
     STATUS_FAILED, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
-use scheduler_user::queue::{QueueConfig, DRIFT_LIMIT};
+use scheduler_user::queue::{DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 
 fn p4_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../p4")
@@ -28,6 +28,34 @@ fn p4_dir() -> PathBuf {
 fn read(name: &str) -> String {
     let path = p4_dir().join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// bolt.p4 with the `.p4` parts it includes (headers, parser, ingress, egress) put in
+/// place, as the preprocessor does; the `.p4inc` tables stay includes (one test reads
+/// them on their own). Every `.p4` file in p4/ must be one of the parts.
+fn program() -> String {
+    fn expand(name: &str, seen: &mut Vec<String>) -> String {
+        assert!(!seen.contains(&name.to_string()), "{name} included twice");
+        seen.push(name.to_string());
+        read(name)
+            .lines()
+            .map(|line| match line.trim().strip_prefix("#include \"").and_then(|r| r.strip_suffix(".p4\"")) {
+                Some(part) => expand(&format!("{part}.p4"), seen),
+                None => format!("{line}\n"),
+            })
+            .collect()
+    }
+    let mut seen = Vec::new();
+    let src = expand("bolt.p4", &mut seen);
+    let mut files: Vec<String> = std::fs::read_dir(p4_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".p4"))
+        .collect();
+    files.sort();
+    seen.sort();
+    assert_eq!(files, seen, "a .p4 file in p4/ that bolt.p4 does not include");
+    src
 }
 
 /// The source without comments.
@@ -71,7 +99,7 @@ struct P4 {
 
 impl P4 {
     fn load() -> P4 {
-        P4 { src: strip_comments(&read("bolt.p4")) }
+        P4 { src: strip_comments(&program()) }
     }
 
     /// Fields of `header NAME { ... }` as (name, width in bits), in order.
@@ -369,7 +397,7 @@ fn list_stacks_and_queue_geometry_match() {
     assert_eq!(levels, DEFAULT_PRIORITIES as u64, "compiled levels differ from the default priority count");
     assert!(levels <= MAX_PRIORITIES as u64);
     let capacity = 1u64 << p4.define("QUEUE_INDEX_BITS");
-    assert_eq!(capacity, QueueConfig::default().capacity as u64, "compiled capacity differs from the model's");
+    assert_eq!(capacity, TOFINO_QUEUE_CAPACITY as u64, "compiled capacity differs from the model's Tofino geometry");
 
     // is_repairing: bit 2l for add_ptr, 2l+1 for retrieve_ptr, every wire priority.
     let table = &p4.src[p4.src.find("table repair_flag_mask").expect("no repair_flag_mask table")..];
@@ -611,6 +639,9 @@ impl ParserRunner {
         let v = v.trim();
         if v.starts_with(|c: char| c.is_ascii_digit()) {
             parse_int(v)
+        } else if let Some(name) = v.strip_prefix('~') {
+            // The complement of a bit<8> constant, as the keysets use it for masks.
+            !self.value(name) & 0xff
         } else {
             *self.consts.get(v).unwrap_or_else(|| panic!("bolt.p4 parser uses {v}, not a literal const"))
         }
@@ -890,17 +921,18 @@ fn table_body<'a>(src: &'a str, name: &str) -> &'a str {
 }
 
 /// The access rules of bolt.p4 are those of the software switch (`AccessRules::admits`):
-/// SUBMIT checked against the client prefixes, GET_TASK, REFILL_REQ and RETURN against the
-/// registered nodes, both longest-prefix tables on the source address (an address is its
-/// /32, so `--nodes` and `acl.workers` take the same lists), and a refusal counted per op
-/// as `SwitchStats::refused` is.
+/// SUBMIT checked against the client prefixes, GET_TASK against the executors, REFILL_REQ
+/// and RETURN against the agents, each a longest-prefix table on the source address (an
+/// address is its /32, so the switch's address lists and the ACL config take the same
+/// lists; `--nodes` goes into both worker tables), and a refusal counted per op as
+/// `SwitchStats::refused` is. The software half below checks the nodes that are both.
 #[test]
 fn access_rules_match_the_software_switch() {
     use scheduler_common::Ipv4Prefix;
     use scheduler_user::switch::AccessRules;
 
-    let src = strip_comments(&read("bolt.p4"));
-    for table in ["acl_clients", "acl_workers"] {
+    let src = strip_comments(&program());
+    for table in ["acl_clients", "acl_executors", "acl_agents"] {
         let key: String = table_body(&src, table).split_whitespace().collect();
         assert!(key.contains("key={hdr.ipv4.src_addr:lpm;}"), "{table} must be an LPM on the source address: {key}");
         assert!(
@@ -910,8 +942,11 @@ fn access_rules_match_the_software_switch() {
     }
     let apply: String = src.split_whitespace().collect();
     assert!(
-        apply.contains("if(hdr.bolt.op==OP_SUBMIT){acl_clients.apply();}else{acl_workers.apply();}"),
-        "SUBMIT goes to acl_clients and every other admitted op to acl_workers"
+        apply.contains(
+            "if(hdr.bolt.op==OP_SUBMIT){acl_clients.apply();}elseif(hdr.bolt.op==OP_GET_TASK)\
+             {acl_executors.apply();}else{acl_agents.apply();}"
+        ),
+        "SUBMIT goes to acl_clients, GET_TASK to acl_executors, REFILL_REQ and RETURN to acl_agents"
     );
     assert!(apply.contains("if(ig_md.allowed==0){acl_denied.count(hdr.bolt.op[3:0]);ig_dprsr_md.drop_ctl=1;}"));
     // The ops that reach the ACL in bolt.p4 (every other op is wrong-direction first).
@@ -926,5 +961,296 @@ fn access_rules_match_the_software_switch() {
     assert!(rules.admits(Op::Submit, from_client) && !rules.admits(Op::Submit, from_node));
     for op in [Op::GetTask, Op::RefillReq, Op::Return] {
         assert!(rules.admits(op, from_node) && !rules.admits(op, from_client), "{op:?}");
+    }
+}
+
+/// The conditions of every `if` in `src` (the text between the parentheses).
+fn if_conditions(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    while let Some(at) = rest.find("if (") {
+        let open = at + 3;
+        let mut depth = 0;
+        let mut end = open;
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(rest[open + 1..end].split_whitespace().collect::<Vec<_>>().join(" "));
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// The bodies of the RegisterActions, by name.
+fn register_actions(src: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (at, _) in src.match_indices("RegisterAction<") {
+        let head = &src[at..];
+        let eq = head.find("= {").expect("RegisterAction without a body");
+        let name = head[..eq].split_whitespace().last().unwrap().to_string();
+        let body = &head[eq..];
+        let end = body.find("};").expect("unterminated RegisterAction");
+        out.push((name, body[..end].to_string()));
+    }
+    out
+}
+
+/// A Tofino stateful ALU compares the register with a packet field or a constant on
+/// 34-bit extended operands: a condition with arithmetic in it (a wrapped difference, a
+/// cast) does not mean on the chip what it means in P4 (the drift test once did).
+#[test]
+fn register_actions_compare_without_arithmetic() {
+    let p4 = P4::load();
+    let actions = register_actions(&p4.src);
+    assert!(actions.len() >= 10, "found only {} RegisterActions", actions.len());
+    for (name, body) in &actions {
+        for cond in if_conditions(body) {
+            assert!(
+                !cond.contains(['+', '-']) && !cond.contains("(int<") && !cond.contains("(bit<"),
+                "RegisterAction {name}: condition {cond:?} computes before it compares"
+            );
+        }
+    }
+}
+
+/// A match-action gateway compares a field (or a slice of one) with a constant, and
+/// tests header validity and table hits; anything else (arithmetic, a field against a
+/// field, a mask from another field) must be computed in an action first.
+#[test]
+fn every_gateway_condition_compares_a_field_with_a_constant() {
+    let p4 = P4::load();
+    let consts = p4.consts();
+    let mut src = p4.src.clone();
+    // Parser states and RegisterAction bodies are not gateways.
+    for (_, body) in register_actions(&p4.src) {
+        src = src.replace(&body, "");
+    }
+    let constant = |v: &str| {
+        let v = v.trim();
+        v.starts_with(|c: char| c.is_ascii_digit())
+            || consts.contains_key(v)
+            || (v.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') && !v.is_empty())
+    };
+    let field = |v: &str| {
+        let v = v.trim().trim_start_matches('!');
+        !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || "._[]:".contains(c)) && !v.contains("::")
+    };
+    let mut checked = 0;
+    for cond in if_conditions(&src) {
+        for atom in cond.split("&&").flat_map(|a| a.split("||")) {
+            let atom = atom.trim().trim_matches(|c| c == '(' || c == ')').trim();
+            if atom.ends_with(".isValid") || atom.ends_with(".apply().hit") || atom.ends_with(".apply") {
+                continue;
+            }
+            let op = ["==", "!=", ">=", "<=", ">", "<"].into_iter().find(|op| atom.contains(op));
+            let Some(op) = op else { panic!("gateway condition {cond:?}: {atom:?} is not a comparison") };
+            let (lhs, rhs) = atom.split_once(op).unwrap();
+            let lhs = lhs.trim().trim_matches(|c| c == '(' || c == ')');
+            // A constant mask is part of the gateway's match.
+            let lhs_ok = match lhs.split_once('&') {
+                Some((f, mask)) => field(f) && constant(mask.trim().trim_end_matches(')')),
+                None => field(lhs),
+            };
+            assert!(
+                lhs_ok && constant(rhs),
+                "gateway condition {cond:?}: {atom:?} does not compare a field with a constant"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "only {checked} comparisons found");
+}
+
+/// Each counter is counted from one place, driven by a flag or an index, so that the
+/// compiler places one counter ALU access per pass.
+#[test]
+fn every_counter_has_one_count_site() {
+    let p4 = P4::load();
+    let mut sites: BTreeMap<String, usize> = BTreeMap::new();
+    for (at, _) in p4.src.match_indices(".count(") {
+        let name: String = p4.src[..at].chars().rev().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        *sites.entry(name.chars().rev().collect()).or_default() += 1;
+    }
+    assert!(sites.len() >= 10, "found only {} counters", sites.len());
+    let repeated: Vec<_> = sites.iter().filter(|(_, &n)| n > 1).collect();
+    assert!(repeated.is_empty(), "counters counted from more than one place: {repeated:?}");
+}
+
+/// The ingress parser sets every metadata field before anything reads it: Tofino does
+/// not zero metadata, and p4c warns about an out parameter left unset.
+#[test]
+fn the_ingress_parser_initialises_all_metadata() {
+    let p4 = P4::load();
+    let parser = &p4.src[p4.src.find("parser BoltIngressParser").expect("no ingress parser")..];
+    let start = &parser[parser.find("state start").unwrap()..];
+    let start = &start[..start.find("transition").unwrap()];
+    let nested: BTreeMap<String, Vec<(String, String)>> =
+        [("entry_words_t".to_string(), p4.struct_fields("entry_words_t"))].into_iter().collect();
+    for (ty, name) in p4.struct_fields("ingress_md_t") {
+        let leaves: Vec<String> = match nested.get(&ty) {
+            Some(inner) => inner.iter().map(|(_, f)| format!("{name}.{f}")).collect(),
+            None => vec![name],
+        };
+        for leaf in leaves {
+            assert!(
+                start.contains(&format!("ig_md.{leaf} = 0;")),
+                "the parser's start state leaves ig_md.{leaf} unset"
+            );
+        }
+    }
+}
+
+/// Each control of the program uses only the tables, actions, registers, counters and
+/// sub-controls it declares itself: the ingress's sub-controls (pass setup, front-panel
+/// admission, queue pass, answer) share nothing but the headers and the metadata they
+/// are passed.
+#[test]
+fn each_control_uses_only_what_it_declares() {
+    let p4 = P4::load();
+    let mut controls: Vec<(String, String)> = Vec::new();
+    for (at, _) in p4.src.match_indices("\ncontrol ") {
+        let rest = &p4.src[at + "\ncontrol ".len()..];
+        let name = rest[..rest.find('(').unwrap()].trim().to_string();
+        let end = rest.find("\n}").expect("control does not close");
+        controls.push((name, rest[..end].to_string()));
+    }
+    assert!(controls.len() >= 6, "found {} controls", controls.len());
+    let declared_in = |body: &str| -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for line in body.lines().map(str::trim) {
+            for kw in ["table ", "action "] {
+                if let Some(rest) = line.strip_prefix(kw) {
+                    names.insert(
+                        rest.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').next().unwrap().to_string(),
+                    );
+                }
+            }
+            let decl = ["Counter<", "Register<", "RegisterAction<"].iter().any(|k| line.starts_with(k))
+                || line.starts_with("Bolt") && line.ends_with(';');
+            if decl {
+                let head = line.split(['=', ';']).next().unwrap().trim();
+                names.insert(head.rsplit(|c: char| c.is_whitespace() || c == ')').next().unwrap().to_string());
+            }
+            if let Some(word) = line.strip_prefix("ENTRY_WORD(").and_then(|r| r.strip_suffix(')')) {
+                names.extend(["read", "exchange"].map(|op| format!("entry_{word}_{op}")));
+            }
+        }
+        names
+    };
+    let all_actions: BTreeSet<String> = controls
+        .iter()
+        .flat_map(|(_, body)| body.lines().filter_map(|l| l.trim().strip_prefix("action ").map(str::to_string)))
+        .map(|rest| rest.split('(').next().unwrap().trim().to_string())
+        .collect();
+    for (name, body) in &controls {
+        let declared = declared_in(body);
+        let mut used = BTreeSet::new();
+        for method in [".apply(", ".count(", ".execute("] {
+            for (at, _) in body.match_indices(method) {
+                let object: String =
+                    body[..at].chars().rev().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let object: String = object.chars().rev().collect();
+                // Header, metadata and packet methods are not declarations.
+                if !object.is_empty() && !body[..at].ends_with(&format!(".{object}")) {
+                    used.insert(object);
+                }
+            }
+        }
+        for line in body.lines().map(str::trim) {
+            if let Some(call) = line.strip_suffix(");").and_then(|l| l.split_once('(')).map(|(f, _)| f.trim()) {
+                if all_actions.contains(call) {
+                    used.insert(call.to_string());
+                }
+            }
+            if let Some(list) = line.strip_prefix("actions = {").and_then(|l| l.strip_suffix('}')) {
+                used.extend(
+                    list.split(';').map(str::trim).filter(|a| !a.is_empty() && *a != "NoAction").map(str::to_string),
+                );
+            }
+        }
+        let missing: Vec<_> = used.difference(&declared).collect();
+        assert!(missing.is_empty(), "control {name} uses {missing:?} without declaring them");
+    }
+    let ingress = controls.iter().find(|(n, _)| n == "BoltIngress").unwrap();
+    for sub in [
+        "BoltPassSetup() pass_setup;",
+        "BoltFrontPanel() front_panel;",
+        "BoltQueuePass() queue_pass;",
+        "BoltAnswer() answer;",
+    ] {
+        assert!(ingress.1.contains(sub), "BoltIngress does not instantiate {sub}");
+    }
+}
+
+/// pass_plan.p4inc gives, for every step, priority and number of configured levels, the
+/// level `Pipeline::level_of` computes (and whether it clamped), and the register
+/// operations the model's pass of that step makes on add_ptr, retrieve_ptr and
+/// is_repairing.
+#[test]
+fn the_pass_plan_is_the_models() {
+    use scheduler_user::queue::{Pipeline, QueueConfig};
+    // (add_ptr, retrieve_ptr, is_repairing, flag kind): 1 read / test-and-set,
+    // 2 read-and-increment / clear, 3 write.
+    type Ops = (u64, u64, u64, u64);
+    let enqueue: Ops = (2, 1, 0, 0); // Pipeline::enqueue: add read-and-increment, retrieve read
+    let steps: [(&str, Ops); 7] = [
+        ("STEP_SUBMIT", enqueue),
+        ("STEP_RETURN", enqueue),
+        ("STEP_REINSERT", enqueue),
+        ("STEP_RETRIEVE", (1, 2, 0, 0)),   // retrieve_pass: add read, bounded increment
+        ("STEP_SWAP", (1, 1, 0, 0)),       // swap_pass with budget left: both read
+        ("PLAN_REPAIR_ADD", (3, 0, 2, 0)), // repair_pass: write, clear the flag
+        ("PLAN_REPAIR_RETRIEVE", (0, 3, 2, 1)),
+    ];
+    let mut expected = BTreeMap::new();
+    for (step, ops) in steps {
+        for levels in 1..=MAX_PRIORITIES {
+            let config = QueueConfig { capacity: 2, priorities: levels, max_passes: 1, initial_pointer: 0 };
+            let mut pipeline = Pipeline::new(config).unwrap();
+            for prio in 1..=MAX_PRIORITIES {
+                let level = pipeline.level_of(prio) as u64;
+                let task = step == "STEP_SUBMIT" || step == "STEP_RETURN";
+                let clamped = (task && prio > levels) as u64;
+                expected.insert((step.to_string(), prio as u64, levels as u64), (level, clamped, ops));
+            }
+        }
+    }
+    let text = strip_comments(&read("pass_plan.p4inc"));
+    let mut table = BTreeMap::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (key, action) = line.split_once(':').unwrap_or_else(|| panic!("bad line {line:?}"));
+        let key: Vec<&str> =
+            key.trim().trim_start_matches('(').trim_end_matches(')').split(',').map(str::trim).collect();
+        let args: Vec<u64> = action
+            .trim()
+            .strip_prefix("plan(")
+            .and_then(|a| a.strip_suffix(");"))
+            .unwrap_or_else(|| panic!("bad action {action:?}"))
+            .split(',')
+            .map(parse_int)
+            .collect();
+        let prev = table.insert(
+            (key[0].to_string(), parse_int(key[1]), parse_int(key[2])),
+            (args[0], args[1], (args[2], args[3], args[4], args[5])),
+        );
+        assert!(prev.is_none(), "duplicate entry {line:?}");
+    }
+    assert_eq!(table, expected, "pass_plan.p4inc differs from the model");
+    let src = P4::load().src;
+    let body = table_body(&src, "pass_plan");
+    assert!(body.contains("#include \"pass_plan.p4inc\""), "pass_plan does not include its entries");
+    let consts = P4::load().consts();
+    for step in ["PLAN_REPAIR_ADD", "PLAN_REPAIR_RETRIEVE"] {
+        assert!(consts[step] > consts["STEP_DELIVER"], "{step} collides with a STEP_*");
     }
 }

@@ -32,8 +32,9 @@ pub enum P4Command {
 
 #[derive(Args, Debug, Clone)]
 pub struct Geometry {
-    /// log2 of the entries per priority level (17: 128 K, as in the thesis prototype).
-    #[arg(long, default_value_t = 17)]
+    /// log2 of the entries per priority level (14: 16 K, what fits a Tofino's register
+    /// memory for four levels; p4/README.md "Resource budget").
+    #[arg(long, default_value_t = 14)]
     pub index_bits: u8,
     /// log2 of the priority levels compiled in (2: four levels).
     #[arg(long, default_value_t = 2)]
@@ -56,6 +57,9 @@ pub struct CheckArgs {
     /// else $SDE's.
     #[arg(long)]
     pub tna_include: Option<PathBuf>,
+    /// Check against t2na.p4 (Tofino 2) instead of tna.p4.
+    #[arg(long)]
+    pub tofino2: bool,
 }
 
 #[derive(Args, Debug)]
@@ -190,7 +194,9 @@ fn check(a: &CheckArgs) -> Result<()> {
     let mut cmd = Command::new(p4test);
     let mut inc = OsString::from("-I");
     inc.push(include.as_os_str());
-    cmd.args(["--std", "p4-16"]).arg(inc).arg(workspace_root().join("p4/bolt.p4"));
+    // tna.p4 and t2na.p4 stop at an #error unless the target is defined, as bf-p4c does.
+    let target = if a.tofino2 { "-D__TARGET_TOFINO__=2" } else { "-D__TARGET_TOFINO__=1" };
+    cmd.args(["--std", "p4-16", target]).arg(inc).arg(workspace_root().join("p4/bolt.p4"));
     status(&mut cmd)
 }
 

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 
 pub use packet::{Asker, Collect, ListId, NotForSwitch, Output, Packet, PointerKind, Refusals, Retrieval, Sink};
-pub use pipeline::{PassOutput, Pipeline, QueueConfig, DRIFT_LIMIT};
+pub use pipeline::{DriftWindow, PassOutput, Pipeline, QueueConfig, DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 pub use pointer::Ring;
 pub use registers::Stage;
 pub use stats::{origin_index, OpCost, QueueStats, ORIGINS};

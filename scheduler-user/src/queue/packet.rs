@@ -71,7 +71,8 @@ pub struct Retrieval {
     pub level: u8,
     /// Tasks still wanted.
     pub want: u16,
-    /// Passes this retrieval may still take: bounds every SWAP search.
+    /// SWAP passes this retrieval may still spend at `level`: bounds every SWAP search.
+    /// Reset to `QueueConfig::max_passes` when the search moves one level down.
     pub budget: u16,
     /// REFILL packets already sent for this request.
     pub batches_sent: u16,

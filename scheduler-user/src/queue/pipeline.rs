@@ -27,6 +27,45 @@ use super::stats::{origin_index, QueueStats};
 /// queue length, so `add_ptr - retrieve_ptr` never changes sign by wrapping.
 pub const DRIFT_LIMIT: i32 = 1 << 30;
 
+/// Entries per level that fit a Tofino's register memory next to the stateful ALUs
+/// (4 levels x 16 K, p4/README.md "Resource budget"): bolt.p4's default geometry. The
+/// software switch defaults to the thesis prototype's 128 K ([`QueueConfig::default`]).
+pub const TOFINO_QUEUE_CAPACITY: u32 = 1 << 14;
+
+/// The drift test as a Tofino stateful ALU can make it. The ALU compares the register
+/// with a packet field on 34-bit extended operands, so a wrapped 32-bit difference
+/// (`retrieve_ptr - add_ptr < DRIFT_LIMIT` as P4 defines it) is not available. The
+/// increment stops when retrieve_ptr lies in the circular interval `[lo, hi)` =
+/// `[add_ptr + 2^30, add_ptr + 2^31)`; the match-action stage before the ALU computes
+/// `lo`, `hi` (wrapping adds) and whether the interval wraps past 2^32, and picks one of
+/// two RegisterActions, each of which only compares the register with `lo` and `hi`
+/// unsigned, which the ALU does exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriftWindow {
+    pub lo: u32,
+    pub hi: u32,
+}
+
+impl DriftWindow {
+    pub fn new(add: u32) -> DriftWindow {
+        DriftWindow { lo: add.wrapping_add(DRIFT_LIMIT as u32), hi: add.wrapping_add(1 << 31) }
+    }
+
+    /// `lo`'s two high bits are both set: `hi` wrapped past 2^32 (a gateway reads a slice).
+    pub fn wraps(&self) -> bool {
+        self.lo >> 30 == 0b11
+    }
+
+    /// The stateful ALU's condition: true when retrieve_ptr `r` may be incremented.
+    pub fn allows_increment(&self, r: u32) -> bool {
+        if self.wraps() {
+            r < self.lo && r >= self.hi
+        } else {
+            r < self.lo || r >= self.hi
+        }
+    }
+}
+
 /// Shape of the queues.
 #[derive(Clone, Copy, Debug)]
 pub struct QueueConfig {
@@ -34,7 +73,8 @@ pub struct QueueConfig {
     pub capacity: u32,
     /// Priority levels, 1 (highest) to `priorities`.
     pub priorities: u8,
-    /// Passes one GET_TASK or REFILL_REQ may take (priority levels and SWAP steps).
+    /// SWAP passes one GET_TASK or REFILL_REQ may spend at each priority level; when they
+    /// run out the search goes on one level down (docs/queue.md, "Every search is bounded").
     pub max_passes: u16,
     /// Where both pointers start (tests start near u32::MAX to cross a round wrap).
     pub initial_pointer: u32,
@@ -106,9 +146,6 @@ impl Pipeline {
                 config.priorities,
                 scheduler_common::MAX_PRIORITIES
             ));
-        }
-        if config.max_passes < config.priorities as u16 {
-            return Err(format!("max passes {} below the {} priority levels", config.max_passes, config.priorities));
         }
         let n = config.capacity as usize;
         let levels = (0..config.priorities)
@@ -259,15 +296,18 @@ impl Pipeline {
     }
 
     /// read_and_increment(retrieve_ptr), holding it below DRIFT_LIMIT past `add` (the
-    /// value read from add_ptr earlier in the pass). Returns the value read and the
-    /// value stored.
+    /// value read from add_ptr earlier in the pass), by the stateful ALU's test
+    /// ([`DriftWindow`]). Returns the value read and the value stored; the stored value
+    /// is recomputed after the ALU from the read one: `(read - add)` with its two high
+    /// bits `01` is the stopped case.
     fn retrieve_read_and_increment(&mut self, l: usize, add: u32) -> (u32, u32) {
         self.tracker.touch(Stage::RetrievePtr, l);
         let v = self.levels[l].retrieve_ptr;
-        if Ring::distance(v, add) < DRIFT_LIMIT {
+        if DriftWindow::new(add).allows_increment(v) {
             self.levels[l].retrieve_ptr = v.wrapping_add(1);
         }
-        (v, self.levels[l].retrieve_ptr)
+        let stopped = v.wrapping_sub(add) >> 30 == 0b01;
+        (v, if stopped { v } else { v.wrapping_add(1) })
     }
 
     fn retrieve_read(&mut self, l: usize) -> u32 {
@@ -442,7 +482,9 @@ impl Pipeline {
     /// §3.4.3: swap the held task with the entry at `swap_idx` (or at the head, when
     /// retrieve_ptr moved since the search began). A valid entry this requester can run
     /// is delivered; one it cannot run is carried on to the next slot; past add_ptr the
-    /// held task is reinserted and the search moves one level down.
+    /// held task is reinserted and the search moves one level down. So does a search
+    /// whose budget at this level is spent: the held task goes to the tail, which is what
+    /// moves the next search's window forward (docs/queue.md).
     fn swap_pass(
         &mut self,
         r: Retrieval,
@@ -454,11 +496,7 @@ impl Pipeline {
         let l = r.level as usize;
         if r.budget == 0 {
             self.stats.budget_exhausted += 1;
-            let done = Retrieval { level: self.config.priorities, ..r };
-            return PassOutput {
-                recirculate: Some(Packet::Reinsert { held, level: l as u8, then: done }),
-                spawn: None,
-            };
+            return PassOutput { recirculate: Some(Packet::Reinsert { held, level: l as u8, then: r }), spawn: None };
         }
         let r = Retrieval { budget: r.budget - 1, ..r };
         let add = self.add_read(l);
@@ -508,17 +546,15 @@ impl Pipeline {
         PassOutput::default()
     }
 
-    /// Recirculates the retrieval to the next level down (RTRV_PRIO + 1), or ends it.
+    /// Recirculates the retrieval to the next level down (RTRV_PRIO + 1) with a fresh
+    /// budget, or ends it.
     fn next_level(&mut self, r: Retrieval, out: &mut impl Sink) -> PassOutput {
         let next = r.level + 1;
-        if next >= self.config.priorities || r.budget == 0 {
-            if r.budget == 0 && next < self.config.priorities {
-                self.stats.budget_exhausted += 1;
-            }
+        if next >= self.config.priorities {
             self.finish(r, out);
             return PassOutput::default();
         }
-        let r = Retrieval { level: next, budget: r.budget - 1, ..r };
+        let r = Retrieval { level: next, budget: self.config.max_passes, ..r };
         PassOutput { recirculate: Some(Packet::Retrieve(r)), spawn: None }
     }
 
@@ -539,11 +575,11 @@ impl Pipeline {
                     self.send_refill(addr, &mut r, out);
                 }
                 r.want -= 1;
-                if r.want == 0 || r.budget == 0 {
+                if r.want == 0 {
                     self.finish(r, out);
                     return PassOutput::default();
                 }
-                let r = Retrieval { budget: r.budget - 1, ..r };
+                // The level's budget carries over: the next search starts at the head again.
                 PassOutput { recirculate: Some(Packet::Retrieve(r)), spawn: None }
             }
         }

@@ -158,6 +158,38 @@ fn retrieve_ptr_drift_is_bounded() {
 }
 
 #[test]
+fn retrieve_ptr_drift_is_bounded_across_the_u32_wrap() {
+    // add_ptr just below 2^32: add_ptr + DRIFT_LIMIT wraps, and so does the ALU's window.
+    let mut s = Scheduler::new(config(4, 1)).unwrap();
+    let add = u32::MAX - 3;
+    let limit = add.wrapping_add(DRIFT_LIMIT as u32);
+    s.pipeline.set_pointers(0, add, limit.wrapping_sub(2));
+    for _ in 0..5 {
+        get(&mut s, 1, 0);
+    }
+    assert_eq!(s.pipeline().pointers(0), (add, limit), "retrieve_ptr stops at the limit");
+    assert!(submit(&mut s, 1, &[task(5, 1, 0)]).is_empty());
+    assert_eq!(assigned_tid(&get(&mut s, 1, 0)), Some(5));
+}
+
+proptest! {
+    /// The stateful ALU's two unsigned compares decide exactly what the wrapped signed
+    /// distance decides, for pointers anywhere, and near 2^30, 2^31 and 2^32 in particular.
+    #[test]
+    fn the_alu_drift_test_equals_the_wrapped_distance(
+        add in prop_oneof![any::<u32>(), (0u32..64).prop_map(|d| u32::MAX - d), (0u32..64).prop_map(|d| (1u32 << 31) - 32 + d),
+                          (0u32..64).prop_map(|d| (3u32 << 30) - 32 + d)],
+        offset in prop_oneof![any::<u32>(), (0u32..64).prop_map(|d| (DRIFT_LIMIT as u32) - 32 + d),
+                             (0u32..64).prop_map(|d| (1u32 << 31) - 32 + d), (0u32..64).prop_map(|d| u32::MAX - d), 0u32..64],
+    ) {
+        let r = add.wrapping_add(offset);
+        let window = DriftWindow::new(add);
+        prop_assert_eq!(window.allows_increment(r), Ring::distance(r, add) < DRIFT_LIMIT);
+        prop_assert_eq!(r.wrapping_sub(add) >> 30 == 0b01, Ring::distance(r, add) >= DRIFT_LIMIT);
+    }
+}
+
+#[test]
 fn resource_mismatch_swaps_with_the_next_task() {
     let mut s = Scheduler::new(config(8, 1)).unwrap();
     // Head needs a GPU (bit 1); the executor has only bit 0.
@@ -282,12 +314,87 @@ fn the_swap_search_is_bounded_by_the_pass_budget() {
     assert_eq!(s.pipeline().occupancy(), vec![17], "nothing lost when the budget runs out");
 }
 
+/// A scheduler with a budget of 16 SWAP passes per level, 64 level-1 tasks needing a
+/// resource (0b100) no executor in these tests has, then `last`.
+fn behind_64_blocked(priorities: u8, last: Task) -> Scheduler {
+    let mut cfg = config(128, priorities);
+    cfg.max_passes = 16;
+    let mut s = Scheduler::new(cfg).unwrap();
+    let blocked: Vec<Task> = (0..64).map(|i| task(i, 1, 0b100)).collect();
+    for chunk in blocked.chunks(16) {
+        submit(&mut s, 1, chunk);
+    }
+    submit(&mut s, 2, &[last]);
+    s
+}
+
+#[test]
+fn a_spent_budget_searches_the_lower_levels() {
+    // 64 level-1 tasks no executor here can run, one runnable task at level 2.
+    let mut s = behind_64_blocked(2, task(99, 2, 0));
+    assert_eq!(
+        assigned_tid(&get(&mut s, 1, 0b011)),
+        Some(99),
+        "level 2 must be searched when level 1's budget runs out"
+    );
+    assert_eq!(s.stats().budget_exhausted, 1);
+    assert_eq!(s.pipeline().occupancy(), vec![64, 0], "nothing lost when the budget runs out");
+    // The 64 tasks are still there, in one rotation of their order: the one the search
+    // held when its budget ran out went to the tail, the 16 before it kept their order.
+    let order: Vec<u32> = (0..64).map(|_| assigned_tid(&get(&mut s, 1, 0xff)).unwrap()).collect();
+    let expect: Vec<u32> = (0..16).chain(17..64).chain([16]).collect();
+    assert_eq!(order, expect);
+}
+
+#[test]
+fn a_runnable_task_deeper_than_the_budget_is_reached() {
+    // Level 1: 64 tasks nobody here can run, then one that runs. Each search that spends
+    // its budget moves one task it cannot run from before the runnable one to the tail,
+    // so the runnable task comes within reach after 64 - 16 such searches.
+    let mut s = behind_64_blocked(1, task(99, 1, 0));
+    let mut noops = 0;
+    let found = loop {
+        match assigned_tid(&get(&mut s, 1, 0b011)) {
+            Some(tid) => break tid,
+            None => noops += 1,
+        }
+        assert!(noops <= 64, "the executor starves while level 1 holds a task it can run");
+    };
+    assert_eq!((found, noops), (99, 64 - 16));
+    assert_eq!(s.pipeline().occupancy(), vec![64]);
+}
+
+#[test]
+fn a_refill_goes_on_below_a_level_whose_budget_ran_out() {
+    let mut cfg = config(128, 2);
+    cfg.max_passes = 4;
+    let mut s = Scheduler::new(cfg).unwrap();
+    let mut tasks: Vec<Task> = (0..8).map(|i| task(i, 1, 0b100)).collect();
+    tasks.extend((10..13).map(|i| task(i, 2, 0)));
+    submit(&mut s, 1, &tasks);
+    let mut out = Collect::default();
+    let host = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 9), 7172);
+    s.handle(&Message::RefillReq { node_rsrc: 0b011, req: RefillRequest::new(9, 20) }, host, &mut out).unwrap();
+    let got: Vec<u32> = out
+        .0
+        .iter()
+        .flat_map(|o| match o {
+            Output::Refill { entries, .. } => entries.iter().map(|e| e.task.tid()).collect::<Vec<_>>(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(got, vec![10, 11, 12]);
+    assert_eq!(s.pipeline().occupancy(), vec![8, 0]);
+}
+
 // ---------- reference model ----------
 
 /// The queue semantics Bolt must implement, written the obvious way.
 struct Reference {
     capacity: usize,
     levels: Vec<VecDeque<Entry>>,
+    /// SWAP passes a retrieval may spend at each level (`QueueConfig::max_passes`).
+    budget: usize,
 }
 
 impl Reference {
@@ -308,13 +415,33 @@ impl Reference {
         refused
     }
 
-    fn take(&mut self, from_level: usize, rsrc: u8) -> Option<Entry> {
+    /// Up to `want` tasks that run on `rsrc`, in priority then FIFO order, the way a
+    /// search with a per-level budget finds them: at each level it looks at the head and
+    /// then at one more task per SWAP pass, and the budget counts the SWAP passes. When
+    /// it runs out, the task it looked at last moves to the tail and the search goes on
+    /// one level down; the tasks it passed over keep their order.
+    fn take(&mut self, from_level: usize, rsrc: u8, want: usize) -> Vec<Entry> {
+        let mut got = Vec::new();
         for q in &mut self.levels[from_level..] {
-            if let Some(i) = q.iter().position(|e| e.task.runs_on(rsrc)) {
-                return q.remove(i);
+            let mut left = self.budget;
+            while got.len() < want {
+                let window = q.len().min(left + 1);
+                match q.iter().take(window).position(|e| e.task.runs_on(rsrc)) {
+                    Some(i) => {
+                        got.push(q.remove(i).unwrap());
+                        left -= i;
+                    }
+                    None => {
+                        if window > 0 && window < q.len() {
+                            let held = q.remove(window - 1).unwrap();
+                            q.push_back(held);
+                        }
+                        break;
+                    }
+                }
             }
         }
-        None
+        got
     }
 }
 
@@ -341,13 +468,16 @@ proptest! {
     fn sequential_behaviour_equals_the_reference(
         steps in prop::collection::vec(step(), 1..120),
         capacity in prop_oneof![Just(2u32), Just(4), Just(8), Just(32)],
-        start in prop_oneof![Just(0u32), Just(u32::MAX - 20), any::<u32>()],
+        start in prop_oneof![Just(0u32), Just(u32::MAX - 20), Just((1u32 << 31) - 20), any::<u32>()],
+        max_passes in prop_oneof![Just(QueueConfig::default().max_passes), Just(u16::MAX), 1u16..=6],
     ) {
         let priorities = 4;
         let mut cfg = config(capacity, priorities);
         cfg.initial_pointer = start;
+        cfg.max_passes = max_passes;
         let mut bolt = Scheduler::new(cfg).unwrap();
-        let mut reference = Reference { capacity: capacity as usize, levels: vec![VecDeque::new(); 4] };
+        let mut reference =
+            Reference { capacity: capacity as usize, levels: vec![VecDeque::new(); 4], budget: max_passes as usize };
         let mut tid = 0u32;
         let host = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9);
         for st in steps {
@@ -367,7 +497,7 @@ proptest! {
                 Step::Get { rtrv_prio, rsrc } => {
                     let who = Requester::new(1, 1, 1);
                     bolt.handle(&Message::GetTask { rtrv_prio, exec_rsrc: rsrc, from: who }, EXECUTOR, &mut out).unwrap();
-                    let expect = match reference.take((rtrv_prio.min(priorities) - 1) as usize, rsrc) {
+                    let expect = match reference.take((rtrv_prio.min(priorities) - 1) as usize, rsrc, 1).pop() {
                         Some(entry) => Output::Assign { to: EXECUTOR, entry },
                         None => Output::Noop { to: EXECUTOR, who },
                     };
@@ -375,10 +505,7 @@ proptest! {
                 }
                 Step::Refill { rsrc, want } => {
                     bolt.handle(&Message::RefillReq { node_rsrc: rsrc, req: RefillRequest::new(3, want) }, host, &mut out).unwrap();
-                    let mut expect: Vec<Entry> = Vec::new();
-                    while expect.len() < want as usize {
-                        match reference.take(0, rsrc) { Some(e) => expect.push(e), None => break }
-                    }
+                    let expect = reference.take(0, rsrc, want as usize);
                     let got: Vec<Entry> = out.0.iter().flat_map(|o| match o {
                         Output::Refill { entries, .. } => entries.clone(),
                         other => panic!("{other:?}"),

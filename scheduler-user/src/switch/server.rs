@@ -163,8 +163,8 @@ pub struct SwitchArgs {
     #[arg(long, default_value_t = scheduler_common::DEFAULT_PRIORITIES,
           value_parser = clap::value_parser!(u8).range(1..=scheduler_common::MAX_PRIORITIES as i64))]
     pub priorities: u8,
-    /// Pipeline passes one GET_TASK or REFILL_REQ may take (priority levels plus SWAP
-    /// steps of the resource-constraint search) before it is answered with what it found.
+    /// SWAP passes one GET_TASK or REFILL_REQ may spend at each priority level; when they
+    /// run out, the search goes on at the next level down (docs/queue.md).
     #[arg(long, default_value_t = 1024)]
     pub max_passes: u16,
     /// Log a line of counters every this many seconds (0: never).

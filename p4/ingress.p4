@@ -1,0 +1,1260 @@
+/* ingress.p4: The ingress control: admission, the queue registers and pass logic, answers, forwarding;
+ * and its deparser.
+ * Part of bolt.p4, which includes the parts in this order. */
+
+/* ------------------------------------------------------------------------------------
+ * Ingress: four sub-controls in pipeline order, each with the tables, registers and
+ * counters it alone uses. They share the headers and ingress_md_t: the pass setup fills
+ * in the configuration, service, forged and the step of a recirculated pass; the front
+ * panel admits a first look (malformed, allowed, steer, the step); the queue pass reads
+ * step and priority and fills in the register values and the enqueue results (added,
+ * bounce, spawn_repair, was_valid, matches); the answer reads those and sets the route,
+ * the answer headers and the forwarding.
+ * ---------------------------------------------------------------------------------- */
+
+/* Every pass: the configuration, the pass header, whether the packet is for the
+ * scheduler (or forged), and the step of a recirculated pass. */
+control BoltPassSetup(inout headers_t hdr,
+                      inout ingress_md_t ig_md,
+                      in ingress_intrinsic_metadata_t ig_intr_md,
+                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                      inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                      inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* Front-panel packets carrying one of the scheduler's own addresses as source. */
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) forged;
+    /* QueueConfig at run time: levels in use, the pass budget, where to recirculate. */
+    action configure(bit<8> priorities, bit<16> max_passes, PortId_t recirc_port,
+                     MulticastGroupId_t fork_group) {
+        ig_md.priorities = priorities;
+        ig_md.max_passes = max_passes;
+        ig_md.recirc_port = recirc_port;
+        ig_md.fork_group = fork_group;
+    }
+    table queue_config {
+        actions = { configure; }
+        default_action = configure(DEFAULT_PRIORITIES, 1024, DEFAULT_RECIRC_PORT, 1);
+        size = 1;
+    }
+    /* The addresses this scheduler answers on (IPv4, UDP port BOLT_PORT). */
+    action serve() { ig_md.service = 1; }
+    table bolt_service {
+        key = { hdr.ipv4.dst_addr : exact; }
+        actions = { serve; NoAction; }
+        default_action = NoAction();
+        size = 16;
+    }
+    /* The same addresses as sources: a front-panel packet from one of them is forged
+     * (tier 2's own packets, REFILL above all, leave from the pipeline, never arrive on a
+     * port), and is dropped before it reaches an agent or the queues. */
+    action forged_source() { ig_md.forged = 1; }
+    table own_source {
+        key = { hdr.ipv4.src_addr : exact; }
+        actions = { forged_source; NoAction; }
+        default_action = NoAction();
+        size = 16;
+    }
+
+    apply {
+        queue_config.apply();
+        if (!hdr.pass.isValid()) {
+            hdr.pass.setValid();
+            hdr.pass.copy = PASS_LOCAL;
+            hdr.pass.step = 0;
+            hdr.pass.origin = 0;
+            hdr.pass.parse_path = 0;
+            hdr.pass.spawn_path = 0;
+            hdr.pass.flags = 0;
+            hdr.pass.listed = 0;
+            hdr.pass.budget = 0;
+            hdr.pass.want = 0;
+            hdr.pass.repair_target = 0;
+            hdr.pass.repair_level = 0;
+            hdr.pass.pad = 0;
+            hdr.pass.repair_value = 0;
+        }
+        if (hdr.pass.copy != PASS_SPAWN) {
+            /* what a pass spawns is decided afresh each pass */
+            hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST);
+            hdr.pass.spawn_path = 0;
+            if (hdr.pass.copy == PASS_CONTINUE && hdr.pass.parse_path == PP_REFILL_SKIP_FOUND) {
+                /* the parser dropped the batch the other copy sent */
+                hdr.pass.listed = 0;
+            }
+        }
+        hdr.pass.recirculate = 0;
+        ig_md.forward = 0;
+        ig_md.expected_len = 0;
+        ig_md.route = 0;
+        ig_md.to_entry_client = 0;
+        ig_md.allowed = 0;
+        ig_md.service = 0;
+        ig_md.steer = 0;
+        ig_md.step = 0;
+        ig_md.pass_kind = PASS_KIND_MODEL;
+        ig_md.add_op = 0;
+        ig_md.retrieve_op = 0;
+        ig_md.flag_op = 0;
+        ig_md.valid_op = 0;
+        ig_md.slot_op = 0;
+        ig_md.added = 0;
+        ig_md.spawn_repair = 0;
+        ig_md.bounce = 0;
+        ig_md.was_valid = 0;
+        ig_md.flag_was_set = 0;
+        ig_md.clamped = 0;
+
+        if (hdr.bolt.isValid()) {
+            bolt_service.apply();
+        }
+        ig_md.forged = 0;
+        if (hdr.ipv4.isValid() && hdr.pass.copy == PASS_LOCAL) {
+            own_source.apply();
+        }
+
+        if (ig_md.forged == 1) {
+            forged.count(0);
+            ig_dprsr_md.drop_ctl = 1;
+        } else if (ig_md.service == 0) {
+            /* Not for the scheduler: an L2/L3 switch. */
+            ig_md.forward = 1;
+        } else if (hdr.pass.copy == PASS_LOCAL) {
+            /* a front-panel packet: BoltFrontPanel admits it */
+        } else if (hdr.pass.copy == PASS_STEERED) {
+            /* The first pass proper, on the scheduler pipe. */
+            ig_md.pass_kind = PASS_KIND_FIRST;
+            if (hdr.bolt.op == OP_SUBMIT) {
+                ig_md.step = STEP_SUBMIT;
+            } else if (hdr.bolt.op == OP_RETURN) {
+                ig_md.step = STEP_RETURN;
+            } else {
+                ig_md.step = STEP_RETRIEVE;
+            }
+        } else if (hdr.pass.copy == PASS_SPAWN) {
+            /* A REPAIR is a pass of the model; bounces and batches are P4 deliveries. */
+            if (hdr.bolt.op == OP_REPAIR) {
+                ig_md.pass_kind = PASS_KIND_MODEL;
+            } else {
+                ig_md.pass_kind = PASS_KIND_EXTRA;
+            }
+        } else {
+            ig_md.step = hdr.pass.step;
+            if (ig_md.step == STEP_DELIVER) {
+                ig_md.pass_kind = PASS_KIND_EXTRA;
+            }
+        }
+    }
+}
+
+/* Admission of a front-panel packet (decode() and the access lists), then steering:
+ * to the scheduler pipe, and with ADMISSION_OWN_PASS always to the recirculation port,
+ * so that the queue step is the next pass. */
+control BoltFrontPanel(inout headers_t hdr,
+                       inout ingress_md_t ig_md,
+                       in ingress_intrinsic_metadata_t ig_intr_md,
+                       in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                       inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                       inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* SwitchStats.malformed, by DecodeError::index. */
+    Counter<bit<64>, bit<4>>(DECODE_ERROR_KINDS, CounterType_t.PACKETS) malformed;
+    /* Valid messages that do not go to a switch, by op. */
+    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) wrong_direction;
+    /* Refused by the ACLs, by op. */
+    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) acl_denied;
+    /* SUBMIT only from allowed client prefixes. Each ACL is an LPM on the source
+     * address; an address is its /32. Sizes fit one stage's 24 TCAM blocks together
+     * (512 32-bit keys per block: 2 + 8 + 8); a cluster with more hosts than that lists
+     * them by prefix. */
+    action allow() { ig_md.allowed = 1; }
+    table acl_clients {
+        key = { hdr.ipv4.src_addr : lpm; }
+        actions = { allow; NoAction; }
+        default_action = NoAction();
+        size = 1024;
+    }
+    /* GET_TASK only from executors (`bolt switch --executors`, and --nodes). */
+    table acl_executors {
+        key = { hdr.ipv4.src_addr : lpm; }
+        actions = { allow; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+    /* REFILL_REQ and RETURN only from host agents (`bolt switch --agents`, and --nodes):
+     * an executor cannot queue tasks in anyone's name nor aim QUEUE_FULL at anyone. */
+    table acl_agents {
+        key = { hdr.ipv4.src_addr : lpm; }
+        actions = { allow; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+    /* Registers live per pipe: Bolt packets arriving on another pipe are sent over to
+     * the scheduler pipe's recirculation port before their first pass. */
+    action steer(PortId_t port) {
+        ig_md.steer = 1;
+        ig_md.steer_port = port;
+    }
+    table pipe_steer {
+        key = { ig_md.ingress_pipe : exact; }
+        actions = { steer; NoAction; }
+        default_action = NoAction();
+        size = 4;
+    }
+    /* message_len(op, count) (message.rs): the length a message must have. */
+    action set_expected_length(bit<16> len) { ig_md.expected_len = len; }
+    table message_length_in {
+        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
+        actions = { set_expected_length; NoAction; }
+        default_action = NoAction();
+        size = 128;
+        const entries = {
+#define set_message_length set_expected_length
+#include "message_lengths.p4inc"
+#undef set_message_length
+        }
+    }
+
+    apply {
+        if (ig_md.service == 1 && ig_md.forged == 0) {
+            /* ---------- admission: the first look at a front-panel packet ---------- */
+            if (ig_prsr_md.parser_err != 0) {
+                ig_md.malformed = 1;
+                ig_md.decode_error = DE_TRUNCATED;
+            }
+            if (ig_md.malformed == 0) {
+                if (!message_length_in.apply().hit) {
+                    ig_md.malformed = 1;
+                    ig_md.decode_error = DE_BAD_COUNT;
+                } else {
+                    /* the UDP header's 8 bytes on top of the message: a difference, then
+                     * a compare with a constant the gateway can make */
+                    ig_md.udp_len_excess = hdr.udp.length - ig_md.expected_len;
+                    if (ig_md.udp_len_excess != 8) {
+                        ig_md.malformed = 1;
+                        ig_md.decode_error = DE_BAD_LENGTH;
+                    }
+                }
+            }
+            if (ig_md.malformed == 1) {
+                malformed.count(ig_md.decode_error);
+                ig_dprsr_md.drop_ctl = 1;
+            } else if (hdr.bolt.op != OP_SUBMIT && hdr.bolt.op != OP_GET_TASK &&
+                       hdr.bolt.op != OP_REFILL_REQ && hdr.bolt.op != OP_RETURN) {
+                /* NotForSwitch::WrongDirection */
+                wrong_direction.count(hdr.bolt.op[3:0]);
+                ig_dprsr_md.drop_ctl = 1;
+            } else {
+                if (hdr.bolt.op == OP_SUBMIT) {
+                    acl_clients.apply();
+                } else if (hdr.bolt.op == OP_GET_TASK) {
+                    acl_executors.apply();
+                } else {
+                    acl_agents.apply();
+                }
+                if (ig_md.allowed == 0) {
+                    acl_denied.count(hdr.bolt.op[3:0]);
+                    ig_dprsr_md.drop_ctl = 1;
+                } else {
+                    /* Scheduler::admit */
+                    hdr.pass.origin = hdr.bolt.op;
+                    hdr.pass.budget = ig_md.max_passes;
+                    hdr.pass.want = 1;
+                    if (hdr.bolt.op == OP_SUBMIT) {
+                        ig_md.step = STEP_SUBMIT;
+                    } else if (hdr.bolt.op == OP_RETURN) {
+                        ig_md.step = STEP_RETURN;
+                    } else if (hdr.bolt.op == OP_GET_TASK) {
+                        ig_md.step = STEP_RETRIEVE;
+                        /* RTRV_PRIO below the configured levels starts at the lowest. */
+                        ig_md.prio_room = ig_md.priorities - hdr.bolt.prio;
+                        if (ig_md.prio_room[7:7] == 1) {
+                            hdr.bolt.prio = ig_md.priorities;
+                        }
+                    } else {
+                        ig_md.step = STEP_RETRIEVE;
+                        hdr.bolt.prio = 1;
+                        hdr.pass.flags = PF_HOST;
+                        hdr.pass.want = (bit<16>)hdr.refill_request.want;
+                    }
+                    ig_md.pass_kind = PASS_KIND_FIRST;
+                    ig_md.ingress_pipe = ig_intr_md.ingress_port[8:7];
+                    pipe_steer.apply();
+#if ADMISSION_OWN_PASS
+                    if (ig_md.steer == 0) {
+                        /* admission is a pass of its own: the queue step is the next */
+                        ig_md.steer = 1;
+                        ig_md.steer_port = ig_md.recirc_port;
+                    }
+#endif
+                    if (ig_md.steer == 1) {
+                        /* Registers are per pipe: go to the scheduler pipe first. */
+                        ig_md.pass_kind = PASS_KIND_EXTRA;
+                        ig_md.step = 0;
+                        hdr.pass.copy = PASS_STEERED;
+                        hdr.pass.recirculate = 1;
+                        hdr.pass.step = ig_md.step;
+                        hdr.pass.listed = 0;
+                        if (hdr.bolt.op == OP_SUBMIT) {
+                            hdr.pass.parse_path = PP_SUBMIT;
+                        } else if (hdr.bolt.op == OP_RETURN) {
+                            hdr.pass.parse_path = PP_RETURN;
+                        } else if (hdr.bolt.op == OP_GET_TASK) {
+                            hdr.pass.parse_path = PP_GET;
+                        } else {
+                            hdr.pass.parse_path = PP_REFILL;
+                        }
+                        ig_tm_md.ucast_egress_port = ig_md.steer_port;
+                    }
+                }
+            }
+        }
+    }
+}
+
+
+/* The queue step: level, register operations in Stage order, enqueue results. */
+control BoltQueuePass(inout headers_t hdr,
+                      inout ingress_md_t ig_md,
+                      in ingress_intrinsic_metadata_t ig_intr_md,
+                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                      inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                      inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* Per ENQ_* kind x result: enqueued, slot_occupied, queue_full tasks, returned, reinserts. */
+    Counter<bit<64>, bit<4>>(12, CounterType_t.PACKETS) enqueue_results;
+    /* 0 add_ptr, 1 retrieve_ptr: repairs_add, repairs_retrieve (REPAIR packets spawned). */
+    Counter<bit<64>, bit<1>>(2, CounterType_t.PACKETS) repairs_spawned;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) priority_clamped;
+    /* Stage::AddPtr: add_ptr[level] */
+    Register<ptr_t, level_t>(QUEUE_LEVELS, 0) add_ptr;
+    /* Pipeline::add_read_and_increment */
+    RegisterAction<ptr_t, level_t, ptr_t>(add_ptr) add_read_and_increment = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+            value = value + 1;
+        }
+    };
+    /* Pipeline::add_read */
+    RegisterAction<ptr_t, level_t, ptr_t>(add_ptr) add_read = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+        }
+    };
+    /* Pipeline::add_write (repair_pass) */
+    RegisterAction<ptr_t, level_t, ptr_t>(add_ptr) add_write = {
+        void apply(inout ptr_t value) {
+            value = ig_md.write_value;
+        }
+    };
+    /* Stage::RetrievePtr: retrieve_ptr[level] */
+    Register<ptr_t, level_t>(QUEUE_LEVELS, 0) retrieve_ptr;
+    /* Pipeline::retrieve_read_and_increment: stops DRIFT_LIMIT past add_ptr (safeguard 2).
+     * DriftWindow::allows_increment, one action per shape of the window: only unsigned
+     * compares of the register with drift_lo and drift_hi, which the ALU makes exactly. */
+    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read_and_increment = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+            if (value < ig_md.drift_lo || value >= ig_md.drift_hi) {
+                value = value + 1;
+            }
+        }
+    };
+    /* The same when drift_hi wrapped past 2^32 (drift_lo's two high bits set). */
+    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read_and_increment_wrapped = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+            if (value < ig_md.drift_lo && value >= ig_md.drift_hi) {
+                value = value + 1;
+            }
+        }
+    };
+    /* Pipeline::retrieve_read */
+    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_read = {
+        void apply(inout ptr_t value, out ptr_t read) {
+            read = value;
+        }
+    };
+    /* Pipeline::retrieve_write (repair_pass) */
+    RegisterAction<ptr_t, level_t, ptr_t>(retrieve_ptr) retrieve_write = {
+        void apply(inout ptr_t value) {
+            value = ig_md.write_value;
+        }
+    };
+    /* Stage::RepairFlags: is_repairing, bit 2l = add_ptr of level l, bit 2l+1 = retrieve_ptr
+     * (thesis ch. 4: all flags in one register). */
+    Register<bit<16>, bit<1>>(1, 0) repairing;
+    /* Pipeline::repairing_test_and_set */
+    RegisterAction<bit<16>, bit<1>, bit<16>>(repairing) repairing_test_and_set = {
+        void apply(inout bit<16> value, out bit<16> read) {
+            read = value;
+            value = value | ig_md.flag_mask;
+        }
+    };
+    /* Pipeline::repairing_clear */
+    RegisterAction<bit<16>, bit<1>, bit<16>>(repairing) repairing_clear = {
+        void apply(inout bit<16> value) {
+            value = value & ~ig_md.flag_mask;
+        }
+    };
+    /* Stage::Valid: is_valid[level][index] */
+    Register<bit<1>, slot_t>(QUEUE_SLOTS, 0) valid;
+    /* Pipeline::valid_read_and_set (safeguard 1: an enqueue never overwrites) */
+    RegisterAction<bit<1>, slot_t, bit<1>>(valid) valid_read_and_set = {
+        void apply(inout bit<1> value, out bit<1> read) {
+            read = value;
+            value = 1;
+        }
+    };
+    /* Pipeline::valid_read_and_clear (no task handed out twice) */
+    RegisterAction<bit<1>, slot_t, bit<1>>(valid) valid_read_and_clear = {
+        void apply(inout bit<1> value, out bit<1> read) {
+            read = value;
+            value = 0;
+        }
+    };
+    /* Stage::Rsrc: task_rsrc[level][index] (TRSRC) */
+    Register<bit<8>, slot_t>(QUEUE_SLOTS, 0) task_rsrc;
+    /* Pipeline::rsrc_read */
+    RegisterAction<bit<8>, slot_t, bit<8>>(task_rsrc) rsrc_read = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            read = value;
+        }
+    };
+    /* Pipeline::rsrc_exchange */
+    RegisterAction<bit<8>, slot_t, bit<8>>(task_rsrc) rsrc_exchange = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            read = value;
+            value = ig_md.entry_in.task_word[23:16];
+        }
+    };
+    /* Stage::Entry: the ENTRY spread over ten 32-bit arrays. Each has a read
+     * (Pipeline::entry_read) and an exchange (Pipeline::entry_exchange). */
+#define ENTRY_WORD(NAME)                                                              \
+    Register<bit<32>, slot_t>(QUEUE_SLOTS, 0) entry_##NAME;                           \
+    RegisterAction<bit<32>, slot_t, bit<32>>(entry_##NAME) entry_##NAME##_read = {    \
+        void apply(inout bit<32> value, out bit<32> read) {                           \
+            read = value;                                                             \
+        }                                                                             \
+    };                                                                                \
+    RegisterAction<bit<32>, slot_t, bit<32>>(entry_##NAME) entry_##NAME##_exchange = {\
+        void apply(inout bit<32> value, out bit<32> read) {                           \
+            read = value;                                                             \
+            value = ig_md.entry_in.NAME;                                              \
+        }                                                                             \
+    };
+    ENTRY_WORD(uid)
+    ENTRY_WORD(jid)
+    ENTRY_WORD(tid)
+    ENTRY_WORD(task_word)
+    ENTRY_WORD(desc_0)
+    ENTRY_WORD(desc_1)
+    ENTRY_WORD(desc_2)
+    ENTRY_WORD(desc_3)
+    ENTRY_WORD(client_ip)
+    ENTRY_WORD(client_port_pad)
+    /* The plan of the pass, one exact match instead of chains of conditions: the level
+     * (Pipeline::level_of) and the operation each pointer and the flags register get,
+     * from the step, the priority and the configured levels (pass_plan.p4inc). */
+    action plan(bit<8> level8, bit<1> clamped, bit<2> add_op, bit<2> retrieve_op,
+                bit<2> flag_op, bit<1> flag_kind) {
+        ig_md.level8 = level8;
+        ig_md.clamped = clamped;
+        ig_md.add_op = add_op;
+        ig_md.retrieve_op = retrieve_op;
+        ig_md.flag_op = flag_op;
+        ig_md.flag_kind = flag_kind;
+    }
+    table pass_plan {
+        key = { ig_md.plan_step : exact; ig_md.task_prio : exact; ig_md.priorities : exact; }
+        actions = { plan; NoAction; }
+        default_action = NoAction();
+        size = 512;
+        const entries = {
+#include "pass_plan.p4inc"
+        }
+    }
+
+    /* add_flag(level) = bit 2l, retrieve_flag(level) = bit 2l+1 (pipeline.rs). */
+    action set_flag_mask(bit<16> mask) { ig_md.flag_mask = mask; }
+    table repair_flag_mask {
+        key = { ig_md.level8 : exact; ig_md.flag_kind : exact; }
+        actions = { set_flag_mask; }
+        default_action = set_flag_mask(0);
+        size = 16;
+        const entries = {
+            (0, 0) : set_flag_mask(0x0001);  (0, 1) : set_flag_mask(0x0002);
+            (1, 0) : set_flag_mask(0x0004);  (1, 1) : set_flag_mask(0x0008);
+            (2, 0) : set_flag_mask(0x0010);  (2, 1) : set_flag_mask(0x0020);
+            (3, 0) : set_flag_mask(0x0040);  (3, 1) : set_flag_mask(0x0080);
+            (4, 0) : set_flag_mask(0x0100);  (4, 1) : set_flag_mask(0x0200);
+            (5, 0) : set_flag_mask(0x0400);  (5, 1) : set_flag_mask(0x0800);
+            (6, 0) : set_flag_mask(0x1000);  (6, 1) : set_flag_mask(0x2000);
+            (7, 0) : set_flag_mask(0x4000);  (7, 1) : set_flag_mask(0x8000);
+        }
+    }
+
+    apply {
+        /* ---------- which queue, which register operations (one per array) ---------- */
+        ig_md.exec_rsrc = hdr.bolt.rsrc;
+        /* The priority the pass works at: the task's on an enqueue of a SUBMIT or RETURN
+         * item, otherwise the queue the Bolt header names (RTRV_PRIO, SWAP, REINSERT,
+         * REPAIR). */
+        if (ig_md.step == STEP_SUBMIT) {
+            ig_md.task_prio = hdr.task_cur.prio;
+        } else if (ig_md.step == STEP_RETURN) {
+            ig_md.task_prio = hdr.entry_cur.prio;
+        } else {
+            ig_md.task_prio = hdr.bolt.prio;
+        }
+        /* The step the plan is looked up with: a SWAP whose budget is spent touches no
+         * register (Pipeline::swap_pass); a REPAIR names its pointer (repair_pass). */
+        ig_md.plan_step = ig_md.step;
+        if (ig_md.step == STEP_SWAP && hdr.pass.budget == 0) {
+            ig_md.plan_step = 0;
+        } else if (hdr.pass.copy == PASS_SPAWN && hdr.bolt.op == OP_REPAIR) {
+            ig_md.write_value = hdr.repair_state.value;
+            if (hdr.repair_state.target == REPAIR_ADD_PTR) {
+                ig_md.plan_step = PLAN_REPAIR_ADD;
+            } else {
+                ig_md.plan_step = PLAN_REPAIR_RETRIEVE;
+            }
+        }
+        pass_plan.apply();
+        ig_md.level = ig_md.level8[QUEUE_LEVEL_BITS - 1:0];
+        if (ig_md.clamped == 1) {
+            priority_clamped.count(0);
+        }
+
+        /* The ENTRY an enqueue or swap writes. Its pad is stored as zero whatever the
+         * packet held (the parser refuses a non-zero one), so none is ever sent. */
+        if (ig_md.step == STEP_SUBMIT) {
+            /* Entry::new(job.uid, job.jid, task, client ip, client port) */
+            ig_md.entry_in.uid = hdr.job_ref.uid;
+            ig_md.entry_in.jid = hdr.job_ref.jid;
+            ig_md.entry_in.tid = hdr.task_cur.tid;
+            ig_md.entry_in.task_word = hdr.task_cur.prio ++ hdr.task_cur.rsrc ++
+                                       hdr.task_cur.class ++ hdr.task_cur.flags;
+            ig_md.entry_in.desc_0 = hdr.task_cur.desc_0;
+            ig_md.entry_in.desc_1 = hdr.task_cur.desc_1;
+            ig_md.entry_in.desc_2 = hdr.task_cur.desc_2;
+            ig_md.entry_in.desc_3 = hdr.task_cur.desc_3;
+            ig_md.entry_in.client_ip = hdr.ipv4.src_addr;
+            ig_md.entry_in.client_port_pad = hdr.udp.src_port ++ 16w0;
+        } else if (ig_md.step == STEP_RETURN) {
+            ig_md.entry_in.uid = hdr.entry_cur.uid;
+            ig_md.entry_in.jid = hdr.entry_cur.jid;
+            ig_md.entry_in.tid = hdr.entry_cur.tid;
+            ig_md.entry_in.task_word = hdr.entry_cur.prio ++ hdr.entry_cur.rsrc ++
+                                       hdr.entry_cur.class ++ hdr.entry_cur.flags;
+            ig_md.entry_in.desc_0 = hdr.entry_cur.desc_0;
+            ig_md.entry_in.desc_1 = hdr.entry_cur.desc_1;
+            ig_md.entry_in.desc_2 = hdr.entry_cur.desc_2;
+            ig_md.entry_in.desc_3 = hdr.entry_cur.desc_3;
+            ig_md.entry_in.client_ip = hdr.entry_cur.client_ip;
+            ig_md.entry_in.client_port_pad = hdr.entry_cur.client_port ++ 16w0;
+        } else {
+            ig_md.entry_in.uid = hdr.swap_held.uid;
+            ig_md.entry_in.jid = hdr.swap_held.jid;
+            ig_md.entry_in.tid = hdr.swap_held.tid;
+            ig_md.entry_in.task_word = hdr.swap_held.prio ++ hdr.swap_held.rsrc ++
+                                       hdr.swap_held.class ++ hdr.swap_held.flags;
+            ig_md.entry_in.desc_0 = hdr.swap_held.desc_0;
+            ig_md.entry_in.desc_1 = hdr.swap_held.desc_1;
+            ig_md.entry_in.desc_2 = hdr.swap_held.desc_2;
+            ig_md.entry_in.desc_3 = hdr.swap_held.desc_3;
+            ig_md.entry_in.client_ip = hdr.swap_held.client_ip;
+            ig_md.entry_in.client_port_pad = hdr.swap_held.client_port ++ 16w0;
+        }
+
+        /* Stage::AddPtr */
+        if (ig_md.add_op == 2) {
+            ig_md.add_ptr = add_read_and_increment.execute(ig_md.level);
+        } else if (ig_md.add_op == 1) {
+            ig_md.add_ptr = add_read.execute(ig_md.level);
+        } else if (ig_md.add_op == 3) {
+            add_write.execute(ig_md.level);
+        }
+
+        /* DriftWindow of the add_ptr just read, for the ALU test below */
+        ig_md.drift_lo = ig_md.add_ptr + DRIFT_LIMIT_PTR;
+        ig_md.drift_hi = ig_md.add_ptr + DRIFT_STOP_PTR;
+
+        /* Stage::RetrievePtr */
+        if (ig_md.retrieve_op == 2) {
+            if (ig_md.drift_lo[31:30] == 2w3) {
+                ig_md.retrieve_ptr = retrieve_read_and_increment_wrapped.execute(ig_md.level);
+            } else {
+                ig_md.retrieve_ptr = retrieve_read_and_increment.execute(ig_md.level);
+            }
+            /* The value the action stored: not incremented when (read - add_ptr) has the
+             * high bits 01, i.e. lies in [DRIFT_LIMIT, 2 * DRIFT_LIMIT). */
+            ig_md.drift = ig_md.retrieve_ptr - ig_md.add_ptr;
+            if (ig_md.drift[31:30] == 2w1) {
+                ig_md.retrieve_stored = ig_md.retrieve_ptr;
+            } else {
+                ig_md.retrieve_stored = ig_md.retrieve_ptr + 1;
+            }
+        } else if (ig_md.retrieve_op == 1) {
+            ig_md.retrieve_ptr = retrieve_read.execute(ig_md.level);
+        } else if (ig_md.retrieve_op == 3) {
+            retrieve_write.execute(ig_md.level);
+        }
+
+        /* Between the pointers and the flags: full, behind, the slot. */
+        /* add_ptr - retrieve_ptr read as signed: bit 31 says negative; below 2^31, full
+         * is any bit from QUEUE_INDEX_BITS to 30 (the distance is at least the capacity) */
+        ig_md.distance = ig_md.add_ptr - ig_md.retrieve_ptr;
+        ig_md.full = 0;
+        ig_md.behind = 0;
+        ig_md.past_tail = 0;
+        ig_md.head_moved = 0;
+        if (ig_md.add_op == 2) {
+            ig_md.at = ig_md.add_ptr;
+            if (ig_md.distance[31:31] == 0 && ig_md.distance[30:QUEUE_INDEX_BITS] != 0) {
+                ig_md.full = 1;
+                ig_md.flag_op = 1;
+                ig_md.flag_kind = 0;
+            } else {
+                if (ig_md.distance[31:31] == 1) {
+                    ig_md.behind = 1;
+                    ig_md.flag_op = 1;
+                    ig_md.flag_kind = 1;
+                }
+                ig_md.valid_op = 1;
+            }
+        } else if (ig_md.retrieve_op == 2) {
+            ig_md.at = ig_md.retrieve_ptr;
+            ig_md.valid_op = 2;
+        } else if (ig_md.step == STEP_SWAP && ig_md.add_op == 1) {
+            /* restart from the head when retrieve_ptr moved since the search began */
+            ig_md.head_delta = ig_md.retrieve_ptr - hdr.swap_state.pkt_retrieve_ptr;
+            if (ig_md.head_delta != 0) {
+                ig_md.head_moved = 1;
+                ig_md.at = ig_md.retrieve_ptr;
+            } else {
+                ig_md.at = hdr.swap_state.swap_idx;
+            }
+            ig_md.past_add = ig_md.at - ig_md.add_ptr;
+            if (ig_md.past_add[31:31] == 0) {
+                ig_md.past_tail = 1;
+            } else {
+                ig_md.valid_op = 1;
+                ig_md.slot_op = 2;
+            }
+        }
+        ig_md.slot = ig_md.level ++ ig_md.at[QUEUE_INDEX_BITS - 1:0];
+
+        /* Stage::RepairFlags */
+        if (ig_md.flag_op != 0) {
+            repair_flag_mask.apply();
+        }
+        if (ig_md.flag_op == 1) {
+            ig_md.flags_before = repairing_test_and_set.execute(0);
+            ig_md.flag_hit = ig_md.flags_before & ig_md.flag_mask;
+            if (ig_md.flag_hit != 0) {
+                ig_md.flag_was_set = 1;
+            }
+        } else if (ig_md.flag_op == 2) {
+            repairing_clear.execute(0);
+        }
+
+        /* Stage::Valid */
+        if (ig_md.valid_op == 1) {
+            ig_md.was_valid = valid_read_and_set.execute(ig_md.slot);
+        } else if (ig_md.valid_op == 2) {
+            ig_md.was_valid = valid_read_and_clear.execute(ig_md.slot);
+        }
+        if (ig_md.add_op == 2 && ig_md.full == 0 && ig_md.was_valid == 0) {
+            ig_md.added = 1;
+            ig_md.slot_op = 2;    /* enqueue writes the slot */
+        }
+        if (ig_md.retrieve_op == 2 && ig_md.was_valid == 1) {
+            ig_md.slot_op = 1;    /* dequeue reads it */
+        }
+
+        /* Stage::Rsrc */
+        if (ig_md.slot_op == 1) {
+            ig_md.slot_rsrc = rsrc_read.execute(ig_md.slot);
+        } else if (ig_md.slot_op == 2) {
+            ig_md.slot_rsrc = rsrc_exchange.execute(ig_md.slot);
+        }
+
+        /* Stage::Entry */
+        if (ig_md.slot_op == 1) {
+            hdr.entry_out.uid    = entry_uid_read.execute(ig_md.slot);
+            hdr.entry_out.jid    = entry_jid_read.execute(ig_md.slot);
+            hdr.entry_out.tid    = entry_tid_read.execute(ig_md.slot);
+            ig_md.got_task_word  = entry_task_word_read.execute(ig_md.slot);
+            hdr.entry_out.desc_0 = entry_desc_0_read.execute(ig_md.slot);
+            hdr.entry_out.desc_1 = entry_desc_1_read.execute(ig_md.slot);
+            hdr.entry_out.desc_2 = entry_desc_2_read.execute(ig_md.slot);
+            hdr.entry_out.desc_3 = entry_desc_3_read.execute(ig_md.slot);
+            hdr.entry_out.client_ip = entry_client_ip_read.execute(ig_md.slot);
+            ig_md.got_client_port_pad = entry_client_port_pad_read.execute(ig_md.slot);
+        } else if (ig_md.slot_op == 2) {
+            hdr.entry_out.uid    = entry_uid_exchange.execute(ig_md.slot);
+            hdr.entry_out.jid    = entry_jid_exchange.execute(ig_md.slot);
+            hdr.entry_out.tid    = entry_tid_exchange.execute(ig_md.slot);
+            ig_md.got_task_word  = entry_task_word_exchange.execute(ig_md.slot);
+            hdr.entry_out.desc_0 = entry_desc_0_exchange.execute(ig_md.slot);
+            hdr.entry_out.desc_1 = entry_desc_1_exchange.execute(ig_md.slot);
+            hdr.entry_out.desc_2 = entry_desc_2_exchange.execute(ig_md.slot);
+            hdr.entry_out.desc_3 = entry_desc_3_exchange.execute(ig_md.slot);
+            hdr.entry_out.client_ip = entry_client_ip_exchange.execute(ig_md.slot);
+            ig_md.got_client_port_pad = entry_client_port_pad_exchange.execute(ig_md.slot);
+        }
+        hdr.entry_out.prio  = ig_md.got_task_word[31:24];
+        hdr.entry_out.rsrc  = ig_md.got_task_word[23:16];
+        hdr.entry_out.class = ig_md.got_task_word[15:8];
+        hdr.entry_out.flags = ig_md.got_task_word[7:0];
+        hdr.entry_out.client_port = ig_md.got_client_port_pad[31:16];
+        hdr.entry_out.pad = 0;
+
+        /* resources_match(task_rsrc, exec_rsrc): task_rsrc & !exec_rsrc == 0 */
+        ig_md.missing_rsrc = ig_md.slot_rsrc & ~ig_md.exec_rsrc;
+        if (ig_md.missing_rsrc == 0) {
+            ig_md.matches = 1;
+        } else {
+            ig_md.matches = 0;
+        }
+
+        /* The REPAIR an enqueue spawns: the first to find the pointer wrong. */
+        if (ig_md.add_op == 2 && (ig_md.full == 1 || ig_md.behind == 1) && ig_md.flag_was_set == 0) {
+            ig_md.spawn_repair = 1;
+            repairs_spawned.count(ig_md.flag_kind);
+            hdr.pass.repair_level = ig_md.level8;
+            hdr.pass.repair_value = ig_md.add_ptr;
+            if (ig_md.full == 1) {
+                hdr.pass.repair_target = REPAIR_ADD_PTR;
+            } else {
+                hdr.pass.repair_target = REPAIR_RETRIEVE_PTR;
+            }
+        }
+        if (ig_md.add_op == 2) {
+            bit<2> enq_kind = ENQ_REINSERT;
+            if (ig_md.step == STEP_SUBMIT) {
+                enq_kind = ENQ_SUBMIT;
+            } else if (ig_md.step == STEP_RETURN) {
+                enq_kind = ENQ_RETURN;
+            }
+            bit<2> result = ENQ_ADDED;
+            if (ig_md.full == 1) {
+                result = ENQ_FULL;
+            } else if (ig_md.added == 0) {
+                result = ENQ_OCCUPIED;
+            }
+            enqueue_results.count(enq_kind ++ result);
+            if (ig_md.added == 0 && ig_md.step != STEP_SUBMIT) {
+                ig_md.bounce = 1;
+            }
+        }
+
+    }
+}
+
+/* What the pass does with what it found: next step, answer, recirculation or fork, forwarding. */
+control BoltAnswer(inout headers_t hdr,
+                   inout ingress_md_t ig_md,
+                   in ingress_intrinsic_metadata_t ig_intr_md,
+                   in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                   inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                   inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* Per origin (SUBMIT, GET_TASK, REFILL_REQ, RETURN) x PASS_KIND_*: OpCost. */
+    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) op_passes;
+    /* 0 ASSIGN, 1 into a REFILL batch: decisions, assigns, refill_tasks. */
+    Counter<bit<64>, bit<1>>(2, CounterType_t.PACKETS) deliveries;
+    /* Answers sent, by op: noops, queue_full_packets, refill_packets (assigns too). */
+    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) answers;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) swaps;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) budget_exhausted;
+    /* The same lengths for the answer this pass sends. */
+    action set_out_length(bit<16> len) { ig_md.out_len = len; }
+    table message_length_out {
+        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
+        actions = { set_out_length; NoAction; }
+        default_action = NoAction();
+        size = 128;
+        const entries = {
+#define set_message_length set_out_length
+#include "message_lengths.p4inc"
+#undef set_message_length
+        }
+    }
+    /* L3 forwarding, and L2 for what is not IPv4. */
+    action route(PortId_t port, bit<48> dst_mac, bit<48> src_mac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ethernet.src_addr = src_mac;
+    }
+    action unroutable() { ig_dprsr_md.drop_ctl = 1; }
+    table ipv4_route {
+        key = { hdr.ipv4.dst_addr : lpm; }
+        actions = { route; unroutable; }
+        default_action = unroutable();
+        size = 4096;
+    }
+    action l2_forward(PortId_t port) { ig_tm_md.ucast_egress_port = port; }
+    table l2_switch {
+        key = { hdr.ethernet.dst_addr : exact; }
+        actions = { l2_forward; unroutable; }
+        default_action = unroutable();
+        size = 4096;
+    }
+    /* Addresses an answer from this scheduler to (ip, port) and sizes it. */
+    action address_answer(bit<32> ip, bit<16> port) {
+        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = ip;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.dst_port = port;
+        hdr.udp.src_port = BOLT_PORT;
+        hdr.udp.checksum = 0;   /* optional in IPv4; the body was rebuilt */
+    }
+    action answer_header(bit<8> op, bit<8> count) {
+        hdr.bolt.op = op;
+        hdr.bolt.count = count;
+        hdr.bolt.prio = 0;
+        hdr.bolt.rsrc = 0;
+        hdr.bolt.flags = 0;
+    }
+    /* QUEUE_FULL for one entry (Pipeline::bounce): its job and its task, to its client. */
+    action bounce_entry_cur() {
+        ig_md.answer_ip = hdr.entry_cur.client_ip;
+        ig_md.answer_port = hdr.entry_cur.client_port;
+        hdr.job_ref.setValid();
+        hdr.job_ref.uid = hdr.entry_cur.uid;
+        hdr.job_ref.jid = hdr.entry_cur.jid;
+        hdr.task_cur.setValid();
+        hdr.task_cur.tid = hdr.entry_cur.tid;
+        hdr.task_cur.prio = hdr.entry_cur.prio;
+        hdr.task_cur.rsrc = hdr.entry_cur.rsrc;
+        hdr.task_cur.class = hdr.entry_cur.class;
+        hdr.task_cur.flags = hdr.entry_cur.flags;
+        hdr.task_cur.desc_0 = hdr.entry_cur.desc_0;
+        hdr.task_cur.desc_1 = hdr.entry_cur.desc_1;
+        hdr.task_cur.desc_2 = hdr.entry_cur.desc_2;
+        hdr.task_cur.desc_3 = hdr.entry_cur.desc_3;
+        hdr.entry_cur.setInvalid();
+    }
+    action held_to_entry_cur() {
+        hdr.entry_cur = hdr.swap_held;
+        hdr.entry_cur.setValid();
+        hdr.swap_held.setInvalid();
+        hdr.swap_state.setInvalid();
+    }
+
+    apply {
+        /* ---------- OpCost ---------- */
+        if (ig_md.service == 1 && ig_dprsr_md.drop_ctl == 0) {
+            if (hdr.pass.origin == OP_SUBMIT) {
+                ig_md.origin_index = 0;
+            } else if (hdr.pass.origin == OP_GET_TASK) {
+                ig_md.origin_index = 1;
+            } else if (hdr.pass.origin == OP_REFILL_REQ) {
+                ig_md.origin_index = 2;
+            } else {
+                ig_md.origin_index = 3;
+            }
+            op_passes.count(ig_md.origin_index ++ ig_md.pass_kind);
+        }
+
+        /* ---------- what each pass does with what it found ---------- */
+
+        if (ig_md.step == STEP_SUBMIT) {
+            /* submit_pass: refused tasks stay, in order, for the QUEUE_FULL */
+            ig_md.more = 0;
+            ig_md.items_left = hdr.bolt.count - hdr.pass.listed;
+            if (ig_md.items_left[7:1] != 0) {
+                ig_md.more = 1;
+            }
+            if (ig_md.added == 1) {
+                hdr.task_cur.setInvalid();
+                hdr.bolt.count = hdr.bolt.count - 1;
+            } else {
+                hdr.pass.listed = hdr.pass.listed + 1;
+            }
+            if (ig_md.more == 1) {
+                hdr.pass.step = STEP_SUBMIT;
+                hdr.pass.parse_path = PP_SUBMIT;
+                ig_md.route = 2;
+            } else if (hdr.pass.listed != 0) {
+                /* the last task: QUEUE_FULL with every task not added */
+                answer_header(OP_QUEUE_FULL, hdr.pass.listed);
+                hdr.pass.step = STEP_DELIVER;
+                hdr.pass.parse_path = PP_QUEUE_FULL;
+                ig_md.route = 1;
+            }
+        } else if (ig_md.step == STEP_RETURN) {
+            /* return_pass: one entry per pass; an entry not queued goes back to its client */
+            ig_md.more = 0;
+            if (hdr.bolt.count > 1) {
+                ig_md.more = 1;
+            }
+            hdr.bolt.count = hdr.bolt.count - 1;
+            hdr.pass.listed = hdr.bolt.count;
+            hdr.pass.step = STEP_RETURN;
+            if (ig_md.added == 1) {
+                hdr.entry_cur.setInvalid();
+                hdr.pass.parse_path = PP_RETURN;
+            } else {
+                hdr.pass.parse_path = PP_RETURN_SKIP_FIRST;
+                hdr.pass.flags = hdr.pass.flags | PF_SPAWN_BOUNCE;
+                hdr.pass.spawn_path = PP_BOUNCE_ENTRY;
+            }
+            if (ig_md.more == 1) {
+                ig_md.route = 2;
+            } else if (ig_md.bounce == 1 && ig_md.spawn_repair == 0) {
+                /* the last entry bounces: this packet is the QUEUE_FULL. A bounced entry
+                 * was not added, so entry_cur is still valid; the test says so to the
+                 * compiler. */
+                if (hdr.entry_cur.isValid()) {
+                    bounce_entry_cur();
+                    answer_header(OP_QUEUE_FULL, 1);
+                    ig_md.to_entry_client = 1;
+                    ig_md.bounce = 0;
+                    ig_md.route = 1;
+                }
+            }
+        } else if (ig_md.step == STEP_RETRIEVE || ig_md.step == STEP_SWAP || ig_md.step == STEP_REINSERT) {
+            bit<1> deliver = 0;
+            bit<1> next_level = 0;
+            bit<1> finish = 0;
+            bit<1> swapped = 0;
+            if (ig_md.step == STEP_RETRIEVE) {
+                if (ig_md.was_valid == 0) {
+                    next_level = 1;
+                } else if (ig_md.matches == 1) {
+                    deliver = 1;
+                } else {
+                    /* start a SWAP search holding the dequeued task */
+                    swapped = 1;
+                    hdr.bolt.op = OP_SWAP;
+                    hdr.swap_state.setValid();
+                    hdr.swap_state.swap_idx = ig_md.retrieve_ptr + 1;
+                    hdr.swap_state.pkt_retrieve_ptr = ig_md.retrieve_stored;
+                    hdr.swap_held = hdr.entry_out;
+                    hdr.swap_held.setValid();
+                    hdr.pass.step = STEP_SWAP;
+                    ig_md.route = 2;
+                }
+            } else if (ig_md.step == STEP_SWAP) {
+                if (hdr.pass.budget == 0) {
+                    /* the level's budget is spent: the held task to the tail, then one level down */
+                    budget_exhausted.count(0);
+                    hdr.pass.step = STEP_REINSERT;
+                    ig_md.route = 2;
+                } else {
+                    hdr.pass.budget = hdr.pass.budget - 1;
+                    if (ig_md.past_tail == 1) {
+                        hdr.pass.step = STEP_REINSERT;
+                        ig_md.route = 2;
+                    } else if (ig_md.was_valid == 0) {
+                        /* the held task filled a free slot: search again from the head */
+                        hdr.bolt.op = hdr.pass.origin;
+                        hdr.swap_state.setInvalid();
+                        hdr.swap_held.setInvalid();
+                        hdr.pass.step = STEP_RETRIEVE;
+                        ig_md.route = 2;
+                    } else if (ig_md.matches == 1) {
+                        hdr.swap_state.setInvalid();
+                        hdr.swap_held.setInvalid();
+                        deliver = 1;
+                    } else {
+                        swapped = 1;
+                        hdr.swap_held = hdr.entry_out;
+                        hdr.swap_held.setValid();
+                        hdr.swap_state.swap_idx = ig_md.at + 1;
+                        if (ig_md.head_moved == 1) {
+                            hdr.swap_state.pkt_retrieve_ptr = ig_md.retrieve_ptr;
+                        }
+                        ig_md.route = 2;
+                    }
+                }
+            } else {
+                /* reinsert_pass: the held task went back to its queue; then one level down */
+                next_level = 1;
+                if (ig_md.bounce == 1) {
+                    hdr.pass.flags = hdr.pass.flags | PF_SPAWN_BOUNCE;
+                }
+            }
+
+            if (next_level == 1) {
+                /* Pipeline::next_level: RTRV_PRIO + 1 with a fresh budget, or the end */
+                ig_md.next_level = ig_md.level8 + 1;
+                ig_md.levels_left = ig_md.priorities - ig_md.next_level;
+                if (ig_md.levels_left == 0 || ig_md.levels_left[7:7] == 1) {
+                    finish = 1;
+                } else {
+                    hdr.bolt.prio = hdr.bolt.prio + 1;
+                    hdr.pass.budget = ig_md.max_passes;
+                    hdr.bolt.op = hdr.pass.origin;
+                    hdr.pass.step = STEP_RETRIEVE;
+                    ig_md.route = 2;
+                }
+            }
+
+            /* one count site per counter */
+            if (swapped == 1) {
+                swaps.count(0);
+            }
+
+            if (deliver == 1) {
+                /* Pipeline::deliver: index 0 ASSIGN, 1 REFILL (PF_HOST is bit 5) */
+                deliveries.count(hdr.pass.flags[5:5]);
+                hdr.entry_out.setValid();
+                if ((hdr.pass.flags & PF_HOST) == 0) {
+                    hdr.requester.setInvalid();
+                    answer_header(OP_ASSIGN, 1);
+                    ig_md.route = 1;
+                } else {
+                    hdr.bolt.op = OP_REFILL_REQ;
+                    hdr.pass.listed = hdr.pass.listed + 1;
+                    hdr.pass.want = hdr.pass.want - 1;
+                    if (hdr.pass.listed == MAX_LIST) {
+                        /* a full batch goes out now (send_refill) */
+                        hdr.pass.flags = hdr.pass.flags | PF_BATCH_SENT;
+                        if (hdr.pass.want == 0) {
+                            hdr.refill_request.setInvalid();
+                            answer_header(OP_REFILL, MAX_LIST);
+                            ig_md.route = 1;
+                        } else {
+                            /* fork: this copy searches on, the other carries the batch */
+                            hdr.pass.step = STEP_RETRIEVE;
+                            hdr.pass.parse_path = PP_REFILL_SKIP_FOUND;
+                            hdr.pass.flags = hdr.pass.flags | PF_SPAWN_REFILL;
+                            hdr.pass.spawn_path = PP_REFILL;
+                            ig_md.route = 3;
+                        }
+                    } else if (hdr.pass.want == 0) {
+                        finish = 1;
+                    } else {
+                        /* the level's budget carries over to the next search from the head */
+                        hdr.pass.step = STEP_RETRIEVE;
+                        ig_md.route = 2;
+                    }
+                }
+            }
+
+            if (finish == 1) {
+                /* Pipeline::finish: NOOP, or the last REFILL batch (an empty one if none) */
+                if ((hdr.pass.flags & PF_HOST) == 0) {
+                    answer_header(OP_NOOP, 0);
+                    ig_md.route = 1;
+                } else if (hdr.pass.listed != 0 || (hdr.pass.flags & PF_BATCH_SENT) == 0) {
+                    hdr.refill_request.setInvalid();
+                    answer_header(OP_REFILL, hdr.pass.listed);
+                    ig_md.route = 1;
+                } else {
+                    ig_md.route = 0;
+                }
+            }
+
+            /* The layout the next pass of this packet parses. */
+            if (ig_md.route == 2) {
+                if (hdr.pass.step == STEP_SWAP || hdr.pass.step == STEP_REINSERT) {
+                    if ((hdr.pass.flags & PF_HOST) == 0) {
+                        hdr.pass.parse_path = PP_SWAP_GET;
+                    } else {
+                        hdr.pass.parse_path = PP_SWAP_REFILL;
+                    }
+                } else if ((hdr.pass.flags & PF_HOST) == 0) {
+                    hdr.pass.parse_path = PP_GET;
+                } else {
+                    hdr.pass.parse_path = PP_REFILL;
+                }
+            }
+
+            /* reinsert_pass: the bounce and REPAIR leave in the spawned copy. */
+            if (ig_md.step == STEP_REINSERT && (ig_md.bounce == 1 || ig_md.spawn_repair == 1)) {
+                if (ig_md.bounce == 1 && (hdr.pass.flags & PF_HOST) == 0) {
+                    hdr.pass.spawn_path = PP_BOUNCE_HELD_GET;
+                } else if (ig_md.bounce == 1) {
+                    hdr.pass.spawn_path = PP_BOUNCE_HELD_REFILL;
+                }
+                if (ig_md.route == 0 && ig_md.spawn_repair == 0) {
+                    /* nothing else to send: this packet is the QUEUE_FULL */
+                    held_to_entry_cur();
+                    bounce_entry_cur();
+                    answer_header(OP_QUEUE_FULL, 1);
+                    hdr.requester.setInvalid();
+                    hdr.refill_request.setInvalid();
+                    ig_md.to_entry_client = 1;
+                    ig_md.bounce = 0;
+                    ig_md.route = 1;
+                } else {
+                    /* the swap state stays for the spawned copy; this one skips it */
+                    if (ig_md.route == 2) {
+                        if ((hdr.pass.flags & PF_HOST) == 0) {
+                            hdr.pass.parse_path = PP_GET_SKIP_SWAP;
+                        } else {
+                            hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
+                        }
+                    } else if (ig_md.route == 1) {
+                        /* the NOOP or REFILL is delivered by this copy's next pass */
+                        hdr.pass.step = STEP_DELIVER;
+                        if ((hdr.pass.flags & PF_HOST) == 0) {
+                            hdr.pass.parse_path = PP_GET_SKIP_SWAP;
+                        } else {
+                            hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
+                            hdr.refill_request.setValid();
+                        }
+                        ig_md.route = 2;
+                    }
+                }
+            } else if (ig_md.step == STEP_REINSERT) {
+                hdr.swap_state.setInvalid();
+                hdr.swap_held.setInvalid();
+            }
+        } else if (hdr.pass.copy == PASS_SPAWN) {
+            /* repair_pass (op REPAIR), then the bounce or batch this copy carries */
+            if ((hdr.pass.flags & PF_SPAWN_REFILL) != 0) {
+                hdr.refill_request.setInvalid();
+                answer_header(OP_REFILL, hdr.pass.listed);
+                ig_md.route = 1;
+            } else if ((hdr.pass.flags & PF_SPAWN_BOUNCE) != 0) {
+                if (hdr.swap_held.isValid()) {
+                    held_to_entry_cur();
+                }
+                bounce_entry_cur();
+                hdr.repair_state.setInvalid();
+                answer_header(OP_QUEUE_FULL, 1);
+                ig_md.to_entry_client = 1;
+                ig_md.route = 1;
+            }
+        } else if (ig_md.step == STEP_DELIVER) {
+            /* an answer a fork left to this copy: NOOP, REFILL or QUEUE_FULL */
+            if (hdr.bolt.op == OP_REFILL) {
+                hdr.refill_request.setInvalid();
+            }
+            ig_md.route = 1;
+        }
+
+        /* A spawned packet: a REPAIR and/or a bounce, alone or next to this one. */
+        if (ig_md.spawn_repair == 1 || ig_md.bounce == 1) {
+            if (ig_md.spawn_repair == 1) {
+                hdr.pass.flags = hdr.pass.flags | PF_SPAWN_REPAIR;
+                if (hdr.pass.spawn_path == PP_BOUNCE_ENTRY) {
+                    hdr.pass.spawn_path = PP_REPAIR_BOUNCE_ENTRY;
+                } else if (hdr.pass.spawn_path == PP_BOUNCE_HELD_GET) {
+                    hdr.pass.spawn_path = PP_REPAIR_BOUNCE_HELD_GET;
+                } else if (hdr.pass.spawn_path == PP_BOUNCE_HELD_REFILL) {
+                    hdr.pass.spawn_path = PP_REPAIR_BOUNCE_HELD_REFILL;
+                } else {
+                    hdr.pass.spawn_path = PP_REPAIR;
+                }
+            }
+            if (ig_md.route == 2 || ig_md.route == 1) {
+                /* fork; an answer on the main copy is delivered on its next pass */
+                if (ig_md.route == 1) {
+                    hdr.pass.step = STEP_DELIVER;
+                }
+                ig_md.route = 3;
+            } else {
+                /* alone: this packet becomes the spawned one */
+                hdr.pass.copy = PASS_SPAWN;
+                hdr.pass.parse_path = hdr.pass.spawn_path;
+                ig_md.route = 2;
+            }
+        }
+
+        /* ---------- send ---------- */
+        if (ig_md.service == 1 && ig_md.steer == 0 && ig_dprsr_md.drop_ctl == 0) {
+            if (ig_md.route == 0) {
+                ig_dprsr_md.drop_ctl = 1;
+            } else if (ig_md.route == 1) {
+                answers.count(hdr.bolt.op[3:0]);
+                if (ig_md.to_entry_client == 0) {
+                    ig_md.answer_ip = hdr.ipv4.src_addr;
+                    ig_md.answer_port = hdr.udp.src_port;
+                }
+                address_answer(ig_md.answer_ip, ig_md.answer_port);
+                message_length_out.apply();
+                hdr.udp.length = ig_md.out_len + 8;
+                hdr.ipv4.total_len = ig_md.out_len + 28;
+                hdr.entry_cur.setInvalid();
+                ig_md.forward = 1;
+            } else if (ig_md.route == 2) {
+                if (hdr.pass.copy != PASS_SPAWN) {
+                    hdr.pass.copy = PASS_CONTINUE;
+                }
+                hdr.pass.recirculate = 1;
+                ig_tm_md.ucast_egress_port = ig_md.recirc_port;
+            } else {
+                hdr.pass.copy = PASS_CONTINUE;
+                hdr.pass.recirculate = 1;
+                ig_tm_md.mcast_grp_a = ig_md.fork_group;
+            }
+        } else if (ig_md.steer == 1) {
+            hdr.pass.recirculate = 1;
+        }
+
+        if (ig_md.forward == 1) {
+            if (hdr.ipv4.isValid()) {
+                ipv4_route.apply();
+            } else {
+                l2_switch.apply();
+            }
+        }
+    }
+}
+
+control BoltIngress(inout headers_t hdr,
+                    inout ingress_md_t ig_md,
+                    in ingress_intrinsic_metadata_t ig_intr_md,
+                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    BoltPassSetup() pass_setup;
+    BoltFrontPanel() front_panel;
+    BoltQueuePass() queue_pass;
+    BoltAnswer() answer;
+
+    apply {
+        pass_setup.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+#if ADMISSION_OWN_PASS
+        /* Admission and the queue step in exclusive branches: the compiler can give them
+         * the same stages. first_look is set by the parser and written by no control. */
+        if (ig_md.first_look == 1) {
+            front_panel.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        } else {
+            queue_pass.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        }
+#else
+        if (ig_md.first_look == 1) {
+            front_panel.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        }
+        queue_pass.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+#endif
+        answer.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+    }
+}
+
+control BoltIngressDeparser(packet_out pkt,
+                            inout headers_t hdr,
+                            in ingress_md_t ig_md,
+                            in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Checksum() ipv4_checksum;
+
+    apply {
+        hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+            hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
+        /* bridged to egress on every packet; egress keeps it only for recirculation */
+        pkt.emit(hdr.pass);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.bolt);
+        pkt.emit(hdr.repair_state);
+        pkt.emit(hdr.swap_state);
+        pkt.emit(hdr.swap_held);
+        pkt.emit(hdr.job_ref);
+        pkt.emit(hdr.requester);
+        pkt.emit(hdr.refill_request);
+        pkt.emit(hdr.completion);
+        pkt.emit(hdr.claim);
+        pkt.emit(hdr.tasks_before);
+        pkt.emit(hdr.task_cur);
+        pkt.emit(hdr.tasks_after);
+        pkt.emit(hdr.entry_cur);
+        pkt.emit(hdr.entries);
+        pkt.emit(hdr.entry_out);
+    }
+}

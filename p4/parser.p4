@@ -1,0 +1,424 @@
+/* parser.p4: The ingress parser: front-panel validation and the recirculated layouts.
+ * Part of bolt.p4, which includes the parts in this order. */
+
+/* ------------------------------------------------------------------------------------
+ * Ingress parser. Front-panel packets are validated as scheduler-common's decode()
+ * does; recirculated packets follow the layout their previous pass wrote down.
+ * ---------------------------------------------------------------------------------- */
+
+parser BoltIngressParser(packet_in pkt,
+                         out headers_t hdr,
+                         out ingress_md_t ig_md,
+                         out ingress_intrinsic_metadata_t ig_intr_md) {
+    /* Set by the control plane to the recirculation ports (bfrt: pvs). */
+    value_set<PortId_t>(4) recirculation_ports;
+    ParserCounter() items;
+
+    state start {
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        /* Every metadata field starts at zero: Tofino does not zero metadata by itself,
+         * and a pass reads some fields (at, got_task_word, ...) only on some paths. */
+        ig_md.malformed = 0; ig_md.decode_error = 0; ig_md.service = 0; ig_md.forged = 0; ig_md.first_look = 0; ig_md.allowed = 0;
+        ig_md.steer = 0; ig_md.ingress_pipe = 0; ig_md.steer_port = 0;
+        ig_md.expected_len = 0; ig_md.out_len = 0; ig_md.priorities = 0;
+        ig_md.max_passes = 0; ig_md.recirc_port = 0; ig_md.fork_group = 0; ig_md.step = 0; ig_md.plan_step = 0;
+        ig_md.pass_kind = 0; ig_md.origin_index = 0; ig_md.level8 = 0; ig_md.level = 0;
+        ig_md.task_prio = 0; ig_md.clamped = 0; ig_md.exec_rsrc = 0; ig_md.add_op = 0;
+        ig_md.retrieve_op = 0; ig_md.flag_op = 0; ig_md.valid_op = 0; ig_md.slot_op = 0;
+        ig_md.flag_kind = 0; ig_md.flag_mask = 0; ig_md.add_ptr = 0; ig_md.retrieve_ptr = 0;
+        ig_md.retrieve_stored = 0; ig_md.drift_lo = 0; ig_md.drift_hi = 0; ig_md.drift = 0;
+        ig_md.at = 0; ig_md.write_value = 0; ig_md.distance = 0; ig_md.head_delta = 0;
+        ig_md.past_add = 0; ig_md.udp_len_excess = 0; ig_md.prio_room = 0;
+        ig_md.missing_rsrc = 0; ig_md.flag_hit = 0; ig_md.items_left = 0;
+        ig_md.levels_left = 0; ig_md.full = 0; ig_md.behind = 0; ig_md.past_tail = 0;
+        ig_md.head_moved = 0; ig_md.flags_before = 0; ig_md.flag_was_set = 0;
+        ig_md.was_valid = 0; ig_md.slot = 0; ig_md.slot_rsrc = 0; ig_md.got_task_word = 0;
+        ig_md.got_client_port_pad = 0; ig_md.entry_in.uid = 0; ig_md.entry_in.jid = 0;
+        ig_md.entry_in.tid = 0; ig_md.entry_in.task_word = 0; ig_md.entry_in.desc_0 = 0;
+        ig_md.entry_in.desc_1 = 0; ig_md.entry_in.desc_2 = 0; ig_md.entry_in.desc_3 = 0;
+        ig_md.entry_in.client_ip = 0; ig_md.entry_in.client_port_pad = 0; ig_md.added = 0;
+        ig_md.spawn_repair = 0; ig_md.bounce = 0; ig_md.matches = 0; ig_md.more = 0;
+        ig_md.next_level = 0; ig_md.route = 0; ig_md.to_entry_client = 0;
+        ig_md.answer_ip = 0; ig_md.answer_port = 0; ig_md.forward = 0;
+        transition select(ig_intr_md.ingress_port) {
+            recirculation_ports : parse_pass;
+            default             : parse_ethernet;
+        }
+    }
+
+    /* ---------- front panel ---------- */
+
+    state parse_ethernet {
+        ig_md.first_look = 1;
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            0x0800  : parse_ipv4;
+            default : accept;
+        }
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (5, 0, 17) : parse_udp;
+            default    : accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            BOLT_PORT : parse_bolt;
+            default   : accept;
+        }
+    }
+
+    /* decode(), in its order: check_header (magic, version, op, internal op, the op's
+     * header flags), then frame (count; the length is checked by the control; header prio
+     * and rsrc), then the body. Every op a client or executor can send is parsed to the
+     * end, including those that do not go to a switch (counted as wrong direction once
+     * valid), so that what passes here is exactly what decode() accepts. */
+    state parse_bolt {
+        pkt.extract(hdr.bolt);
+        items.set(hdr.bolt.count);
+        transition select(hdr.bolt.magic, hdr.bolt.version) {
+            (BOLT_MAGIC, BOLT_VERSION) : check_op;
+            (BOLT_MAGIC, _)            : bad_version;
+            default                    : bad_magic;
+        }
+    }
+
+    state check_op {
+        transition select(hdr.bolt.op) {
+            1 .. 9  : check_flags;
+            10 .. 11: internal_op;
+            12 .. 13: check_flags;
+            default : unknown_op;
+        }
+    }
+
+    /* shape(op).flags: SUBMIT may carry KNOWN_HEADER_FLAGS (no bit of its complement),
+     * every other op none. */
+    state check_flags {
+        transition select(hdr.bolt.op, hdr.bolt.flags) {
+            (OP_SUBMIT, 0x00 &&& ~KNOWN_HEADER_FLAGS) : check_count;
+            (_, 0x00)                  : check_count;
+            default                    : unknown_flags;
+        }
+    }
+
+    /* Shape::min..=max per op (message.rs shape()). */
+    state check_count {
+        transition select(hdr.bolt.op, hdr.bolt.count) {
+            (OP_SUBMIT, 1 .. 16)     : check_header_bytes;
+            (OP_GET_TASK, 0)         : check_header_bytes;
+            (OP_ASSIGN, 1)           : check_header_bytes;
+            (OP_NOOP, 0)             : check_header_bytes;
+            (OP_COMPLETE, 0)         : check_header_bytes;
+            (OP_QUEUE_FULL, 1 .. 16) : check_header_bytes;
+            (OP_REFILL_REQ, 0)       : check_header_bytes;
+            (OP_REFILL, 0 .. 16)     : check_header_bytes;
+            (OP_RETURN, 1 .. 16)     : check_header_bytes;
+            (OP_CLAIM, 0)            : check_header_bytes;
+            (OP_CLAIM_REPLY, 0)      : check_header_bytes;
+            default                  : bad_count;
+        }
+    }
+
+    /* frame(): header prio is a priority on GET_TASK (check_priority) and 0 on every
+     * other external op; header rsrc is free on GET_TASK and REFILL_REQ and 0 elsewhere.
+     * Then the op's body. */
+    state check_header_bytes {
+        transition select(hdr.bolt.op, hdr.bolt.prio, hdr.bolt.rsrc) {
+            (OP_GET_TASK, 1 .. MAX_PRIORITIES, _)   : parse_requester;
+            (OP_GET_TASK, _, _)        : bad_priority;
+            (OP_REFILL_REQ, 0, _)      : parse_refill_request_first;
+            (OP_SUBMIT, 0, 0)          : parse_submit_first;
+            (OP_QUEUE_FULL, 0, 0)      : parse_submit_first;
+            (OP_RETURN, 0, 0)          : parse_return_first;
+            (OP_ASSIGN, 0, 0)          : parse_return_first;
+            (OP_REFILL, 0, 0)          : parse_refill_first;
+            (OP_NOOP, 0, 0)            : parse_requester;
+            (OP_COMPLETE, 0, 0)        : parse_completion;
+            (OP_CLAIM, 0, 0)           : parse_claim;
+            (OP_CLAIM_REPLY, 0, 0)     : parse_claim;
+            default                    : bad_field;
+        }
+    }
+
+    state parse_requester {
+        pkt.extract(hdr.requester);
+        transition accept;
+    }
+
+    /* REFILL_REQ: want 1..255 and a zero pad. */
+    state parse_refill_request_first {
+        pkt.extract(hdr.refill_request);
+        transition select(hdr.refill_request.want, hdr.refill_request.pad) {
+            (1 .. 255, 0) : accept;
+            default       : bad_field;
+        }
+    }
+
+    /* COMPLETE: status STATUS_OK, STATUS_FAILED or STATUS_REFUSED, both pads zero. */
+    state parse_completion {
+        pkt.extract(hdr.completion);
+        transition select(hdr.completion.status, hdr.completion.pad, hdr.completion.pad2) {
+            (0 .. 2, 0, 0) : accept;
+            default        : bad_field;
+        }
+    }
+
+    /* CLAIM: verdict CLAIM_ASK (0); CLAIM_REPLY: CLAIM_GRANTED (1) or CLAIM_DENIED (2);
+     * the pad zero. */
+    state parse_claim {
+        pkt.extract(hdr.claim);
+        transition select(hdr.bolt.op, hdr.claim.verdict, hdr.claim.pad) {
+            (OP_CLAIM, 0, 0)            : accept;
+            (OP_CLAIM_REPLY, 1 .. 2, 0) : accept;
+            default                     : bad_field;
+        }
+    }
+
+    /* SUBMIT and QUEUE_FULL: every task is checked before any is queued, as decode()
+     * does: prio, then flags. */
+    state parse_submit_first {
+        pkt.extract(hdr.job_ref);
+        pkt.extract(hdr.task_cur);
+        items.decrement(1);
+        transition select(hdr.task_cur.prio, hdr.task_cur.flags) {
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS) : submit_rest;
+            (1 .. MAX_PRIORITIES, _)             : unknown_flags;
+            default                 : bad_priority;
+        }
+    }
+
+    state submit_rest {
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : parse_task_after;
+        }
+    }
+
+    state parse_task_after {
+        pkt.extract(hdr.tasks_after.next);
+        items.decrement(1);
+        transition select(hdr.tasks_after.last.prio, hdr.tasks_after.last.flags) {
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS) : submit_rest;
+            (1 .. MAX_PRIORITIES, _)             : unknown_flags;
+            default                 : bad_priority;
+        }
+    }
+
+    /* REFILL may list no entry. */
+    state parse_refill_first {
+        transition select(hdr.bolt.count) {
+            0       : accept;
+            default : parse_return_first;
+        }
+    }
+
+    /* RETURN, ASSIGN and REFILL: every entry is checked first, as check_entry() does:
+     * its task's prio, then flags, then the pad, which must be zero. */
+    state parse_return_first {
+        pkt.extract(hdr.entry_cur);
+        items.decrement(1);
+        transition select(hdr.entry_cur.prio, hdr.entry_cur.flags, hdr.entry_cur.pad) {
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, 0) : return_rest;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, _) : bad_field;
+            (1 .. MAX_PRIORITIES, _, _)             : unknown_flags;
+            default                    : bad_priority;
+        }
+    }
+
+    state return_rest {
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : parse_entry_after;
+        }
+    }
+
+    state parse_entry_after {
+        pkt.extract(hdr.entries.next);
+        items.decrement(1);
+        transition select(hdr.entries.last.prio, hdr.entries.last.flags, hdr.entries.last.pad) {
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, 0) : return_rest;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, _) : bad_field;
+            (1 .. MAX_PRIORITIES, _, _)             : unknown_flags;
+            default                    : bad_priority;
+        }
+    }
+
+    state bad_magic     { ig_md.malformed = 1; ig_md.decode_error = DE_BAD_MAGIC;     transition accept; }
+    state bad_version   { ig_md.malformed = 1; ig_md.decode_error = DE_BAD_VERSION;   transition accept; }
+    state unknown_op    { ig_md.malformed = 1; ig_md.decode_error = DE_UNKNOWN_OP;    transition accept; }
+    state internal_op   { ig_md.malformed = 1; ig_md.decode_error = DE_INTERNAL_OP;   transition accept; }
+    state unknown_flags { ig_md.malformed = 1; ig_md.decode_error = DE_UNKNOWN_FLAGS; transition accept; }
+    state bad_count     { ig_md.malformed = 1; ig_md.decode_error = DE_BAD_COUNT;     transition accept; }
+    state bad_priority  { ig_md.malformed = 1; ig_md.decode_error = DE_BAD_PRIORITY;  transition accept; }
+    state bad_field     { ig_md.malformed = 1; ig_md.decode_error = DE_BAD_FIELD;     transition accept; }
+
+    /* ---------- recirculation port ---------- */
+
+    state parse_pass {
+        pkt.extract(hdr.pass);
+        items.set(hdr.pass.listed);
+        transition rc_ethernet;
+    }
+
+    state rc_ethernet { pkt.extract(hdr.ethernet); transition rc_ipv4; }
+    state rc_ipv4     { pkt.extract(hdr.ipv4);     transition rc_udp; }
+    state rc_udp      { pkt.extract(hdr.udp);      transition rc_bolt; }
+
+    state rc_bolt {
+        pkt.extract(hdr.bolt);
+        transition select(hdr.pass.parse_path) {
+            PP_SUBMIT                    : rc_submit;
+            PP_QUEUE_FULL                : rc_queue_full;
+            PP_RETURN                    : rc_entry_cur;
+            PP_RETURN_SKIP_FIRST         : rc_return_skip_first;
+            PP_GET                       : parse_requester;
+            PP_GET_SKIP_SWAP             : rc_get_skip_swap;
+            PP_REFILL                    : rc_refill;
+            PP_REFILL_SKIP_SWAP          : rc_refill_skip_swap;
+            PP_REFILL_SKIP_FOUND         : rc_refill_skip_found;
+            PP_SWAP_GET                  : rc_swap_get;
+            PP_SWAP_REFILL               : rc_swap_refill;
+            PP_REPAIR                    : rc_repair;
+            PP_REPAIR_BOUNCE_ENTRY       : rc_repair_bounce_entry;
+            PP_REPAIR_BOUNCE_HELD_GET    : rc_repair_bounce_held_get;
+            PP_REPAIR_BOUNCE_HELD_REFILL : rc_repair_bounce_held_refill;
+            PP_BOUNCE_ENTRY              : rc_bounce_entry;
+            PP_BOUNCE_HELD_GET           : rc_bounce_held_get;
+            PP_BOUNCE_HELD_REFILL        : rc_bounce_held_refill;
+            default                      : accept;
+        }
+    }
+
+    /* SUBMIT: [JobRef][refused so far][current][rest, left as payload] */
+    state rc_submit {
+        pkt.extract(hdr.job_ref);
+        transition select((bit<1>)items.is_zero()) {
+            1 : rc_task_cur;
+            default : rc_task_before;
+        }
+    }
+    state rc_task_before {
+        pkt.extract(hdr.tasks_before.next);
+        items.decrement(1);
+        transition select((bit<1>)items.is_zero()) {
+            1 : rc_task_cur;
+            default : rc_task_before;
+        }
+    }
+    state rc_task_cur { pkt.extract(hdr.task_cur); transition accept; }
+
+    /* QUEUE_FULL to deliver: [JobRef][refused tasks] */
+    state rc_queue_full {
+        pkt.extract(hdr.job_ref);
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : rc_task_refused;
+        }
+    }
+    state rc_task_refused {
+        pkt.extract(hdr.tasks_before.next);
+        items.decrement(1);
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : rc_task_refused;
+        }
+    }
+
+    /* RETURN: the entry a forked pass bounced is dropped here (advance = delete). */
+    state rc_return_skip_first { pkt.advance(320); transition rc_entry_cur; }
+    state rc_entry_cur { pkt.extract(hdr.entry_cur); transition accept; }
+
+    state rc_get_skip_swap { pkt.advance(384); transition parse_requester; }
+
+    /* REFILL_REQ: [RefillRequest][entries found so far] */
+    state rc_refill_skip_swap { pkt.advance(384); transition rc_refill; }
+    state rc_refill {
+        pkt.extract(hdr.refill_request);
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : rc_found;
+        }
+    }
+    state rc_found {
+        pkt.extract(hdr.entries.next);
+        items.decrement(1);
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : rc_found;
+        }
+    }
+    /* A full batch left in the other copy of a fork: drop it from this one. */
+    state rc_refill_skip_found {
+        pkt.extract(hdr.refill_request);
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : rc_skip_entry;
+        }
+    }
+    state rc_skip_entry {
+        pkt.advance(320);
+        items.decrement(1);
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : rc_skip_entry;
+        }
+    }
+
+    /* SWAP: [SwapState][held Entry][the retrieval's own body] */
+    state rc_swap_get {
+        pkt.extract(hdr.swap_state);
+        pkt.extract(hdr.swap_held);
+        transition parse_requester;
+    }
+    state rc_swap_refill {
+        pkt.extract(hdr.swap_state);
+        pkt.extract(hdr.swap_held);
+        transition rc_refill;
+    }
+
+    /* REPAIR: [RepairState], then the entry it also bounces, if any. */
+    state rc_repair { pkt.extract(hdr.repair_state); transition accept; }
+    state rc_repair_bounce_entry {
+        pkt.extract(hdr.repair_state);
+        transition rc_bounce_entry;
+    }
+    state rc_repair_bounce_held_get {
+        pkt.extract(hdr.repair_state);
+        transition rc_bounce_held_get;
+    }
+    state rc_repair_bounce_held_refill {
+        pkt.extract(hdr.repair_state);
+        transition rc_bounce_held_refill;
+    }
+
+    /* A bounce keeps the one entry and deletes what follows it. */
+    state rc_bounce_entry {
+        pkt.extract(hdr.entry_cur);
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : rc_skip_entry;
+        }
+    }
+    state rc_bounce_held_get {
+        pkt.extract(hdr.swap_state);
+        pkt.extract(hdr.swap_held);
+        pkt.advance(64);     /* Requester */
+        transition accept;
+    }
+    state rc_bounce_held_refill {
+        pkt.extract(hdr.swap_state);
+        pkt.extract(hdr.swap_held);
+        pkt.advance(32);     /* RefillRequest */
+        transition select((bit<1>)items.is_zero()) {
+            1 : accept;
+            default : rc_skip_entry;
+        }
+    }
+}
