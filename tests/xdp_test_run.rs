@@ -1144,7 +1144,7 @@ fn reopening_pinned_rings_recounts_what_a_killed_process_left_wrong() {
     if !can_pin() {
         return;
     }
-    let settings = XdpSettings { port: PORT, node: NODE, ..Default::default() };
+    let settings = XdpSettings { port: PORT, node: NODE, uplink_ifindex: TEST_RUN_UPLINK, ..Default::default() };
     let (xdp, guard, mut maps) = pinned_rig(&settings, 1..=3);
     maps.push(&entry(4, 2, 0)).unwrap();
     // Two processes killed after reserving and before pushing.
@@ -1177,7 +1177,13 @@ fn recounting_while_the_program_serves_keeps_every_task_and_an_exact_count() {
         return;
     }
     let (exec, switch) = sample_endpoints(PORT);
-    let settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(switch), ..Default::default() };
+    let settings = XdpSettings {
+        port: PORT,
+        node: NODE,
+        uplink_ifindex: TEST_RUN_UPLINK,
+        switch_addr: Some(switch),
+        ..Default::default()
+    };
     let (mut xdp, guard, mut maps) = pinned_rig(&settings, 1..=50);
     skew_reservation(&guard.0, 3);
     let (program, _) = xdp.parts().unwrap();
@@ -1235,7 +1241,13 @@ fn the_agent_reopening_pinned_rings_sees_the_tasks_they_hold() {
     if !can_pin() {
         return;
     }
-    let settings = XdpSettings { port: PORT, node: NODE, switch_addr: Some(Ipv4Addr::LOCALHOST), ..Default::default() };
+    let settings = XdpSettings {
+        port: PORT,
+        node: NODE,
+        uplink_ifindex: TEST_RUN_UPLINK,
+        switch_addr: Some(Ipv4Addr::LOCALHOST),
+        ..Default::default()
+    };
     let (name, pins) = agent_pins(&settings);
     XdpMaps::open_pinned(&pins.0).unwrap().push(&entry(1, 1, 0)).unwrap();
     skew_reservation(&pins.0, 3);
@@ -1252,7 +1264,7 @@ fn a_map_dump_reads_a_ring_without_changing_it() {
     if !can_pin() {
         return;
     }
-    let settings = XdpSettings { port: PORT, node: NODE, ..Default::default() };
+    let settings = XdpSettings { port: PORT, node: NODE, uplink_ifindex: TEST_RUN_UPLINK, ..Default::default() };
     let (_xdp, guard, mut maps) = pinned_rig(&settings, 1..=3);
     for _ in 0..2 {
         let d = scheduler_user::inspect::maps::dump("n1", &guard.0, "BOLT_RING_1").unwrap();
@@ -1300,7 +1312,14 @@ fn a_task_no_queue_takes_back_reaches_the_agent() {
         return;
     }
     use aya::maps::{Map, MapData, Queue};
-    let settings = XdpSettings { port: PORT, node: NODE, ring_capacity: 4, overflow_capacity: 1, ..Default::default() };
+    let settings = XdpSettings {
+        port: PORT,
+        node: NODE,
+        uplink_ifindex: TEST_RUN_UPLINK,
+        ring_capacity: 4,
+        overflow_capacity: 1,
+        ..Default::default()
+    };
     #[allow(clippy::reversed_empty_ranges)]
     let (xdp, guard, mut maps) = pinned_rig(&settings, 1..=0);
     let mut events = maps.take_events().unwrap();
@@ -1385,7 +1404,8 @@ fn a_map_error_in_the_agent_costs_only_its_task_which_goes_back_to_tier_two() {
     }
     use aya::maps::{Array, Map, MapData};
     use scheduler_common::maps::{XdpConfig, CONFIG_MAP};
-    let settings = XdpSettings { port: PORT, node: NODE, ring_capacity: 1, ..Default::default() };
+    let settings =
+        XdpSettings { port: PORT, node: NODE, uplink_ifindex: TEST_RUN_UPLINK, ring_capacity: 1, ..Default::default() };
     let (name, pins) = agent_pins(&settings);
     // The configuration claims more room than the maps have: the second push into ring 1
     // fails in the kernel (E2BIG), a map error rather than a full ring.
@@ -1429,7 +1449,7 @@ fn overflow_tasks_stay_in_the_pinned_queue_until_their_return_is_sent() {
         return;
     }
     use aya::maps::{Map, MapData, Queue};
-    let settings = XdpSettings { port: PORT, node: NODE, ..Default::default() };
+    let settings = XdpSettings { port: PORT, node: NODE, uplink_ifindex: TEST_RUN_UPLINK, ..Default::default() };
     let (name, pins) = agent_pins(&settings);
     let mut raw: Queue<MapData, Entry> =
         Queue::try_from(Map::Queue(MapData::from_pin(pins.0.map("BOLT_OVERFLOW")).unwrap())).unwrap();
