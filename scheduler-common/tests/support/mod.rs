@@ -17,6 +17,9 @@ pub enum Owned {
     Return(Vec<Entry>),
     Claim(Claim),
     ClaimReply(Claim),
+    /// A STEAL_* message without entries (PROBE, LOAD, REQ, ACK, DONE).
+    Steal(Op, StealBody),
+    StealGrant(StealBody, Vec<Entry>),
     Swap { queue_prio: u8, exec_rsrc: u8, state: SwapState },
     Repair { queue_prio: u8, state: RepairState },
 }
@@ -37,6 +40,15 @@ impl Owned {
             Owned::Return(es) => Message::Return(es),
             Owned::Claim(c) => Message::Claim(c),
             Owned::ClaimReply(c) => Message::ClaimReply(c),
+            Owned::Steal(op, b) => match op {
+                Op::StealProbe => Message::StealProbe(*b),
+                Op::StealLoad => Message::StealLoad(*b),
+                Op::StealReq => Message::StealReq(*b),
+                Op::StealAck => Message::StealAck(*b),
+                Op::StealDone => Message::StealDone(*b),
+                other => panic!("{other:?} is not a STEAL message without entries"),
+            },
+            Owned::StealGrant(b, es) => Message::StealGrant { steal: *b, entries: es },
             Owned::Swap { queue_prio, exec_rsrc, state } => {
                 return Packet::Swap { queue_prio: *queue_prio, exec_rsrc: *exec_rsrc, state }
             }

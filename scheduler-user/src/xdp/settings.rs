@@ -3,7 +3,10 @@
 use std::net::Ipv4Addr;
 
 use scheduler_common::{
-    maps::{XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, RING_COUNT},
+    maps::{
+        XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_LEASE_MS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY,
+        MAX_LEASE_MS, RING_COUNT,
+    },
     Ipv4Prefix, DEFAULT_PORT, DEFAULT_PRIORITIES,
 };
 
@@ -30,6 +33,8 @@ pub struct XdpSettings {
     pub log_level: u8,
     /// Sources GET_TASK is answered from (the node's executors); others are dropped.
     pub executors: Ipv4Prefix,
+    /// Lease of a prefetched task in milliseconds (0 = none; see `XdpConfig::lease_ms`).
+    pub lease_ms: u16,
 }
 
 impl Default for XdpSettings {
@@ -45,6 +50,7 @@ impl Default for XdpSettings {
             event_interval_ns: DEFAULT_EVENT_INTERVAL_NS,
             log_level: 0,
             executors: Ipv4Prefix::ANY,
+            lease_ms: DEFAULT_LEASE_MS,
         }
     }
 }
@@ -61,6 +67,7 @@ impl XdpSettings {
         anyhow::ensure!(self.ring_capacity > 0, "ring capacity must be at least 1");
         anyhow::ensure!(self.overflow_capacity > 0, "overflow capacity must be at least 1");
         anyhow::ensure!(self.log_level <= 5, "log level must be 0..=5");
+        anyhow::ensure!(self.lease_ms <= MAX_LEASE_MS, "the lease must be at most {MAX_LEASE_MS} ms");
         Ok(())
     }
 
@@ -72,7 +79,7 @@ impl XdpSettings {
             switch_ipv4: self.switch_addr.map(|a| a.octets()).unwrap_or([0; 4]),
             levels: self.levels,
             executor_prefix_len: self.executors.prefix_len(),
-            pad: [0; 2],
+            lease_ms: self.lease_ms,
             ring_capacity: self.ring_capacity,
             low_watermark: self.low_watermark,
             executor_net: self.executors.network(),
