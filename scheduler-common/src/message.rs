@@ -662,7 +662,11 @@ mod tests {
             (Op::StealDone, probe.with_verdict(3)),
         ];
         for (op, body) in bad {
-            assert_eq!(encode_steal(&mut buf, op, &body), Err(EncodeError::Invalid(DecodeError::BadField)), "{op:?} {body:?}");
+            assert_eq!(
+                encode_steal(&mut buf, op, &body),
+                Err(EncodeError::Invalid(DecodeError::BadField)),
+                "{op:?} {body:?}"
+            );
         }
         assert!(encode_steal(&mut buf, Op::StealGrant, &probe).is_err());
         assert!(encode_steal(&mut buf, Op::Noop, &probe).is_err());

@@ -400,10 +400,7 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         ("steal_grant_empty", Owned::StealGrant(StealBody::new(7, 0x0000_0a01), vec![])),
         ("steal_grant_two", Owned::StealGrant(StealBody::new(7, 0x0000_0a01), refill_entries(2))),
         ("steal_ack", Owned::Steal(Op::StealAck, StealBody::new(2, 0x0000_0a01))),
-        (
-            "steal_done_commit",
-            Owned::Steal(Op::StealDone, StealBody::new(7, 0x0000_0a01).with_verdict(STEAL_COMMIT)),
-        ),
+        ("steal_done_commit", Owned::Steal(Op::StealDone, StealBody::new(7, 0x0000_0a01).with_verdict(STEAL_COMMIT))),
         ("steal_done_abort", Owned::Steal(Op::StealDone, StealBody::new(7, 0x0000_0a01).with_verdict(STEAL_ABORT))),
     ]
 }

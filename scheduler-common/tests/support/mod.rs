@@ -6,13 +6,27 @@ use scheduler_common::*;
 /// A message or internal packet that owns its lists, so vectors can be built from JSON.
 #[derive(Clone, Debug)]
 pub enum Owned {
-    Submit { job: JobRef, flags: u8, tasks: Vec<Task> },
-    GetTask { rtrv_prio: u8, exec_rsrc: u8, from: Requester },
+    Submit {
+        job: JobRef,
+        flags: u8,
+        tasks: Vec<Task>,
+    },
+    GetTask {
+        rtrv_prio: u8,
+        exec_rsrc: u8,
+        from: Requester,
+    },
     Assign(Entry),
     Noop(Requester),
     Complete(Completion),
-    QueueFull { job: JobRef, tasks: Vec<Task> },
-    RefillReq { node_rsrc: u8, req: RefillRequest },
+    QueueFull {
+        job: JobRef,
+        tasks: Vec<Task>,
+    },
+    RefillReq {
+        node_rsrc: u8,
+        req: RefillRequest,
+    },
     Refill(Vec<Entry>),
     Return(Vec<Entry>),
     Claim(Claim),
@@ -20,8 +34,15 @@ pub enum Owned {
     /// A STEAL_* message without entries (PROBE, LOAD, REQ, ACK, DONE).
     Steal(Op, StealBody),
     StealGrant(StealBody, Vec<Entry>),
-    Swap { queue_prio: u8, exec_rsrc: u8, state: SwapState },
-    Repair { queue_prio: u8, state: RepairState },
+    Swap {
+        queue_prio: u8,
+        exec_rsrc: u8,
+        state: SwapState,
+    },
+    Repair {
+        queue_prio: u8,
+        state: RepairState,
+    },
 }
 
 impl Owned {

@@ -16,6 +16,7 @@
 //! `KeepAttached` leaves the program and its rings pinned and serving, for the next agent.
 
 mod cli;
+pub mod policy;
 pub mod proxy;
 pub mod refill;
 pub mod returns;
