@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use anyhow::Context as _;
 use scheduler_common::{
-    maps::{Counter, RING_COUNT},
+    maps::{ring_stamp, Counter, RING_COUNT},
     Entry, MAX_PRIORITIES,
 };
 
@@ -20,6 +20,15 @@ pub struct KernelRefills {
     pub frames: u64,
     /// Tasks those frames carried: stored, overflowed, or bounced back as RETURN.
     pub tasks: u64,
+}
+
+/// Milliseconds of CLOCK_MONOTONIC: the lease clock (the XDP program's
+/// `bpf_ktime_get_coarse_ns` counts on the same base).
+pub fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write to; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 /// Tasks kept in this process (userspace fallback without BPF): lost if the agent dies,
@@ -75,9 +84,17 @@ impl Rings {
     }
 
     /// Queues `entry` in its priority's ring (priorities past the levels in use go to the
-    /// lowest ring). Returns the entry back when its ring is full, so the caller can
-    /// RETURN it: a task is never dropped here.
+    /// lowest ring), stamped with the time it entered (its lease starts now). Returns the
+    /// entry back (unstamped) when its ring is full, so the caller can RETURN it: a task
+    /// is never dropped here.
     pub fn push(&mut self, entry: &Entry) -> anyhow::Result<Result<(), Entry>> {
+        let stamped = Entry { pad: ring_stamp(monotonic_ms()), ..*entry };
+        Ok(self.put_back(&stamped)?.map_err(|_| Entry { pad: [0; 2], ..*entry }))
+    }
+
+    /// Queues `entry` as it is, lease stamp included: for a task popped from a ring that
+    /// goes back (not runnable by this executor, an aborted steal), whose lease goes on.
+    pub fn put_back(&mut self, entry: &Entry) -> anyhow::Result<Result<(), Entry>> {
         match self {
             Rings::Bpf(maps) => match maps.push(entry) {
                 Ok(_) => Ok(Ok(())),
@@ -104,6 +121,26 @@ impl Rings {
         match self {
             Rings::Bpf(maps) => maps.pop(prio),
             Rings::Memory(m) => Ok(m.rings.get_mut((prio as usize).wrapping_sub(1)).and_then(|r| r.pop_front())),
+        }
+    }
+
+    /// The lease stamp of ring `prio`'s head (1-based), without taking it.
+    pub fn peek_stamp(&self, prio: u8) -> anyhow::Result<Option<[u8; 2]>> {
+        match self {
+            Rings::Bpf(maps) => Ok(maps.peek(prio)?.map(|e| e.pad)),
+            Rings::Memory(m) => Ok(m.rings.get((prio as usize).wrapping_sub(1)).and_then(|r| r.front()).map(|e| e.pad)),
+        }
+    }
+
+    /// GET_TASKs the XDP program answered per ring since it was loaded (zero for memory
+    /// rings, whose tasks the agent serves and counts itself).
+    pub fn kernel_hits(&self) -> anyhow::Result<[u64; RING_COUNT]> {
+        match self {
+            Rings::Bpf(maps) => {
+                let c = maps.counters()?;
+                Ok(std::array::from_fn(|i| c.hits(i as u8 + 1)))
+            }
+            Rings::Memory(_) => Ok([0; RING_COUNT]),
         }
     }
 
@@ -147,7 +184,7 @@ impl Rings {
             if entry.task.runs_on(exec_rsrc) {
                 return Ok(Some(entry));
             }
-            if let Err(back) = self.push(&entry)? {
+            if let Err(back) = self.put_back(&entry)? {
                 unplaced.push(back);
             }
         }

@@ -2,6 +2,7 @@
 //! the same slot reservation protocol as the program), draining the overflow queue, and
 //! reading the config, counters and events.
 
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
@@ -32,6 +33,8 @@ pub enum PushError {
 /// Handles on every map of one loaded Bolt XDP program.
 pub struct XdpMaps {
     rings: Vec<Queue<MapData, Entry>>,
+    /// The rings' map descriptors again, for peeking (aya's Queue has no peek).
+    ring_fds: Vec<std::os::fd::OwnedFd>,
     overflow: Queue<MapData, Entry>,
     states: MappedRingStates,
     config: Array<MapData, XdpConfig>,
@@ -62,8 +65,12 @@ impl XdpMaps {
 
     fn assemble(mut get: impl FnMut(&str) -> anyhow::Result<Map>) -> anyhow::Result<XdpMaps> {
         let mut rings = Vec::with_capacity(RING_COUNT);
+        let mut ring_fds = Vec::with_capacity(RING_COUNT);
         for name in RING_MAPS {
-            rings.push(Queue::try_from(get(name)?).with_context(|| format!("map {name}"))?);
+            let map = get(name)?;
+            let Map::Queue(data) = &map else { anyhow::bail!("{name} is not a queue map") };
+            ring_fds.push(data.fd().as_fd().try_clone_to_owned().with_context(|| format!("map {name}"))?);
+            rings.push(Queue::try_from(map).with_context(|| format!("map {name}"))?);
         }
         let states = match get(RING_STATE_MAP)? {
             Map::Array(data) => MappedRingStates::new(data)?,
@@ -71,6 +78,7 @@ impl XdpMaps {
         };
         Ok(XdpMaps {
             rings,
+            ring_fds,
             overflow: Queue::try_from(get(OVERFLOW_MAP)?).context(OVERFLOW_MAP)?,
             states,
             config: Array::try_from(get(CONFIG_MAP)?).context(CONFIG_MAP)?,
@@ -127,6 +135,48 @@ impl XdpMaps {
             }
             Err(MapError::ElementNotFound) => Ok(None),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The head of ring `prio` (1-based) without taking it (BPF_MAP_LOOKUP_ELEM on a
+    /// queue map is a peek).
+    pub fn peek(&self, prio: u8) -> anyhow::Result<Option<Entry>> {
+        anyhow::ensure!((1..=RING_COUNT as u8).contains(&prio), "priority {prio} has no ring");
+        let mut out = Entry::default();
+        // union bpf_attr for BPF_MAP_LOOKUP_ELEM: map_fd, key (none for a queue), value, flags.
+        #[repr(C)]
+        struct LookupAttr {
+            map_fd: u32,
+            pad: u32,
+            key: u64,
+            value: u64,
+            flags: u64,
+        }
+        let attr = LookupAttr {
+            map_fd: self.ring_fds[prio as usize - 1].as_raw_fd() as u32,
+            pad: 0,
+            key: 0,
+            value: &mut out as *mut Entry as u64,
+            flags: 0,
+        };
+        const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+        // SAFETY: attr is a valid bpf_attr prefix for this command, `value` points at a
+        // writable Entry (the map's value size), and both outlive the call.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_LOOKUP_ELEM,
+                &attr as *const LookupAttr,
+                std::mem::size_of::<LookupAttr>(),
+            )
+        };
+        if ret == 0 {
+            return Ok(Some(out));
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::ENOENT) => Ok(None),
+            _ => Err(err).context("peeking a BPF ring"),
         }
     }
 
