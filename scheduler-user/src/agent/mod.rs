@@ -320,6 +320,11 @@ impl Agent {
             let now = Instant::now();
             self.step_steal(now);
             self.scan_leases(now);
+            // Rings drained while tier 2 has said it has nothing: steal without waiting for
+            // the next empty answer.
+            if self.refill.tier2_empty() {
+                self.starved(now);
+            }
             if poke
                 || now >= next_check
                 || self.refill.waiting()

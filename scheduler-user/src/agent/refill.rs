@@ -146,6 +146,11 @@ impl RefillController {
         &self.policy
     }
 
+    /// True while pausing after an empty REFILL: tier 2 had nothing for this node.
+    pub fn tier2_empty(&self) -> bool {
+        matches!(self.state, State::BackingOff { .. }) && self.empties > 0
+    }
+
     /// True while a request is unanswered.
     pub fn waiting(&self) -> bool {
         matches!(self.state, State::Waiting { .. })
