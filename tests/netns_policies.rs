@@ -11,10 +11,10 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bolt_tests::{client_in, is_root, require, unique_name};
+use bolt_tests::{client_in, cluster::Impairment, is_root, require, unique_name};
 use scheduler_common::{descriptor::Handler, maps::Counter, maps::PIN_ROOT};
 use scheduler_user::{
     agent::{self, AgentHandle, StopMode},
@@ -153,72 +153,8 @@ fn a_lease_returns_a_task_no_executor_of_the_host_can_run() {
     agent.stop(StopMode::Drain).expect("agent stops");
 }
 
-/// Loss and duplication of STEAL messages (ops 15..=20: UDP payload byte 3, transport
-/// header bit 88) leaving a namespace; the table goes when the guard drops.
-struct StealLoss {
-    namespaces: Vec<String>,
-}
-
-const LOSS_TABLE: &str = "bolt_steal_loss";
-
-impl StealLoss {
-    fn install(namespaces: &[&str], loss_permille: u32, dup_permille: u32) -> StealLoss {
-        let steal = "udp dport 7171 @th,88,8 >= 15 @th,88,8 <= 20";
-        let script = format!(
-            "table ip {LOSS_TABLE} {{\n chain output {{ type filter hook output priority 0; policy accept;\n\
-             {steal} numgen random mod 1000 < {loss_permille} counter drop\n\
-             {steal} numgen random mod 1000 < {dup_permille} counter dup to ip daddr\n }}\n}}\n"
-        );
-        let mut guard = StealLoss { namespaces: Vec::new() };
-        for ns in namespaces {
-            let mut nft = netns::command_in(ns, Path::new("nft"))
-                .unwrap()
-                .args(["-f", "-"])
-                .stdin(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("nft runs");
-            use std::io::Write as _;
-            nft.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-            let out = nft.wait_with_output().unwrap();
-            assert!(out.status.success(), "nft in {ns}: {}", String::from_utf8_lossy(&out.stderr));
-            guard.namespaces.push(ns.to_string());
-        }
-        guard
-    }
-
-    /// (dropped, duplicated) STEAL datagrams so far.
-    fn counts(&self) -> (u64, u64) {
-        let (mut dropped, mut duplicated) = (0, 0);
-        for ns in &self.namespaces {
-            let out = netns::command_in(ns, Path::new("nft"))
-                .unwrap()
-                .args(["list", "table", "ip", LOSS_TABLE])
-                .output()
-                .unwrap();
-            for line in String::from_utf8_lossy(&out.stdout).lines() {
-                let packets =
-                    line.split_whitespace().skip_while(|w| *w != "packets").nth(1).and_then(|n| n.parse::<u64>().ok());
-                match packets {
-                    Some(n) if line.trim_end().ends_with("drop") => dropped += n,
-                    Some(n) if line.contains(" dup to ") => duplicated += n,
-                    _ => {}
-                }
-            }
-        }
-        (dropped, duplicated)
-    }
-}
-
-impl Drop for StealLoss {
-    fn drop(&mut self) {
-        for ns in &self.namespaces {
-            if let Ok(mut c) = netns::command_in(ns, Path::new("nft")) {
-                let _ = c.args(["delete", "table", "ip", LOSS_TABLE]).status();
-            }
-        }
-    }
-}
+/// STEAL messages: ops 15..=20, the Bolt header's byte 3 (transport header bit 88).
+const STEAL_SELECTOR: &str = "udp dport 7171 @th,88,8 >= 15 @th,88,8 <= 20";
 
 #[test]
 fn a_steal_under_loss_loses_and_duplicates_nothing() {
@@ -233,7 +169,8 @@ fn a_steal_under_loss_loses_and_duplicates_nothing() {
     let spec = TaskSpec::new(Handler::Sleep { micros: 2_000 }, 1, 0).unwrap();
     let client = rig.client(vec![spec; tasks as usize]);
     wait_until("host 1 holds every task", || rig.queued(0) == tasks as i64);
-    let loss = StealLoss::install(&[&rig.worker(0).host_ns, &rig.worker(1).host_ns], 200, 100);
+    let hosts = [rig.worker(0).host_ns.clone(), rig.worker(1).host_ns.clone()];
+    let loss = Impairment::install_matching(&hosts, STEAL_SELECTOR, 200, 100).expect("nftables rules");
     // Host 2's agent finds tier 2 empty and steals; host 1 has one executor, host 2 two.
     let thief = rig.agent(1, &["--lease-ms", "0"]);
     let slow = rig.executors(0, 1, 0xff);

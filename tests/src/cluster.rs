@@ -114,13 +114,24 @@ impl Impairment {
     /// Drops `loss_permille` and duplicates `dup_permille` of UDP datagrams leaving or
     /// crossing each of `namespaces`.
     pub fn install(namespaces: &[String], loss_permille: u32, dup_permille: u32) -> anyhow::Result<Impairment> {
+        Impairment::install_matching(namespaces, "meta l4proto udp", loss_permille, dup_permille)
+    }
+
+    /// As [`Impairment::install`], for the datagrams nftables expression `selector`
+    /// matches (e.g. one Bolt op by its payload byte).
+    pub fn install_matching(
+        namespaces: &[String],
+        selector: &str,
+        loss_permille: u32,
+        dup_permille: u32,
+    ) -> anyhow::Result<Impairment> {
         let guard = Impairment { namespaces: Vec::new() };
         let mut guard = guard;
         let rules = |hook: &str| {
             format!(
                 "chain {hook} {{ type filter hook {hook} priority 0; policy accept;\n\
-                 meta l4proto udp numgen random mod 1000 < {loss_permille} counter drop\n\
-                 meta l4proto udp numgen random mod 1000 < {dup_permille} counter dup to ip daddr\n}}\n"
+                 {selector} numgen random mod 1000 < {loss_permille} counter drop\n\
+                 {selector} numgen random mod 1000 < {dup_permille} counter dup to ip daddr\n}}\n"
             )
         };
         let script = format!("table ip {FAULT_TABLE} {{\n{}{}}}\n", rules("output"), rules("forward"));

@@ -344,10 +344,10 @@ impl Agent {
                 next_publish = now + every;
             }
             let mut wake = next_check.min(next_publish);
-            for d in [self.refill.next_deadline(now), self.stealer.next_deadline(), self.lease.next_deadline(now)] {
-                if let Some(d) = d {
-                    wake = wake.min(d);
-                }
+            let deadlines =
+                [self.refill.next_deadline(now), self.stealer.next_deadline(), self.lease.next_deadline(now)];
+            for d in deadlines.into_iter().flatten() {
+                wake = wake.min(d);
             }
             self.wait(wake.saturating_duration_since(Instant::now()));
         }

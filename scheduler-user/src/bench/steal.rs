@@ -138,6 +138,8 @@ fn one_run(args: &StealArgs, layout: &Layout, stealing: bool) -> anyhow::Result<
             let mut cfg = ClientConfig::new(listen);
             cfg.tracker.task_timeout = PHASE_LIMIT * 2;
             cfg.tracker.max_attempts = 1;
+            // Every task is submitted at once: the landing host must be able to take them all.
+            cfg.tracker.window = cfg.tracker.window.max(specs.len());
             let mut client = Client::bind(cfg).await?;
             client.submit(&specs).await?;
             anyhow::ensure!(client.wait_idle(Instant::now() + PHASE_LIMIT * 2).await?, "tasks unfinished");

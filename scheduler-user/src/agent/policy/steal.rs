@@ -308,6 +308,9 @@ impl<P: Copy + Eq + std::fmt::Debug> Stealer<P> {
 
     /// A STEAL message from peer `from`. `load` is what this node could give now (its
     /// stealable tasks); `take(n)` pops up to n of them for a GRANT.
+    // One received message (peer, op, body, entries), the victim's side of the node
+    // (load, take) and the output: grouping them would only rename the same inputs.
+    #[allow(clippy::too_many_arguments)]
     pub fn on_message(
         &mut self,
         now: Instant,
