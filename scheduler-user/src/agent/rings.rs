@@ -220,6 +220,25 @@ mod tests {
     }
 
     #[test]
+    fn a_push_stamps_the_lease_and_a_put_back_keeps_it() {
+        let mut r = Rings::Memory(MemoryRings::new(2, 4));
+        let before = monotonic_ms();
+        r.push(&entry(1, 1, 0b10)).unwrap().unwrap();
+        let stamp = r.peek_stamp(1).unwrap().expect("a head");
+        let age = scheduler_common::maps::stamp_age_ms(stamp, monotonic_ms()).expect("stamped");
+        assert!(age as u64 <= monotonic_ms() - before + 1, "stamped now, age {age}");
+        // Not runnable here: popped and put back with the same stamp.
+        let mut unplaced = Vec::new();
+        assert_eq!(r.take_runnable(1, 0b01, &mut unplaced).unwrap(), None);
+        assert_eq!(r.peek_stamp(1).unwrap(), Some(stamp));
+        // A full ring hands the entry back unstamped, ready for a RETURN.
+        let mut full = Rings::Memory(MemoryRings::new(1, 1));
+        full.push(&entry(2, 1, 0)).unwrap().unwrap();
+        assert_eq!(full.push(&entry(3, 1, 0)).unwrap(), Err(entry(3, 1, 0)));
+        assert_eq!(full.peek_stamp(2).unwrap(), None, "no ring 2");
+    }
+
+    #[test]
     fn take_runnable_skips_what_the_executor_cannot_run_and_keeps_it() {
         let mut r = Rings::Memory(MemoryRings::new(4, 8));
         r.push(&entry(1, 1, 0b10)).unwrap().unwrap();
