@@ -384,6 +384,10 @@ impl Agent {
             std::thread::sleep(refill::POLL_WHILE_WAITING);
         }
         self.refill.halt();
+        // Tasks held for thieves leave with the rings.
+        for entry in self.stealer.abort_held() {
+            self.returner.add(&self.sock, entry);
+        }
         if let (Some(pins), true) = (&self.tier1.pins, self.tier1.mode.is_xdp()) {
             // Executors' GET_TASK now goes straight to tier 2, and the rings stop changing.
             BoltXdp::detach_pinned(pins).context("detaching the XDP program")?;

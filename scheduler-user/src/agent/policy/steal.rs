@@ -214,6 +214,22 @@ impl<P: Copy + Eq + std::fmt::Debug> Stealer<P> {
         self.held.iter().filter(|h| matches!(h.state, Held::Holding { .. })).map(|h| h.entries.len()).sum()
     }
 
+    /// The node stops: every steal it holds as a victim is aborted and its tasks handed
+    /// back to the caller (to RETURN to tier 2). A thief that ACKs one later is told
+    /// nothing and keeps its copy after its ACK window: a task may then run twice, but
+    /// none is lost with the stopping node.
+    pub fn abort_held(&mut self) -> Vec<Entry> {
+        let mut out = Vec::new();
+        for h in self.held.iter_mut() {
+            if matches!(h.state, Held::Holding { .. }) {
+                self.stats.aborted += 1;
+                h.state = Held::Aborted;
+                out.append(&mut h.entries);
+            }
+        }
+        out
+    }
+
     /// Tasks held tentatively as a thief (granted, not yet committed).
     pub fn incoming_tasks(&self) -> usize {
         match &self.thief {
@@ -795,6 +811,28 @@ mod tests {
         assert!(acks as u32 >= (cfg.ack_window.as_millis() / cfg.ack_interval.as_millis()) as u32 - 1, "{acks}");
         assert_eq!(kept, [StealAction::Keep(vec![entry(5)])]);
         assert_eq!(t.stats().unconfirmed, 1);
+    }
+
+    #[test]
+    fn a_stopping_victim_hands_back_what_it_holds() {
+        let now = Instant::now();
+        let mut v = stealer(1, vec![0]);
+        let mut out = Vec::new();
+        v.on_message(
+            now,
+            0,
+            Op::StealReq,
+            &StealBody::new(0, 4).with_want(2),
+            &[],
+            2,
+            &mut |_| vec![entry(1), entry(2)],
+            &mut out,
+        );
+        assert_eq!(v.abort_held(), vec![entry(1), entry(2)]);
+        assert_eq!(v.held_tasks(), 0);
+        let mut out = Vec::new();
+        v.on_message(now, 0, Op::StealAck, &StealBody::new(0, 4), &[], 0, &mut |_| vec![], &mut out);
+        assert_eq!(body_of(&out, Op::StealDone).verdict, STEAL_ABORT);
     }
 
     #[test]
