@@ -385,7 +385,7 @@ fn inspection_of_a_live_node() {
     let _switch = Process::start(cmd, "metrics at");
     let mut cmd = netns::command_in(&worker.host_ns, BOLT).unwrap();
     let args = agent_args(&layout, &worker);
-    cmd.args(&args).args(["--low-watermark", "100", "--batch", "64"]);
+    cmd.args(&args).args(["--low-watermark", "100", "--min-prefetch", "100", "--lease-ms", "0", "--batch", "64"]);
     let _agent = Process::start(cmd, "metrics at");
 
     // No executors yet: the agent fills its rings and the rest waits in the switch.

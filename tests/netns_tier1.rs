@@ -186,7 +186,7 @@ fn an_agent_killed_and_restarted_loses_no_queued_task() {
         return;
     }
     let rig = Rig::new(1);
-    let tuning = ["--low-watermark", "100", "--batch", "64"];
+    let tuning = ["--low-watermark", "100", "--min-prefetch", "100", "--lease-ms", "0", "--batch", "64"];
     let mut first = agent_process(&rig, &tuning);
     // No executors yet: the agent fills its rings to the watermark and the rest waits in
     // the switch.
@@ -221,7 +221,8 @@ fn a_drain_returns_every_ring_entry_to_tier_two() {
         return;
     }
     let rig = Rig::new(1);
-    let agent = rig.agent_in_process(&["--low-watermark", "150", "--batch", "64"]);
+    let agent =
+        rig.agent_in_process(&["--low-watermark", "150", "--min-prefetch", "150", "--lease-ms", "0", "--batch", "64"]);
     let tasks = 300;
     let client = rig.client(tasks);
     let queued = rig.wait_for_rings(150);
@@ -251,7 +252,18 @@ fn two_executor_namespaces_never_get_the_same_task() {
     }
     let rig = Rig::new(2);
     // Deep rings, so that both namespaces pop the same ring most of the time.
-    let agent = rig.agent_in_process(&["--low-watermark", "1024", "--batch", "255", "--ring-capacity", "4096"]);
+    let agent = rig.agent_in_process(&[
+        "--low-watermark",
+        "1024",
+        "--min-prefetch",
+        "1024",
+        "--lease-ms",
+        "0",
+        "--batch",
+        "255",
+        "--ring-capacity",
+        "4096",
+    ]);
     let tasks = 4000;
     let client = rig.client(tasks);
     rig.wait_for_rings(1000);

@@ -258,6 +258,48 @@ fn a_task_needing_more_resources_is_put_back_not_lost() {
 }
 
 #[test]
+fn a_task_past_its_lease_goes_to_the_overflow_queue_instead_of_an_executor() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| s.lease_ms = 60);
+    // Task 1 needs resource bit 1, which the executor below does not offer.
+    let (verdict, _) = rig.run(&rig.refill_frame(&[entry(1, 1, 0b10), entry(2, 2, 0)]));
+    assert_eq!(verdict, Verdict::Drop);
+    let stamp = rig.maps().peek_ring(1).unwrap().expect("a head").pad;
+    assert_ne!(stamp, [0, 0], "REFILL ingest stamps the entry");
+    // Task 1 is put back (keeping its stamp), task 2 served from the next level: its
+    // ASSIGN decodes, so the stamp left the entry on the way out.
+    assert_eq!(rig.take(1, 0b01).map(|e| tid(&e)), Some(2));
+    let head = rig.maps().peek_ring(1).unwrap().expect("task 1 is back");
+    assert_eq!((tid(&head), head.pad), (1, stamp), "a put-back keeps the stamp");
+    // Still young: put back again.
+    assert_eq!(rig.take(1, 0b01), None);
+    assert_eq!(rig.counters().get(Counter::Expired), 0);
+    std::thread::sleep(Duration::from_millis(80));
+    // Past the lease: not served, not put back, but moved to the overflow queue, from
+    // which the agent RETURNs it to tier 2.
+    assert_eq!(rig.take(1, 0b11), None, "an expired task is not served even to an executor that could run it");
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::Expired), c.get(Counter::Miss)), (1, 2));
+    assert_eq!(rig.maps().reserved(1), 0, "its slot is released");
+    let returned = rig.maps().pop_overflow().unwrap().expect("in the overflow queue");
+    assert_eq!(Entry { pad: [0; 2], ..returned }, entry(1, 1, 0b10));
+}
+
+#[test]
+fn without_a_lease_nothing_expires() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(|s| s.lease_ms = 0);
+    rig.run(&rig.refill_frame(&[entry(1, 1, 0)]));
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(1));
+    assert_eq!(rig.counters().get(Counter::Expired), 0);
+}
+
+#[test]
 fn refill_from_the_switch_fills_the_rings_in_order() {
     if !can_run() {
         return;
@@ -274,9 +316,12 @@ fn refill_from_the_switch_fills_the_rings_in_order() {
         let got: Vec<u32> = std::iter::from_fn(|| rig.maps().pop(prio).unwrap()).map(|e| tid(&e)).collect();
         assert_eq!(got, want, "ring {prio}");
     }
-    // Entries go in and out as bytes: the popped entries equal what was sent.
+    // Entries go in and out as bytes: the popped entries equal what was sent, but for the
+    // lease stamp the program wrote into their pad while they sat in the ring.
     let (_, _) = rig.run(&rig.refill_frame(&batch[..1]));
-    assert_eq!(rig.maps().pop(2).unwrap(), Some(batch[0]));
+    let popped = rig.maps().pop(2).unwrap().expect("the entry");
+    assert_ne!(popped.pad, [0, 0], "REFILL ingest stamps the entry");
+    assert_eq!(Entry { pad: [0; 2], ..popped }, batch[0]);
 }
 
 #[test]

@@ -45,6 +45,31 @@ enum Input {
     Repair { prio: u8, target: u8, pad: [u8; 3], value: u32 },
     Claim(ClaimIn),
     ClaimReply(ClaimIn),
+    /// A STEAL_* op without entries: index 0..=4 picks PROBE, LOAD, REQ, ACK or DONE.
+    Steal { which: u8, body: StealIn },
+    StealGrant { body: StealIn, entries: Vec<EntryIn> },
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+struct StealIn {
+    node: u16,
+    want: u8,
+    verdict: u8,
+    seq: u32,
+    load: u32,
+}
+
+const STEAL_OPS: [Op; 5] = [Op::StealProbe, Op::StealLoad, Op::StealReq, Op::StealAck, Op::StealDone];
+
+fn steal(b: &StealIn) -> StealBody {
+    StealBody::new(b.node, b.seq).with_want(b.want).with_verdict(b.verdict).with_load(b.load)
+}
+
+fn steal_ok(op: Op, b: &StealIn) -> bool {
+    let want = if op == Op::StealReq { (1..=16).contains(&b.want) } else { b.want == 0 };
+    let verdict = if op == Op::StealDone { (1..=2).contains(&b.verdict) } else { b.verdict == 0 };
+    let load = op == Op::StealLoad || b.load == 0;
+    want && verdict && load
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -113,6 +138,8 @@ fn allowed(input: &Input) -> bool {
         Input::Repair { prio, target, pad, .. } => prio_ok(*prio) && *target <= 1 && *pad == [0; 3],
         Input::Claim(c) => c.verdict == 0 && c.pad == [0; 3],
         Input::ClaimReply(c) => (1..=2).contains(&c.verdict) && c.pad == [0; 3],
+        Input::Steal { which, body } => steal_ok(STEAL_OPS[*which as usize % STEAL_OPS.len()], body),
+        Input::StealGrant { body, entries } => steal_ok(Op::StealGrant, body) && list_ok(entries, 0, entry_ok),
     }
 }
 
@@ -161,6 +188,10 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
         }
         Input::Claim(c) => encode_claim(buf, &claim(c)),
         Input::ClaimReply(c) => encode_claim_reply(buf, &claim(c)),
+        Input::Steal { which, body } => encode_steal(buf, STEAL_OPS[*which as usize % STEAL_OPS.len()], &steal(body)),
+        Input::StealGrant { body, entries } => {
+            encode_steal_grant(buf, &steal(body), &entries.iter().map(entry).collect::<Vec<_>>())
+        }
     }
 }
 

@@ -35,10 +35,22 @@ pub enum Op {
     Claim = 12,
     /// Client → executor: the answer to a CLAIM.
     ClaimReply = 13,
+    /// Thief agent → victim agent: how many stealable tasks do you hold?
+    StealProbe = 15,
+    /// Victim → thief: the answer to a STEAL_PROBE (body `load`).
+    StealLoad = 16,
+    /// Thief → victim: give me up to `want` tasks.
+    StealReq = 17,
+    /// Victim → thief: the tasks it holds for this steal until the thief confirms.
+    StealGrant = 18,
+    /// Thief → victim: the granted tasks are held here; commit.
+    StealAck = 19,
+    /// Victim → thief: the steal's verdict (COMMIT or ABORT).
+    StealDone = 20,
 }
 
 impl Op {
-    pub const ALL: [Op; 13] = [
+    pub const ALL: [Op; 19] = [
         Op::Submit,
         Op::GetTask,
         Op::Assign,
@@ -52,6 +64,12 @@ impl Op {
         Op::Repair,
         Op::Claim,
         Op::ClaimReply,
+        Op::StealProbe,
+        Op::StealLoad,
+        Op::StealReq,
+        Op::StealGrant,
+        Op::StealAck,
+        Op::StealDone,
     ];
 
     pub const fn from_u8(v: u8) -> Option<Op> {
@@ -69,6 +87,12 @@ impl Op {
             11 => Some(Op::Repair),
             12 => Some(Op::Claim),
             13 => Some(Op::ClaimReply),
+            15 => Some(Op::StealProbe),
+            16 => Some(Op::StealLoad),
+            17 => Some(Op::StealReq),
+            18 => Some(Op::StealGrant),
+            19 => Some(Op::StealAck),
+            20 => Some(Op::StealDone),
             _ => None,
         }
     }
@@ -88,7 +112,18 @@ impl Op {
             Op::Repair => "REPAIR",
             Op::Claim => "CLAIM",
             Op::ClaimReply => "CLAIM_REPLY",
+            Op::StealProbe => "STEAL_PROBE",
+            Op::StealLoad => "STEAL_LOAD",
+            Op::StealReq => "STEAL_REQ",
+            Op::StealGrant => "STEAL_GRANT",
+            Op::StealAck => "STEAL_ACK",
+            Op::StealDone => "STEAL_DONE",
         }
+    }
+
+    /// Operations agents exchange between hosts (work stealing); never for a switch.
+    pub const fn is_steal(self) -> bool {
+        matches!(self, Op::StealProbe | Op::StealLoad | Op::StealReq | Op::StealGrant | Op::StealAck | Op::StealDone)
     }
 
     /// Operations that exist only inside the switch pipeline.
@@ -219,6 +254,8 @@ pub struct Entry {
     /// IPv4 address the executor reports COMPLETE to.
     pub client_ip: [u8; 4],
     pub client_port: [u8; 2],
+    /// Zero on the wire. While the entry sits in a tier-1 ring it holds the lease stamp
+    /// (see [`crate::maps::ring_stamp`]).
     pub pad: [u8; 2],
 }
 
@@ -375,6 +412,54 @@ impl RefillRequest {
     }
 }
 
+/// STEAL_DONE verdicts: the victim dropped its copy; the thief keeps the tasks.
+pub const STEAL_COMMIT: u8 = 1;
+/// The victim put the tasks back in its rings; the thief discards its tentative copy.
+pub const STEAL_ABORT: u8 = 2;
+
+/// Body of every STEAL_* message (12 bytes). `seq` names one steal (chosen by the thief,
+/// echoed by the victim); fields an op does not use are zero: PROBE and ACK carry node
+/// and seq, LOAD adds `load`, REQ adds `want` (1..=MAX_LIST), GRANT carries node and seq
+/// followed by 0..=MAX_LIST ENTRY, DONE adds `verdict`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StealBody {
+    /// The sender's node id.
+    pub node: [u8; 2],
+    /// STEAL_REQ: how many tasks the thief asks for.
+    pub want: u8,
+    /// STEAL_DONE: STEAL_COMMIT or STEAL_ABORT.
+    pub verdict: u8,
+    /// The steal's id, chosen by the thief.
+    pub seq: [u8; 4],
+    /// STEAL_LOAD: stealable (prefetched) tasks the victim holds.
+    pub load: [u8; 4],
+}
+
+impl StealBody {
+    pub const LEN: usize = 12;
+    be_field!(node, set_node, node, u16);
+    be_field!(seq, set_seq, seq, u32);
+    be_field!(load, set_load, load, u32);
+
+    /// A body with node and seq set and every other field zero.
+    pub fn new(node: u16, seq: u32) -> StealBody {
+        StealBody { node: node.to_be_bytes(), seq: seq.to_be_bytes(), ..StealBody::default() }
+    }
+
+    pub fn with_load(self, load: u32) -> StealBody {
+        StealBody { load: load.to_be_bytes(), ..self }
+    }
+
+    pub fn with_want(self, want: u8) -> StealBody {
+        StealBody { want, ..self }
+    }
+
+    pub fn with_verdict(self, verdict: u8) -> StealBody {
+        StealBody { verdict, ..self }
+    }
+}
+
 /// Bridged body of the tier-2-internal SWAP packet (thesis §3.4.2): the task held,
 /// the slot to swap with next, and the retrieve pointer seen when the search began.
 /// Header prio = the queue searched, header rsrc = EXEC_RSRC.
@@ -424,6 +509,7 @@ const _: () = {
     assert!(core::mem::size_of::<RefillRequest>() == RefillRequest::LEN);
     assert!(core::mem::size_of::<SwapState>() == SwapState::LEN);
     assert!(core::mem::size_of::<RepairState>() == RepairState::LEN);
+    assert!(core::mem::size_of::<StealBody>() == StealBody::LEN);
     assert!(core::mem::align_of::<Header>() == 1);
     assert!(core::mem::align_of::<Task>() == 1);
     assert!(core::mem::align_of::<Entry>() == 1);
@@ -448,6 +534,7 @@ unsafe impl Wire for Claim {}
 unsafe impl Wire for RefillRequest {}
 unsafe impl Wire for SwapState {}
 unsafe impl Wire for RepairState {}
+unsafe impl Wire for StealBody {}
 
 /// Views the first `size_of::<T>()` bytes of `bytes` as a `T`.
 #[inline(always)]

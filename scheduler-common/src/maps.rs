@@ -71,6 +71,53 @@ pub const EVENTS_BYTES: u32 = 64 * 1024;
 /// Low-watermark events per ring are at most one per this many nanoseconds by default.
 pub const DEFAULT_EVENT_INTERVAL_NS: u64 = 1_000_000;
 
+/// How long a prefetched task may wait in a tier-1 ring before it goes back to tier 2,
+/// unless configured otherwise. Long against a REFILL round trip (so that a node's own
+/// prefetch never expires under normal draining), short against a client's task timeout
+/// (so that a task stuck on a host, or runnable by none of its executors, reaches an
+/// executor elsewhere well before its client gives up on it).
+pub const DEFAULT_LEASE_MS: u16 = 500;
+/// The longest lease: half the stamp's period, so that an age is never ambiguous.
+pub const MAX_LEASE_MS: u16 = 30_000;
+
+/// The lease stamp: ENTRY bytes 38..40 (`pad`, zero on the wire) hold, while the entry
+/// sits in a tier-1 ring, the time it was stored there in milliseconds of
+/// CLOCK_MONOTONIC (the clock of `bpf_ktime_get_ns`) modulo 2^16, big-endian. Whoever
+/// pushes a task into a ring writes it (the XDP program's REFILL ingest, the agent's
+/// pushes); whoever takes it out of the ring for good zeroes it (ASSIGN, RETURN,
+/// STEAL_GRANT); a put-back (a task no executor of this request can run) keeps it, so a
+/// task no executor of the host can run expires by the lease instead of cycling. The
+/// value 0 means "not stamped" (never expires): a time whose stamp would be 0 is
+/// written as 1.
+#[inline(always)]
+pub const fn ring_stamp(now_ms: u64) -> [u8; 2] {
+    let s = now_ms as u16;
+    (if s == 0 { 1 } else { s }).to_be_bytes()
+}
+
+/// Milliseconds an entry stamped `stamp` has spent in its ring at `now_ms` (modulo 2^16),
+/// or None for an unstamped entry.
+#[inline(always)]
+pub const fn stamp_age_ms(stamp: [u8; 2], now_ms: u64) -> Option<u16> {
+    let s = u16::from_be_bytes(stamp);
+    if s == 0 {
+        return None;
+    }
+    Some((now_ms as u16).wrapping_sub(s))
+}
+
+/// True when an entry stamped `stamp` has outlived a lease of `lease_ms` (0: no lease).
+#[inline(always)]
+pub const fn lease_expired(stamp: [u8; 2], now_ms: u64, lease_ms: u16) -> bool {
+    if lease_ms == 0 {
+        return false;
+    }
+    match stamp_age_ms(stamp, now_ms) {
+        Some(age) => age >= lease_ms && age < 0x8000,
+        None => false,
+    }
+}
+
 /// Configuration of the XDP program, the one value of [`CONFIG_MAP`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +135,11 @@ pub struct XdpConfig {
     /// Length of the executor prefix [`XdpConfig::executor_net`] (0..=32; 0 admits every
     /// source).
     pub executor_prefix_len: u8,
-    pub pad: [u8; 2],
+    /// Lease of a prefetched task in milliseconds (0: no lease). A GET_TASK that pops an
+    /// entry whose [`ring_stamp`] is at least this old moves it to the overflow queue, from
+    /// which the agent RETURNs it to tier 2, instead of serving it. At most
+    /// [`MAX_LEASE_MS`]: the stamp wraps after 65.5 s.
+    pub lease_ms: u16,
     /// Tasks one ring may hold: REFILL reserves a slot in [`RingState::reserved`]
     /// against this before pushing.
     pub ring_capacity: u32,
@@ -120,7 +171,7 @@ impl XdpConfig {
             switch_ipv4,
             levels: crate::layout::DEFAULT_PRIORITIES,
             executor_prefix_len: 0,
-            pad: [0; 2],
+            lease_ms: DEFAULT_LEASE_MS,
             ring_capacity: DEFAULT_RING_CAPACITY,
             low_watermark: DEFAULT_RING_CAPACITY / 4,
             executor_net: [0; 4],
@@ -251,10 +302,11 @@ counters! {
     ForeignGetTask = 33, "foreign_get_task", "GET_TASK from a source outside the executor prefix, dropped.";
     RefillOffUplink = 34, "refill_off_uplink", "REFILL frames arriving on an interface that is not an uplink, dropped.";
     Rescued = 35, "rescued", "Popped tasks that fit neither their ring nor the overflow queue, handed to the agent as an event.";
+    Expired = 36, "expired", "Popped tasks past their lease, moved to the overflow queue for RETURN instead of served.";
 }
 
 /// Number of counters.
-pub const COUNTER_COUNT: usize = 36;
+pub const COUNTER_COUNT: usize = 37;
 
 /// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
 #[repr(C)]
@@ -284,7 +336,7 @@ impl Counters {
 }
 
 const _: () = {
-    assert!(Counter::Rescued as usize + 1 == COUNTER_COUNT);
+    assert!(Counter::Expired as usize + 1 == COUNTER_COUNT);
     assert!(core::mem::size_of::<XdpConfig>() == 40);
     assert!(MAX_UPLINKS == 2, "XdpConfig::is_uplink compares every slot");
     assert!(core::mem::size_of::<RingState>() == 16);
@@ -322,6 +374,19 @@ mod tests {
         for name in STATE_MAPS.iter().chain([&PROGRAM_NAME]) {
             assert!(name.len() <= 15, "{name}");
         }
+    }
+
+    #[test]
+    fn lease_stamps_age_modulo_their_period() {
+        assert_eq!(ring_stamp(0), [0, 1], "0 is reserved for unstamped");
+        assert_eq!(ring_stamp(0x1_0005), [0, 5]);
+        let s = ring_stamp(65_530);
+        assert_eq!(stamp_age_ms(s, 65_530 + 10), Some(10), "ages across the wrap");
+        assert_eq!(stamp_age_ms([0, 0], 5), None);
+        assert!(!lease_expired(s, 65_530 + 499, 500));
+        assert!(lease_expired(s, 65_530 + 500, 500));
+        assert!(!lease_expired(s, 65_530 + 500, 0), "lease 0 is off");
+        assert!(!lease_expired([0, 0], 1_000_000, 500), "unstamped never expires");
     }
 
     #[test]

@@ -18,6 +18,12 @@ pub enum Message<'a> {
     Return(&'a [Entry]),
     Claim(&'a Claim),
     ClaimReply(&'a Claim),
+    StealProbe(StealBody),
+    StealLoad(StealBody),
+    StealReq(StealBody),
+    StealGrant { steal: StealBody, entries: &'a [Entry] },
+    StealAck(StealBody),
+    StealDone(StealBody),
 }
 
 impl Message<'_> {
@@ -34,6 +40,12 @@ impl Message<'_> {
             Message::Return(_) => Op::Return,
             Message::Claim(_) => Op::Claim,
             Message::ClaimReply(_) => Op::ClaimReply,
+            Message::StealProbe(_) => Op::StealProbe,
+            Message::StealLoad(_) => Op::StealLoad,
+            Message::StealReq(_) => Op::StealReq,
+            Message::StealGrant { .. } => Op::StealGrant,
+            Message::StealAck(_) => Op::StealAck,
+            Message::StealDone(_) => Op::StealDone,
         }
     }
 }
@@ -78,6 +90,8 @@ const fn shape(op: Op) -> Shape {
         Op::Swap => Shape { uses_prio: true, uses_rsrc: true, ..fixed_body(SwapState::LEN) },
         Op::Repair => Shape { uses_prio: true, ..fixed_body(RepairState::LEN) },
         Op::Claim | Op::ClaimReply => fixed_body(Claim::LEN),
+        Op::StealProbe | Op::StealLoad | Op::StealReq | Op::StealAck | Op::StealDone => fixed_body(StealBody::LEN),
+        Op::StealGrant => list_body(StealBody::LEN, Entry::LEN, 0, list),
     }
 }
 
@@ -93,8 +107,9 @@ pub const fn message_len(op: Op, count: usize) -> usize {
     Header::LEN + s.fixed + s.item * count
 }
 
-/// The largest Bolt message (a full REFILL or RETURN).
-pub const MAX_MESSAGE_LEN: usize = message_len(Op::Refill, MAX_LIST);
+/// The largest Bolt message (a full STEAL_GRANT: a full REFILL's 16 entries behind a
+/// 12-byte body).
+pub const MAX_MESSAGE_LEN: usize = message_len(Op::StealGrant, MAX_LIST);
 
 fn check_priority(p: u8) -> Result<(), DecodeError> {
     if p == 0 || p > MAX_PRIORITIES {
@@ -258,8 +273,44 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
                 Message::ClaimReply(c)
             }
         }
+        Op::StealGrant => {
+            let steal = check_steal(op, view::<StealBody>(fixed).ok_or_else(bad)?)?;
+            let entries = view_list::<Entry>(list, n).ok_or_else(bad)?;
+            check_entries(entries)?;
+            Message::StealGrant { steal, entries }
+        }
+        Op::StealProbe | Op::StealLoad | Op::StealReq | Op::StealAck | Op::StealDone => {
+            let steal = check_steal(op, view::<StealBody>(fixed).ok_or_else(bad)?)?;
+            match op {
+                Op::StealProbe => Message::StealProbe(steal),
+                Op::StealLoad => Message::StealLoad(steal),
+                Op::StealReq => Message::StealReq(steal),
+                Op::StealAck => Message::StealAck(steal),
+                _ => Message::StealDone(steal),
+            }
+        }
         Op::Swap | Op::Repair => return Err(DecodeError::InternalOp(h.op)),
     })
+}
+
+/// A STEAL body is valid for `op` when the fields the op uses are in range and every
+/// other field is zero: `want` only on STEAL_REQ (1..=MAX_LIST), `verdict` only on
+/// STEAL_DONE (COMMIT or ABORT), `load` only on STEAL_LOAD.
+fn check_steal(op: Op, b: &StealBody) -> Result<StealBody, DecodeError> {
+    let want_ok = match op {
+        Op::StealReq => b.want >= 1 && b.want as usize <= MAX_LIST,
+        _ => b.want == 0,
+    };
+    let verdict_ok = match op {
+        Op::StealDone => b.verdict == STEAL_COMMIT || b.verdict == STEAL_ABORT,
+        _ => b.verdict == 0,
+    };
+    let load_ok = op == Op::StealLoad || b.load == [0; 4];
+    if want_ok && verdict_ok && load_ok {
+        Ok(*b)
+    } else {
+        Err(DecodeError::BadField)
+    }
 }
 
 /// A packet as the switch pipeline sees it: a message from outside, or one of the
@@ -378,6 +429,21 @@ pub fn encode_claim_reply(buf: &mut [u8], c: &Claim) -> Result<usize, EncodeErro
     put(buf, Header::new(Op::ClaimReply, 0, 0, 0, 0), as_bytes(c), &[])
 }
 
+/// Encodes a STEAL_PROBE, STEAL_LOAD, STEAL_REQ, STEAL_ACK or STEAL_DONE (the STEAL
+/// messages without entries); any other op is refused.
+pub fn encode_steal(buf: &mut [u8], op: Op, body: &StealBody) -> Result<usize, EncodeError> {
+    if !op.is_steal() || op == Op::StealGrant {
+        return Err(EncodeError::Invalid(DecodeError::UnknownOp(op as u8)));
+    }
+    put(buf, Header::new(op, 0, 0, 0, 0), as_bytes(body), &[])
+}
+
+/// A STEAL_GRANT: the victim's body and the 0..=MAX_LIST entries it holds for the thief.
+pub fn encode_steal_grant(buf: &mut [u8], body: &StealBody, entries: &[Entry]) -> Result<usize, EncodeError> {
+    let n = list_count(Op::StealGrant, entries.len())?;
+    put(buf, Header::new(Op::StealGrant, n, 0, 0, 0), as_bytes(body), slice_as_bytes(entries))
+}
+
 /// Encodes a SWAP packet; only the switch pipeline sends these (to itself).
 pub fn encode_swap(buf: &mut [u8], queue_prio: u8, exec_rsrc: u8, state: &SwapState) -> Result<usize, EncodeError> {
     put(buf, Header::new(Op::Swap, 0, queue_prio, exec_rsrc, 0), as_bytes(state), &[])
@@ -403,6 +469,12 @@ impl Message<'_> {
             Message::Return(es) => encode_return(buf, es),
             Message::Claim(c) => encode_claim(buf, c),
             Message::ClaimReply(c) => encode_claim_reply(buf, c),
+            Message::StealGrant { steal, entries } => encode_steal_grant(buf, &steal, entries),
+            Message::StealProbe(b)
+            | Message::StealLoad(b)
+            | Message::StealReq(b)
+            | Message::StealAck(b)
+            | Message::StealDone(b) => encode_steal(buf, self.op(), &b),
         }
     }
 }
@@ -556,6 +628,64 @@ mod tests {
 
         let n = encode_noop(&mut buf, Requester::new(1, 2, 3)).unwrap();
         assert_eq!(decode_packet(&buf[..n]), Ok(Packet::External(Message::Noop(Requester::new(1, 2, 3)))));
+    }
+
+    #[test]
+    fn steal_messages_round_trip_and_refuse_fields_they_do_not_use() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let probe = StealBody::new(3, 77);
+        let cases = [
+            (Op::StealProbe, probe),
+            (Op::StealLoad, probe.with_load(40)),
+            (Op::StealReq, probe.with_want(16)),
+            (Op::StealAck, probe),
+            (Op::StealDone, probe.with_verdict(STEAL_COMMIT)),
+            (Op::StealDone, probe.with_verdict(STEAL_ABORT)),
+        ];
+        for (op, body) in cases {
+            let n = encode_steal(&mut buf, op, &body).unwrap();
+            assert_eq!(n, Header::LEN + StealBody::LEN);
+            let m = decode(&buf[..n]).unwrap();
+            assert_eq!((m.op(), m), (op, m));
+            let mut again = [0u8; MAX_MESSAGE_LEN];
+            assert_eq!(m.encode(&mut again), Ok(n));
+            assert_eq!(buf[..n], again[..n]);
+        }
+        let bad = [
+            (Op::StealProbe, probe.with_load(1)),
+            (Op::StealProbe, probe.with_want(1)),
+            (Op::StealLoad, probe.with_verdict(1)),
+            (Op::StealReq, probe),
+            (Op::StealReq, probe.with_want(17)),
+            (Op::StealAck, probe.with_want(2)),
+            (Op::StealDone, probe),
+            (Op::StealDone, probe.with_verdict(3)),
+        ];
+        for (op, body) in bad {
+            assert_eq!(
+                encode_steal(&mut buf, op, &body),
+                Err(EncodeError::Invalid(DecodeError::BadField)),
+                "{op:?} {body:?}"
+            );
+        }
+        assert!(encode_steal(&mut buf, Op::StealGrant, &probe).is_err());
+        assert!(encode_steal(&mut buf, Op::Noop, &probe).is_err());
+    }
+
+    #[test]
+    fn steal_grant_carries_up_to_sixteen_entries_with_zero_stamps() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let body = StealBody::new(2, 9);
+        let n = encode_steal_grant(&mut buf, &body, &[]).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Message::StealGrant { steal: body, entries: &[] }));
+        let es = [entry(1); MAX_LIST];
+        let n = encode_steal_grant(&mut buf, &body, &es).unwrap();
+        assert_eq!(n, message_len(Op::StealGrant, MAX_LIST));
+        assert_eq!(decode(&buf[..n]), Ok(Message::StealGrant { steal: body, entries: &es }));
+        // A stamp left in an entry is refused like any non-zero pad.
+        buf[Header::LEN + StealBody::LEN + 38] = 5;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::BadField));
+        assert_eq!(encode_steal_grant(&mut buf, &body, &[entry(1); MAX_LIST + 1]), Err(EncodeError::BadListLength(17)));
     }
 
     #[test]

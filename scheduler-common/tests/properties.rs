@@ -297,7 +297,7 @@ fn count_edges_of_every_op() {
     let item = |op: Op| -> Vec<u8> {
         match op {
             Op::Submit | Op::QueueFull => layout::as_bytes(&t).to_vec(),
-            Op::Assign | Op::Refill | Op::Return => layout::as_bytes(&e).to_vec(),
+            Op::Assign | Op::Refill | Op::Return | Op::StealGrant => layout::as_bytes(&e).to_vec(),
             _ => vec![0xaa; 40],
         }
     };
@@ -314,6 +314,9 @@ fn count_edges_of_every_op() {
             Op::Assign | Op::Refill | Op::Return => (vec![], 0, 0),
             Op::Claim => (vec![0; Claim::LEN], 0, 0),
             Op::ClaimReply => (layout::as_bytes(&Claim::default().answered(CLAIM_DENIED)).to_vec(), 0, 0),
+            Op::StealProbe | Op::StealLoad | Op::StealAck | Op::StealGrant => (vec![0; StealBody::LEN], 0, 0),
+            Op::StealReq => (layout::as_bytes(&StealBody::new(1, 2).with_want(3)).to_vec(), 0, 0),
+            Op::StealDone => (layout::as_bytes(&StealBody::new(1, 2).with_verdict(STEAL_ABORT)).to_vec(), 0, 0),
         }
     };
     for op in Op::ALL {
@@ -356,5 +359,5 @@ fn count_edges_of_every_op() {
         }
         assert!(max as usize <= MAX_LIST, "{} allows more than MAX_LIST", op.name());
     }
-    assert_eq!(MAX_MESSAGE_LEN, Header::LEN + MAX_LIST * Entry::LEN);
+    assert_eq!(MAX_MESSAGE_LEN, Header::LEN + StealBody::LEN + MAX_LIST * Entry::LEN);
 }

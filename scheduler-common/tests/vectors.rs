@@ -186,6 +186,18 @@ fn fields_json(p: &Packet<'_>) -> Value {
             "uid": c.uid(), "jid": c.jid(), "tid": c.tid(), "node": c.node(), "executor": c.executor(),
             "verdict": c.verdict,
         }),
+        Packet::External(Message::StealGrant { steal, entries: es }) => {
+            let mut v = steal_json(&steal);
+            v["entries"] = entries(es);
+            v
+        }
+        Packet::External(
+            Message::StealProbe(b)
+            | Message::StealLoad(b)
+            | Message::StealReq(b)
+            | Message::StealAck(b)
+            | Message::StealDone(b),
+        ) => steal_json(&b),
         Packet::Swap { queue_prio, exec_rsrc, state } => json!({
             "queue_prio": queue_prio, "exec_rsrc": exec_rsrc, "swap_idx": state.swap_idx(),
             "pkt_retrieve_ptr": state.pkt_retrieve_ptr(), "held": entry_json(&state.held),
@@ -194,6 +206,17 @@ fn fields_json(p: &Packet<'_>) -> Value {
             json!({ "queue_prio": queue_prio, "target": state.target, "value": state.value() })
         }
     }
+}
+
+fn steal_json(b: &StealBody) -> Value {
+    json!({ "node": b.node(), "want": b.want, "verdict": b.verdict, "seq": b.seq(), "load": b.load() })
+}
+
+fn steal_from_json(v: &Value) -> StealBody {
+    StealBody::new(u16f(v, "node"), u32f(v, "seq"))
+        .with_want(u8f(v, "want"))
+        .with_verdict(u8f(v, "verdict"))
+        .with_load(u32f(v, "load"))
 }
 
 fn owned_from_json(op: &str, v: &Value) -> Owned {
@@ -239,6 +262,11 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
             } else {
                 Owned::ClaimReply(c)
             }
+        }
+        "STEAL_GRANT" => Owned::StealGrant(steal_from_json(v), entries(v)),
+        name if name.starts_with("STEAL_") => {
+            let op = Op::ALL.into_iter().find(|o| o.name() == name).expect("a STEAL op");
+            Owned::Steal(op, steal_from_json(v))
         }
         "SWAP" => {
             let mut state = SwapState { held: entry_from_json(&v["held"]), ..SwapState::default() };
@@ -366,6 +394,14 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         ("claim", Owned::Claim(claim(CLAIM_ASK))),
         ("claim_granted", Owned::ClaimReply(claim(CLAIM_GRANTED))),
         ("claim_denied", Owned::ClaimReply(claim(CLAIM_DENIED))),
+        ("steal_probe", Owned::Steal(Op::StealProbe, StealBody::new(2, 0x0000_0a01))),
+        ("steal_load", Owned::Steal(Op::StealLoad, StealBody::new(7, 0x0000_0a01).with_load(37))),
+        ("steal_req", Owned::Steal(Op::StealReq, StealBody::new(2, 0x0000_0a01).with_want(16))),
+        ("steal_grant_empty", Owned::StealGrant(StealBody::new(7, 0x0000_0a01), vec![])),
+        ("steal_grant_two", Owned::StealGrant(StealBody::new(7, 0x0000_0a01), refill_entries(2))),
+        ("steal_ack", Owned::Steal(Op::StealAck, StealBody::new(2, 0x0000_0a01))),
+        ("steal_done_commit", Owned::Steal(Op::StealDone, StealBody::new(7, 0x0000_0a01).with_verdict(STEAL_COMMIT))),
+        ("steal_done_abort", Owned::Steal(Op::StealDone, StealBody::new(7, 0x0000_0a01).with_verdict(STEAL_ABORT))),
     ]
 }
 
@@ -472,6 +508,14 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("noop_header_rsrc_set", ext, with("noop", &[(6, 1)]), BadField),
         ("submit_header_prio_set", ext, with("submit_one_task", &[(5, 1)]), BadField),
         ("return_entry_pad_set", ext, with("return_one", &[(H + 38, 0x80)]), BadField),
+        ("steal_probe_load_set", ext, with("steal_probe", &[(H + 11, 1)]), BadField),
+        ("steal_req_want_0", ext, with("steal_req", &[(H + 2, 0)]), BadField),
+        ("steal_req_want_17", ext, with("steal_req", &[(H + 2, 17)]), BadField),
+        ("steal_done_verdict_3", ext, with("steal_done_commit", &[(H + 3, 3)]), BadField),
+        ("steal_ack_prio_set", ext, with("steal_ack", &[(5, 1)]), BadField),
+        ("steal_grant_entry_stamp_left", ext, with("steal_grant_two", &[(H + 12 + 38, 0x12)]), BadField),
+        ("steal_grant_count_17", ext, with("steal_grant_empty", &[]).with_count(17), BadCount(17)),
+        ("steal_load_cut_short", ext, cut("steal_load", 12), Truncated),
         ("swap_prio_0", int, with("swap", &[(5, 0)]), BadPriority(0)),
         ("swap_with_flag", int, with("swap", &[(7, FLAG_RESUBMIT)]), UnknownFlags(FLAG_RESUBMIT)),
         ("swap_held_task_prio_0", int, with("swap", &[(H + 8 + 8 + 4, 0)]), BadPriority(0)),

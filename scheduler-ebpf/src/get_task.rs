@@ -7,9 +7,13 @@
 //! `requeued`) and the search goes on at the next level: one pop per level per request,
 //! so a request costs at most `levels` pops and the task is never lost.
 
-use aya_ebpf::{bindings::xdp_action, helpers::bpf_xdp_adjust_tail, programs::XdpContext};
+use aya_ebpf::{
+    bindings::xdp_action,
+    helpers::{bpf_ktime_get_coarse_ns, bpf_xdp_adjust_tail},
+    programs::XdpContext,
+};
 use scheduler_common::{
-    maps::{Counter, XdpConfig, EVENT_EMPTY, RING_COUNT},
+    maps::{lease_expired, Counter, XdpConfig, EVENT_EMPTY, RING_COUNT},
     message_len, prefix, resources_match, Entry, Header, Op, Requester, MAX_PRIORITIES,
 };
 
@@ -64,11 +68,24 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     let first = h.prio as u32;
     let last = rings::levels(cfg);
     let mut slot = Slot::new();
+    // The lease clock, read once per request and only when leases are on.
+    let now_ms = if cfg.lease_ms != 0 {
+        // SAFETY: the helper has no preconditions.
+        (unsafe { bpf_ktime_get_coarse_ns() }) / 1_000_000
+    } else {
+        0
+    };
     for prio in 1..=RING_COUNT as u32 {
         if prio < first || prio > last {
             continue;
         }
         if !rings.pop(prio, &mut slot, tally) {
+            continue;
+        }
+        // A task past its lease is not served here: it goes back to tier 2 (through the
+        // overflow queue and the agent), where any host can get it.
+        if lease_expired(slot.stamp(), now_ms, cfg.lease_ms) {
+            rings.expire(prio, &slot, cfg, tally);
             continue;
         }
         if resources_match(slot.task_rsrc(), h.rsrc) {
@@ -129,6 +146,8 @@ fn assign(ctx: &XdpContext, cfg: &XdpConfig, rings: &Rings, prio: u32, slot: &Sl
         let msg = f.add(BOLT_OFF);
         words::store_u64(msg, u64::from_le_bytes(ASSIGN_HEADER));
         words::copy_words::<{ Entry::LEN / 8 }>(msg.add(Header::LEN), slot.as_ptr());
+        // The lease stamp is ring state, zero on the wire.
+        words::store_u16(msg.add(Header::LEN + Slot::STAMP), 0);
     }
     rings.release(prio, cfg, tally);
     tally.hit(prio);

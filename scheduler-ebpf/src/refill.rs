@@ -11,12 +11,12 @@
 
 use aya_ebpf::{
     bindings::xdp_action,
-    helpers::bpf_xdp_adjust_tail,
+    helpers::{bpf_ktime_get_coarse_ns, bpf_xdp_adjust_head, bpf_xdp_adjust_tail},
     programs::XdpContext,
 };
 use aya_log_ebpf::{error, info, warn};
 use scheduler_common::{
-    maps::{Counter, XdpConfig, RING_COUNT},
+    maps::{ring_stamp, Counter, XdpConfig, RING_COUNT},
     Entry, Header, Op, KNOWN_TASK_FLAGS, MAX_LIST, MAX_PRIORITIES,
 };
 
@@ -93,6 +93,9 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     }
     let (mut stored, mut overflowed) = (0u64, 0u64);
     let mut unstored_from = None;
+    // The lease stamp every task stored in a ring carries (see maps::ring_stamp).
+    // SAFETY: the helper has no preconditions.
+    let stamp = ring_stamp(unsafe { bpf_ktime_get_coarse_ns() } / 1_000_000);
     for i in 0..MAX_LIST {
         if i >= n {
             break;
@@ -103,7 +106,15 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         let mut in_ring = false;
         if granted.get(r) > 0 {
             granted.sub(r, 1);
+            let e = e as *mut Entry;
+            // SAFETY: bounds checked by `entry_at`; the frame is writable. The stamp goes
+            // into the ring with the entry, and is cleared again if the entry stays in the
+            // frame (overflow or RETURN carry no stamp).
+            unsafe { (*e).pad = stamp };
             in_ring = matches!(rings.push_reserved(r as u32 + 1, e as *const u8, tally), Pushed::Stored);
+            if !in_ring {
+                unsafe { (*e).pad = [0; 2] };
+            }
         }
         if in_ring {
             stored += 1;

@@ -35,10 +35,19 @@ pub struct Slot(MaybeUninit<[u8; Entry::LEN]>);
 impl Slot {
     /// Offset of the task's resource bitmap in an ENTRY (uid, jid, tid, prio, rsrc).
     const TASK_RSRC: usize = 13;
+    /// Offset of the lease stamp (`pad`) in an ENTRY.
+    pub const STAMP: usize = 38;
 
     #[inline(always)]
     pub const fn new() -> Slot {
         Slot(MaybeUninit::uninit())
+    }
+
+    /// The entry's lease stamp (ENTRY bytes 38..40). Only after a successful pop.
+    #[inline(always)]
+    pub fn stamp(&self) -> [u8; 2] {
+        // SAFETY: callers read only slots a pop filled.
+        unsafe { [*self.as_ptr().add(Self::STAMP), *self.as_ptr().add(Self::STAMP + 1)] }
     }
 
     /// The task's resources. Only after a successful `Rings::pop` into this slot.
@@ -205,6 +214,19 @@ impl Rings {
             return;
         }
         rescue(prio, slot, tally);
+    }
+
+    /// Moves a popped task whose lease has expired to the overflow queue (the agent
+    /// RETURNs it to tier 2) and releases its slot; if the overflow queue is full it goes
+    /// back to its ring instead, and the agent's own lease check returns it later.
+    #[inline(always)]
+    pub fn expire(&self, prio: u32, slot: &Slot, cfg: &XdpConfig, tally: &mut Tally) {
+        if push_overflow(slot.as_ptr()) {
+            tally.add(Counter::Expired);
+            self.release(prio, cfg, tally);
+        } else {
+            self.put_back(prio, slot, tally);
+        }
     }
 
     /// Releases the slot of a delivered task and tells the agent if the ring runs low.

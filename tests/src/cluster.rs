@@ -114,11 +114,22 @@ impl Impairment {
     /// Drops `loss_permille` and duplicates `dup_permille` of UDP datagrams leaving or
     /// crossing each of `namespaces`.
     pub fn install(namespaces: &[String], loss_permille: u32, dup_permille: u32) -> anyhow::Result<Impairment> {
+        Impairment::install_matching(namespaces, "meta l4proto udp", loss_permille, dup_permille)
+    }
+
+    /// As [`Impairment::install`], for the datagrams nftables expression `selector`
+    /// matches (e.g. one Bolt op by its payload byte).
+    pub fn install_matching(
+        namespaces: &[String],
+        selector: &str,
+        loss_permille: u32,
+        dup_permille: u32,
+    ) -> anyhow::Result<Impairment> {
         let rules = |hook: &str| {
             format!(
                 "chain {hook} {{ type filter hook {hook} priority 0; policy accept;\n\
-                 meta l4proto udp numgen random mod 1000 < {loss_permille} counter drop\n\
-                 meta l4proto udp numgen random mod 1000 < {dup_permille} counter dup to ip daddr\n}}\n"
+                 {selector} numgen random mod 1000 < {loss_permille} counter drop\n\
+                 {selector} numgen random mod 1000 < {dup_permille} counter dup to ip daddr\n}}\n"
             )
         };
         Impairment::apply(

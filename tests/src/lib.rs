@@ -53,7 +53,19 @@ pub fn noop_client_in(
     tasks: usize,
     deadline: std::time::Duration,
 ) -> std::thread::JoinHandle<anyhow::Result<(bool, scheduler_user::client::Summary)>> {
-    use scheduler_user::client::{Client, ClientConfig, TaskSpec};
+    let spec =
+        scheduler_user::client::TaskSpec::new(scheduler_common::descriptor::Handler::Noop, 1, 0).expect("a valid task");
+    client_in(ns, switch, vec![spec; tasks], deadline)
+}
+
+/// As [`noop_client_in`], for the tasks `specs`.
+pub fn client_in(
+    ns: &str,
+    switch: std::net::SocketAddr,
+    specs: Vec<scheduler_user::client::TaskSpec>,
+    deadline: std::time::Duration,
+) -> std::thread::JoinHandle<anyhow::Result<(bool, scheduler_user::client::Summary)>> {
+    use scheduler_user::client::{Client, ClientConfig};
     let ns = ns.to_string();
     std::thread::spawn(move || {
         scheduler_user::netns::enter(&ns)?;
@@ -63,8 +75,7 @@ pub fn noop_client_in(
             cfg.tracker.task_timeout = deadline;
             cfg.tracker.max_attempts = 1;
             let mut client = Client::bind(cfg).await?;
-            let spec = TaskSpec::new(scheduler_common::descriptor::Handler::Noop, 1, 0)?;
-            client.submit(&vec![spec; tasks]).await?;
+            client.submit(&specs).await?;
             let idle = client.wait_idle(std::time::Instant::now() + deadline).await?;
             Ok((idle, client.summary()))
         })

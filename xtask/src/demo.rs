@@ -130,16 +130,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
 }
 
 fn testbed_options(args: &DemoArgs) -> UpOptions {
-    // Rings sized to the executors: every task in a ring is committed to that host, so a
-    // deep ring holds back higher-priority tasks still at the switch and leaves other hosts
-    // idle. With 5 ms tasks a few tasks per host cover the refill round trip.
-    let prefetch = ["--low-watermark", "4", "--batch", "8"];
-    UpOptions {
-        name: "demo".into(),
-        workers: args.workers,
-        agent_args: prefetch.iter().map(|s| s.to_string()).collect(),
-        ..UpOptions::default()
-    }
+    // No prefetch flags: each agent sizes its rings from its measured drain rate.
+    UpOptions { name: "demo".into(), workers: args.workers, ..UpOptions::default() }
 }
 
 fn on_testbed(args: &DemoArgs) -> anyhow::Result<()> {

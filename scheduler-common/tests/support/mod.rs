@@ -6,19 +6,43 @@ use scheduler_common::*;
 /// A message or internal packet that owns its lists, so vectors can be built from JSON.
 #[derive(Clone, Debug)]
 pub enum Owned {
-    Submit { job: JobRef, flags: u8, tasks: Vec<Task> },
-    GetTask { rtrv_prio: u8, exec_rsrc: u8, from: Requester },
+    Submit {
+        job: JobRef,
+        flags: u8,
+        tasks: Vec<Task>,
+    },
+    GetTask {
+        rtrv_prio: u8,
+        exec_rsrc: u8,
+        from: Requester,
+    },
     Assign(Entry),
     Noop(Requester),
     Complete(Completion),
-    QueueFull { job: JobRef, tasks: Vec<Task> },
-    RefillReq { node_rsrc: u8, req: RefillRequest },
+    QueueFull {
+        job: JobRef,
+        tasks: Vec<Task>,
+    },
+    RefillReq {
+        node_rsrc: u8,
+        req: RefillRequest,
+    },
     Refill(Vec<Entry>),
     Return(Vec<Entry>),
     Claim(Claim),
     ClaimReply(Claim),
-    Swap { queue_prio: u8, exec_rsrc: u8, state: SwapState },
-    Repair { queue_prio: u8, state: RepairState },
+    /// A STEAL_* message without entries (PROBE, LOAD, REQ, ACK, DONE).
+    Steal(Op, StealBody),
+    StealGrant(StealBody, Vec<Entry>),
+    Swap {
+        queue_prio: u8,
+        exec_rsrc: u8,
+        state: SwapState,
+    },
+    Repair {
+        queue_prio: u8,
+        state: RepairState,
+    },
 }
 
 impl Owned {
@@ -37,6 +61,15 @@ impl Owned {
             Owned::Return(es) => Message::Return(es),
             Owned::Claim(c) => Message::Claim(c),
             Owned::ClaimReply(c) => Message::ClaimReply(c),
+            Owned::Steal(op, b) => match op {
+                Op::StealProbe => Message::StealProbe(*b),
+                Op::StealLoad => Message::StealLoad(*b),
+                Op::StealReq => Message::StealReq(*b),
+                Op::StealAck => Message::StealAck(*b),
+                Op::StealDone => Message::StealDone(*b),
+                other => panic!("{other:?} is not a STEAL message without entries"),
+            },
+            Owned::StealGrant(b, es) => Message::StealGrant { steal: *b, entries: es },
             Owned::Swap { queue_prio, exec_rsrc, state } => {
                 return Packet::Swap { queue_prio: *queue_prio, exec_rsrc: *exec_rsrc, state }
             }

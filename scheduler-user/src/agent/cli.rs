@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use scheduler_common::{
-    maps::{DEFAULT_RING_CAPACITY, RING_COUNT},
+    maps::{DEFAULT_LEASE_MS, DEFAULT_RING_CAPACITY, MAX_LEASE_MS, RING_COUNT},
     Ipv4Prefix, DEFAULT_PRIORITIES, MAX_PRIORITIES,
 };
 
@@ -78,9 +78,33 @@ pub struct AgentArgs {
           value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub ring_capacity: u32,
 
-    /// Ask the switch for more when the rings together hold fewer tasks than this.
+    /// The most tasks the rings together keep prefetched. The depth itself is measured
+    /// (drain rate × REFILL round trip, see docs/agent.md); this only bounds it.
     #[arg(long, value_name = "L", default_value_t = RefillPolicy::default().low_watermark)]
     pub low_watermark: u32,
+
+    /// The fewest tasks the rings together keep prefetched, whatever the measured depth
+    /// (for example to keep serving through an agent restart). 0: the measurement alone.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub min_prefetch: u32,
+
+    /// The other hosts' agents, for work stealing (IP[:PORT],...; port defaults to 7171).
+    /// Without peers the node does not steal (it still answers no one: STEAL messages
+    /// from hosts not listed are dropped).
+    #[arg(long, value_name = "ADDR,...", value_delimiter = ',', value_parser = parse_addr)]
+    pub peers: Vec<SocketAddr>,
+
+    /// Bound of the steal poll interval in milliseconds: failed steals double the
+    /// interval from 1 ms up to this, where stealing stops until work appears.
+    #[arg(long, value_name = "MS", default_value_t = super::DEFAULT_STEAL_MAX_INTERVAL.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub steal_max_interval_ms: u64,
+
+    /// Lease of a prefetched task in milliseconds: older tasks in a ring (including tasks
+    /// none of this host's executors can run) go back to tier 2. 0: no lease.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_LEASE_MS,
+          value_parser = clap::value_parser!(u16).range(0..=MAX_LEASE_MS as i64))]
+    pub lease_ms: u16,
 
     /// Most tasks one REFILL_REQ asks for (at most 255; the switch answers in REFILL
     /// frames of up to 16). Also bounded by the free space of the fullest ring.
@@ -232,10 +256,12 @@ impl AgentArgs {
             low_watermark: self.low_watermark.min(self.ring_capacity),
             log_level: self.xdp_log,
             executors,
+            lease_ms: self.lease_ms,
             ..XdpSettings::default()
         };
         let policy = RefillPolicy {
             low_watermark: self.low_watermark,
+            min_depth: self.min_prefetch,
             batch: self.batch,
             answer_timeout: Duration::from_millis(self.answer_timeout_ms),
             max_backoff: Duration::from_millis(self.max_backoff_ms),
@@ -257,6 +283,8 @@ impl AgentArgs {
             policy,
             check_interval: Duration::from_millis(self.check_interval_ms),
             nice: self.nice,
+            peers: self.peers.iter().map(|&p| v4(p, "--peers")).collect::<anyhow::Result<_>>()?,
+            steal_max_interval: Duration::from_millis(self.steal_max_interval_ms),
         })
     }
 }

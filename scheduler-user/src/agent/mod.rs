@@ -8,7 +8,10 @@
 //!   uplink, or the userspace fallback), and GET_TASK from executors pointed at the agent
 //!   (answered from the rings, misses forwarded to tier 2 through [`proxy`]);
 //! - RETURNs what the program put in the overflow queue;
-//! - runs the REFILL_REQ state machine ([`refill`]);
+//! - runs the REFILL_REQ state machine ([`refill`]) with the depth the prefetch policy
+//!   measures ([`policy::prefetch`]);
+//! - answers and runs work steals with its peers ([`policy::steal`]), and RETURNs ring
+//!   heads whose lease expired ([`policy::lease`]);
 //! - waits (ppoll) for the socket, the event ring, the log ring or the next deadline.
 //!
 //! Stopping: `Drain` finishes the answer in flight, detaches the program, RETURNs every
@@ -16,10 +19,12 @@
 //! `KeepAttached` leaves the program and its rings pinned and serving, for the next agent.
 
 mod cli;
+pub mod policy;
 pub mod proxy;
 pub mod refill;
 pub mod returns;
 pub mod rings;
+mod stealing;
 pub mod tier1;
 
 use std::io::ErrorKind;
@@ -35,6 +40,10 @@ use scheduler_common::{
     decode, encode_assign, encode_refill_req, maps::RING_COUNT, DecodeError, Entry, Message, RefillRequest,
     MAX_MESSAGE_LEN,
 };
+
+use policy::lease::LeaseKeeper;
+use policy::prefetch::PrefetchSizer;
+use policy::steal::{StealAction, StealConfig, Stealer};
 use serde::Serialize;
 
 pub use cli::{config_from_args, parse_log_level, run, AgentArgs, HELP};
@@ -75,7 +84,16 @@ pub struct AgentConfig {
     /// Nice value for the agent's loop: negative keeps the rings filled while executors
     /// keep the host's CPUs busy.
     pub nice: Option<i32>,
+    /// The other hosts' agents (work stealing); empty: no stealing.
+    pub peers: Vec<SocketAddrV4>,
+    /// Bound of the steal poll interval: reaching it stops stealing until work appears.
+    pub steal_max_interval: Duration,
 }
+
+/// How often the drain rate is sampled for the prefetch target.
+const RATE_SAMPLE_EVERY: Duration = Duration::from_millis(10);
+/// Default bound of the steal poll interval (MATRIX's code uses 1 s).
+pub const DEFAULT_STEAL_MAX_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What an agent has done, published while it runs and returned when it stops.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -104,8 +122,8 @@ pub struct AgentStats {
     pub drained: u64,
     /// RETURN messages the socket refused.
     pub return_errors: u64,
-    /// BPF map operations that failed (the task concerned went back to tier 2 or stayed
-    /// queued; the agent carries on).
+    /// Ring map operations that failed, in serving, refilling and the policies (the task
+    /// concerned went back to tier 2 or stayed queued; the agent carries on).
     pub ring_errors: u64,
     /// Tasks the XDP program could put back into no queue and handed to the agent, which
     /// RETURNed them.
@@ -128,6 +146,31 @@ pub struct AgentStats {
     pub malformed: u64,
     /// Valid messages the agent does not take (ASSIGN, SUBMIT, ...).
     pub unexpected: u64,
+    /// The prefetch depth the agent keeps now (sum over levels, measured).
+    pub prefetch_target: u32,
+    /// Its REFILL round-trip estimate, in microseconds.
+    pub refill_round_trip_us: u64,
+    /// Tasks RETURNed because their lease expired in a ring (the agent's scan; the XDP
+    /// program's own are its `expired` counter).
+    pub lease_returned: u64,
+    /// Steal attempts (one per draw of neighbours), successful and failed ones.
+    pub steal_attempts: u64,
+    pub steal_successes: u64,
+    pub steal_failures: u64,
+    /// Tasks taken in by steals.
+    pub stolen_tasks: u64,
+    /// Steals kept without a verdict after the ACK window.
+    pub steal_unconfirmed: u64,
+    /// Times stealing stopped at the poll interval's bound.
+    pub steal_stops: u64,
+    /// Tasks given to thieves (committed).
+    pub steal_given: u64,
+    /// Steals this node aborted (no ACK in time; the tasks went back into its rings).
+    pub steal_aborted: u64,
+    /// STEAL messages from hosts that are not peers, dropped.
+    pub steal_foreign: u64,
+    /// STEAL messages the socket refused.
+    pub steal_send_errors: u64,
 }
 
 /// The agent: tier 1 up, its socket bound, and the refill state.
@@ -148,6 +191,13 @@ pub struct Agent {
     /// executor behind another interface can forge the switch's address). None: the
     /// uplink is unknown, and the source address is the only check.
     uplink_ifindex: Option<u32>,
+    sizer: PrefetchSizer,
+    next_rate_sample: Instant,
+    /// GET_TASKs the agent answered itself, per ring (the XDP program counts its own).
+    served_per_level: [u64; RING_COUNT],
+    stealer: Stealer<SocketAddrV4>,
+    steal_actions: Vec<StealAction<SocketAddrV4>>,
+    lease: LeaseKeeper,
 }
 
 impl Agent {
@@ -191,6 +241,8 @@ impl Agent {
             policy: RefillPolicy::default(),
             check_interval: Duration::from_millis(5),
             nice: None,
+            peers: Vec::new(),
+            steal_max_interval: DEFAULT_STEAL_MAX_INTERVAL,
         };
         Agent::with_tier1(cfg, tier1, sock)
     }
@@ -200,7 +252,19 @@ impl Agent {
         let kernel_base = tier1.rings.kernel_refills()?;
         let stats = AgentStats { mode: tier1.mode.name().to_string(), ..AgentStats::default() };
         let uplink_ifindex = cfg.tier1.uplink.as_deref().and_then(|name| crate::net::ifindex(name).ok());
+        let sizer = PrefetchSizer::new(tier1.rings.levels(), tier1.rings.capacity(), cfg.policy.low_watermark);
+        let steal_cfg = StealConfig { max_interval: cfg.steal_max_interval, ..StealConfig::new(cfg.node) };
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let stealer = Stealer::new(steal_cfg, cfg.peers.clone(), seed);
+        let lease = LeaseKeeper::new(cfg.tier1.settings.lease_ms);
         Ok(Agent {
+            sizer,
+            next_rate_sample: Instant::now(),
+            served_per_level: [0; RING_COUNT],
+            stealer,
+            steal_actions: Vec::new(),
+            lease,
             returner: Returner::new(cfg.switch),
             proxies: Proxies::new(cfg.switch),
             cfg,
@@ -264,6 +328,13 @@ impl Agent {
             self.relay();
             self.return_overflow(1024);
             let now = Instant::now();
+            self.step_steal(now);
+            self.scan_leases(now);
+            // Rings drained while tier 2 has said it has nothing: steal without waiting for
+            // the next empty answer.
+            if self.refill.tier2_empty() {
+                self.starved(now);
+            }
             if poke
                 || now >= next_check
                 || self.refill.waiting()
@@ -288,7 +359,9 @@ impl Agent {
                 next_publish = now + every;
             }
             let mut wake = next_check.min(next_publish);
-            if let Some(d) = self.refill.next_deadline(now) {
+            let deadlines =
+                [self.refill.next_deadline(now), self.stealer.next_deadline(), self.lease.next_deadline(now)];
+            for d in deadlines.into_iter().flatten() {
                 wake = wake.min(d);
             }
             self.wait(wake.saturating_duration_since(Instant::now()));
@@ -327,6 +400,10 @@ impl Agent {
             std::thread::sleep(refill::POLL_WHILE_WAITING);
         }
         self.refill.halt();
+        // Tasks held for thieves leave with the rings.
+        for entry in self.stealer.abort_held() {
+            self.returner.add(&self.sock, entry);
+        }
         if let (Some(pins), true) = (&self.tier1.pins, self.tier1.mode.is_xdp()) {
             // Executors' GET_TASK now goes straight to tier 2, and the rings stop changing.
             BoltXdp::detach_pinned(pins).context("detaching the XDP program")?;
@@ -444,18 +521,37 @@ impl Agent {
         })
     }
 
+    /// Samples the drain rate and sets the refill target from it (Little's law).
+    fn size_prefetch(&mut self, now: Instant) -> anyhow::Result<()> {
+        if now < self.next_rate_sample {
+            return Ok(());
+        }
+        self.next_rate_sample = now + RATE_SAMPLE_EVERY;
+        let kernel = self.tier1.rings.kernel_hits()?;
+        let served = std::array::from_fn(|i| kernel[i] + self.served_per_level[i]);
+        self.sizer.observe_served(now, served);
+        self.refill.set_target(self.sizer.total_target());
+        self.stats.prefetch_target = self.refill.target();
+        self.stats.refill_round_trip_us = self.sizer.round_trip().as_micros() as u64;
+        Ok(())
+    }
+
     fn step_refill(&mut self, now: Instant) -> anyhow::Result<()> {
+        self.size_prefetch(now)?;
         let occupancy = self.tier1.rings.occupancy();
         let progress = self.progress()?;
         let action = self.refill.poll(now, &occupancy, progress);
         match self.refill.take_outcome() {
-            Some(Outcome::Tasks(n)) => {
+            Some(Outcome::Tasks { tasks, round_trip }) => {
                 self.stats.refill_answers += 1;
-                tracing::trace!(tasks = n, "REFILL answered");
+                self.sizer.observe_round_trip(round_trip);
+                self.stealer.work_appeared();
+                tracing::trace!(tasks, ?round_trip, "REFILL answered");
             }
-            Some(Outcome::Empty) => {
+            Some(Outcome::Empty { waited }) => {
                 self.stats.refill_empty += 1;
-                tracing::trace!("empty REFILL: tier 2 has nothing for this node; backing off");
+                tracing::trace!(?waited, "empty REFILL: tier 2 has nothing for this node");
+                self.starved(now);
             }
             Some(Outcome::Lost) => tracing::debug!("no answer to REFILL_REQ; asking again"),
             None => {}
@@ -547,6 +643,7 @@ impl Agent {
                     self.stats.foreign_get_task += 1;
                     tracing::debug!(%from, "GET_TASK from outside the executor prefix dropped");
                 }
+                Ok(msg) if msg.op().is_steal() => self.on_steal_message(Instant::now(), from, &msg),
                 Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who }) => {
                     let task = if who.node() == self.cfg.node {
                         self.tier1.rings.take_runnable(rtrv_prio, exec_rsrc, &mut unplaced, &mut self.stats.ring_errors)
@@ -579,15 +676,20 @@ impl Agent {
 
     fn assign(&mut self, to: SocketAddrV4, entry: Entry, unplaced: &mut Vec<Entry>) {
         let mut out = [0u8; MAX_MESSAGE_LEN];
-        let sent = encode_assign(&mut out, &entry)
+        // The lease stamp stays with the ring; on the wire it is zero.
+        let sent = encode_assign(&mut out, &Entry { pad: [0; 2], ..entry })
             .map_err(|e| e.to_string())
             .and_then(|n| self.sock.send_to(&out[..n], to).map_err(|e| e.to_string()));
         match sent {
-            Ok(_) => self.stats.served += 1,
+            Ok(_) => {
+                self.stats.served += 1;
+                let ring = (entry.task.prio.max(1) as usize).min(self.tier1.rings.levels() as usize);
+                self.served_per_level[ring - 1] += 1;
+            }
             Err(e) => {
                 // The task stays with the node: back into its ring, or to tier 2.
                 tracing::warn!(executor = %to, error = %e, "sending ASSIGN failed; task kept");
-                self.tier1.rings.push_or_hand_back(&entry, unplaced, &mut self.stats.ring_errors);
+                self.tier1.rings.put_back_or_hand_back(&entry, unplaced, &mut self.stats.ring_errors);
             }
         }
     }

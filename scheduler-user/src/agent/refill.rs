@@ -1,16 +1,20 @@
 //! When to ask tier 2 for tasks, and how many: the REFILL_REQ state machine.
 //!
-//! The node's buffer is the sum of its rings. Below the low watermark the agent asks for
-//! `want = min(batch, free space of the fullest ring, 255)` tasks, so that however the
-//! answer's priorities fall, every task fits its ring. One request is in flight at a
-//! time. The answer is not read from a socket (the XDP program consumes REFILL frames),
+//! The node's buffer is the sum of its rings. Below its target depth (set from
+//! measurement by [`super::policy::prefetch`], bounded by the low watermark) the agent
+//! asks for `want = min(target, batch, free space of the fullest ring, 255)`
+//! tasks, so that however the answer's priorities fall, every task fits its ring. One
+//! request is in flight at a time. The answer is not read from a socket (the XDP program consumes REFILL frames),
 //! but from the program's REFILL counters: frames and tasks taken in since the request.
 //! An answer is complete when it carried `want` tasks, when one of its frames was short
 //! (the switch fills frames of 16 and sends the rest last), or when no further frame came
 //! for a short settle time. Then:
 //! - tasks arrived: ask again at once if the rings are still low;
-//! - an empty REFILL: tier 2 has nothing this node can run; back off, doubling the pause
-//!   up to a maximum, until an answer brings tasks again;
+//! - an empty REFILL: tier 2 has nothing this node can run. The pause before asking again
+//!   doubles up to a maximum, but the time the request waited for its answer counts
+//!   towards it: a request parked at tier 2 until its expiry is asked again at once (one
+//!   request always waits there), while a switch that answers "nothing" at once is asked
+//!   at most once per pause;
 //! - nothing within the answer timeout: the request or its answer was lost; resend, with
 //!   the timeout doubling on each consecutive loss (a silent switch is not flooded).
 
@@ -26,8 +30,12 @@ pub type Progress = KernelRefills;
 /// Tuning of the refill loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefillPolicy {
-    /// Ask for more when the rings together hold fewer tasks than this.
+    /// The most tasks the rings together keep prefetched: the bound of the measured
+    /// target depth.
     pub low_watermark: u32,
+    /// The fewest tasks the rings together keep prefetched whatever the measurement
+    /// (0: the measured depth alone).
+    pub min_depth: u32,
     /// Most tasks one REFILL_REQ asks for (1..=255).
     pub batch: u8,
     /// How long to wait for the first frame of an answer before resending.
@@ -44,6 +52,7 @@ impl Default for RefillPolicy {
     fn default() -> Self {
         RefillPolicy {
             low_watermark: 32,
+            min_depth: 0,
             batch: 64,
             answer_timeout: Duration::from_millis(20),
             settle: Duration::from_millis(2),
@@ -61,6 +70,8 @@ enum State {
     Idle,
     Waiting {
         sent_at: Instant,
+        /// When the first frame of the answer was seen.
+        first_frame_at: Option<Instant>,
         want: u8,
         /// Progress when the request was sent.
         base: Progress,
@@ -87,8 +98,16 @@ pub enum Action {
 /// How the last answer ended, for the agent's counters and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Tasks(u64),
-    Empty,
+    /// The answer brought tasks; its first frame came `round_trip` after the request
+    /// (to the resolution of the counters' polling).
+    Tasks {
+        tasks: u64,
+        round_trip: Duration,
+    },
+    /// Tier 2 had nothing; the answer came `waited` after the request.
+    Empty {
+        waited: Duration,
+    },
     Lost,
 }
 
@@ -99,6 +118,8 @@ pub struct RefillController {
     /// Ring capacity and levels in use, for `want`.
     capacity: u32,
     levels: usize,
+    /// Ask when the rings hold fewer tasks than this (at most `policy.low_watermark`).
+    target: u32,
     state: State,
     /// Empty answers in a row (sets the back-off).
     empties: u32,
@@ -110,6 +131,7 @@ pub struct RefillController {
 impl RefillController {
     pub fn new(policy: RefillPolicy, capacity: u32, levels: u8) -> RefillController {
         RefillController {
+            target: policy.low_watermark,
             policy,
             capacity,
             levels: (levels as usize).clamp(1, RING_COUNT),
@@ -124,6 +146,11 @@ impl RefillController {
         &self.policy
     }
 
+    /// True while pausing after an empty REFILL: tier 2 had nothing for this node.
+    pub fn tier2_empty(&self) -> bool {
+        matches!(self.state, State::BackingOff { .. }) && self.empties > 0
+    }
+
     /// True while a request is unanswered.
     pub fn waiting(&self) -> bool {
         matches!(self.state, State::Waiting { .. })
@@ -134,17 +161,29 @@ impl RefillController {
         self.last_outcome.take()
     }
 
-    /// How many tasks to ask for with rings at `occupancy`: 0 when the node is above its
-    /// low watermark or has no room.
+    /// Sets the depth to keep (the prefetch policy's estimate), at least the minimum
+    /// depth and at most the low watermark.
+    pub fn set_target(&mut self, target: u32) {
+        self.target = target.max(self.policy.min_depth).clamp(1, self.policy.low_watermark.max(1));
+    }
+
+    pub fn target(&self) -> u32 {
+        self.target
+    }
+
+    /// How many tasks to ask for with rings at `occupancy`: 0 when the node holds its
+    /// target or has no room.
     pub fn want(&self, occupancy: &[i64; RING_COUNT]) -> u8 {
         let rings = &occupancy[..self.levels];
         let total: i64 = rings.iter().map(|&r| r.max(0)).sum();
-        if total >= self.policy.low_watermark as i64 {
+        if total >= self.target as i64 {
             return 0;
         }
         let fullest = rings.iter().copied().max().unwrap_or(0).max(0);
         let room = (self.capacity as i64 - fullest).max(0);
-        room.min(self.policy.batch as i64).min(u8::MAX as i64) as u8
+        // Up to one target's worth: the depth then moves between the target and twice it,
+        // one request per drained target rather than one per task.
+        room.min(self.target as i64).min(self.policy.batch as i64).min(u8::MAX as i64) as u8
     }
 
     /// Advances the state machine: `progress` is the REFILL tally now.
@@ -152,13 +191,13 @@ impl RefillController {
         match self.state {
             State::BackingOff { until } if now < until => return Action::Nothing,
             State::BackingOff { .. } => self.state = State::Idle,
-            State::Waiting { sent_at, want, base, seen, changed_at } => {
+            State::Waiting { sent_at, first_frame_at, want, base, seen, changed_at } => {
                 let (frames, tasks) =
                     (progress.frames.wrapping_sub(base.frames), progress.tasks.wrapping_sub(base.tasks));
                 let changed_at = if progress != seen { now } else { changed_at };
                 if frames == 0 {
                     if now.duration_since(sent_at) < self.answer_timeout() {
-                        self.state = State::Waiting { sent_at, want, base, seen: progress, changed_at };
+                        self.state = State::Waiting { sent_at, first_frame_at, want, base, seen: progress, changed_at };
                         return Action::Nothing;
                     }
                     // Lost: ask again (for what is needed now) with a longer timeout.
@@ -169,26 +208,42 @@ impl RefillController {
                         self.state = State::Idle;
                         return Action::Nothing;
                     }
-                    self.state = State::Waiting { sent_at: now, want, base: progress, seen: progress, changed_at: now };
+                    self.state = State::Waiting {
+                        sent_at: now,
+                        first_frame_at: None,
+                        want,
+                        base: progress,
+                        seen: progress,
+                        changed_at: now,
+                    };
                     return Action::Request { want, retry: true };
                 }
+                let first_frame_at = first_frame_at.unwrap_or(now);
                 let short_frame = tasks < frames * MAX_LIST as u64;
                 let complete =
                     tasks >= want as u64 || short_frame || now.duration_since(changed_at) >= self.policy.settle;
                 if !complete {
-                    self.state = State::Waiting { sent_at, want, base, seen: progress, changed_at };
+                    let first_frame_at = Some(first_frame_at);
+                    self.state = State::Waiting { sent_at, first_frame_at, want, base, seen: progress, changed_at };
                     return Action::Nothing;
                 }
                 self.losses = 0;
+                let waited = first_frame_at.saturating_duration_since(sent_at);
                 if tasks == 0 {
                     self.empties = self.empties.saturating_add(1);
-                    self.last_outcome = Some(Outcome::Empty);
-                    self.state = State::BackingOff { until: now + self.backoff() };
-                    return Action::Nothing;
+                    self.last_outcome = Some(Outcome::Empty { waited });
+                    // The time parked at tier 2 counts towards the pause.
+                    let pause = self.backoff().saturating_sub(waited);
+                    if !pause.is_zero() {
+                        self.state = State::BackingOff { until: now + pause };
+                        return Action::Nothing;
+                    }
+                    self.state = State::Idle;
+                } else {
+                    self.empties = 0;
+                    self.last_outcome = Some(Outcome::Tasks { tasks, round_trip: waited });
+                    self.state = State::Idle;
                 }
-                self.empties = 0;
-                self.last_outcome = Some(Outcome::Tasks(tasks));
-                self.state = State::Idle;
             }
             State::Idle => {}
         }
@@ -196,7 +251,14 @@ impl RefillController {
         if want == 0 {
             return Action::Nothing;
         }
-        self.state = State::Waiting { sent_at: now, want, base: progress, seen: progress, changed_at: now };
+        self.state = State::Waiting {
+            sent_at: now,
+            first_frame_at: None,
+            want,
+            base: progress,
+            seen: progress,
+            changed_at: now,
+        };
         Action::Request { want, retry: false }
     }
 
@@ -252,16 +314,33 @@ mod tests {
         Progress { frames, tasks }
     }
 
+    /// A measured target of 64 under a bound of 1000, batch 64.
     fn controller() -> RefillController {
-        RefillController::new(RefillPolicy { low_watermark: 32, batch: 64, ..RefillPolicy::default() }, 4096, 4)
+        let mut c =
+            RefillController::new(RefillPolicy { low_watermark: 1000, batch: 64, ..RefillPolicy::default() }, 4096, 4);
+        c.set_target(64);
+        c
     }
 
     #[test]
     fn want_is_bounded_by_batch_and_by_the_fullest_ring() {
         let c = controller();
         assert_eq!(c.want(&occ(0)), 64);
-        assert_eq!(c.want(&occ(31)), 64);
-        assert_eq!(c.want(&occ(32)), 0);
+        assert_eq!(c.want(&occ(63)), 64);
+        assert_eq!(c.want(&occ(64)), 0);
+        // The target is bounded by the low watermark, and is at least one task.
+        let mut b = RefillController::new(RefillPolicy { low_watermark: 8, ..RefillPolicy::default() }, 4096, 4);
+        b.set_target(500);
+        assert_eq!((b.target(), b.want(&occ(0))), (8, 8));
+        b.set_target(0);
+        assert_eq!((b.target(), b.want(&occ(0)), b.want(&occ(1))), (1, 1, 0));
+        let mut m = RefillController::new(
+            RefillPolicy { low_watermark: 100, min_depth: 40, ..RefillPolicy::default() },
+            4096,
+            4,
+        );
+        m.set_target(3);
+        assert_eq!(m.target(), 40, "the minimum depth holds against a low measurement");
         let small =
             RefillController::new(RefillPolicy { low_watermark: 100, batch: 255, ..RefillPolicy::default() }, 40, 4);
         assert_eq!(small.want(&[10, 20, 0, 0, 0, 0, 0, 0]), 20);
@@ -281,9 +360,9 @@ mod tests {
         assert_eq!(c.poll(t0, &occ(10), progress(2, 32)), Action::Nothing);
         // All 64: complete, and still below the watermark after executors took most.
         assert_eq!(c.poll(t0, &occ(20), progress(4, 64)), Action::Request { want: 64, retry: false });
-        assert_eq!(c.take_outcome(), Some(Outcome::Tasks(64)));
-        // Above the watermark: nothing to ask.
-        assert_eq!(c.poll(t0, &occ(40), progress(8, 128)), Action::Nothing);
+        assert!(matches!(c.take_outcome(), Some(Outcome::Tasks { tasks: 64, .. })));
+        // At the target: nothing to ask.
+        assert_eq!(c.poll(t0, &occ(70), progress(8, 128)), Action::Nothing);
         assert!(!c.waiting());
     }
 
@@ -292,16 +371,16 @@ mod tests {
         let mut c = controller();
         let t0 = Instant::now();
         c.poll(t0, &occ(0), progress(0, 0));
-        assert_eq!(c.poll(t0, &occ(50), progress(2, 20)), Action::Nothing);
-        assert_eq!(c.take_outcome(), Some(Outcome::Tasks(20)));
+        assert_eq!(c.poll(t0, &occ(70), progress(2, 20)), Action::Nothing);
+        assert!(matches!(c.take_outcome(), Some(Outcome::Tasks { tasks: 20, .. })));
         assert!(!c.waiting());
         // Exactly 32 tasks (two full frames) and then nothing: complete after the settle time.
         c.poll(t0, &occ(0), progress(2, 20));
         assert_eq!(c.poll(t0, &occ(0), progress(4, 52)), Action::Nothing);
         assert!(c.waiting());
         let later = t0 + c.policy().settle;
-        assert_eq!(c.poll(later, &occ(40), progress(4, 52)), Action::Nothing);
-        assert_eq!(c.take_outcome(), Some(Outcome::Tasks(32)));
+        assert_eq!(c.poll(later, &occ(70), progress(4, 52)), Action::Nothing);
+        assert!(matches!(c.take_outcome(), Some(Outcome::Tasks { tasks: 32, .. })));
     }
 
     #[test]
@@ -314,7 +393,7 @@ mod tests {
             assert!(matches!(c.poll(now, &occ(0), p), Action::Request { .. }));
             p.frames += 1;
             assert_eq!(c.poll(now, &occ(0), p), Action::Nothing);
-            assert_eq!(c.take_outcome(), Some(Outcome::Empty));
+            assert_eq!(c.take_outcome(), Some(Outcome::Empty { waited: Duration::ZERO }));
             let until = c.next_deadline(now).unwrap();
             pauses.push(until - now);
             assert_eq!(c.poll(until - Duration::from_nanos(1), &occ(0), p), Action::Nothing);
@@ -329,11 +408,11 @@ mod tests {
         p.frames += 1;
         p.tasks += 5;
         c.poll(now, &occ(5), p);
-        assert_eq!(c.take_outcome(), Some(Outcome::Tasks(5)));
+        assert!(matches!(c.take_outcome(), Some(Outcome::Tasks { tasks: 5, .. })));
         c.poll(now, &occ(5), p);
         p.frames += 1;
         c.poll(now, &occ(5), p);
-        assert_eq!(c.take_outcome(), Some(Outcome::Empty));
+        assert_eq!(c.take_outcome(), Some(Outcome::Empty { waited: Duration::ZERO }));
         assert_eq!(c.next_deadline(now).unwrap() - now, Duration::from_millis(1));
     }
 
@@ -355,6 +434,47 @@ mod tests {
         let t2 = t1 + 2 * timeout;
         assert_eq!(c.poll(t2, &occ(0), progress(8, 73)), Action::Request { want: 64, retry: false });
         assert_eq!(c.poll(t2 + timeout, &occ(0), progress(8, 73)), Action::Request { want: 64, retry: true });
+    }
+
+    #[test]
+    fn an_answer_parked_until_its_expiry_is_asked_again_at_once() {
+        // The answer timeout must outlast the park time, or a parked request counts as lost.
+        let policy =
+            RefillPolicy { low_watermark: 1000, answer_timeout: Duration::from_millis(200), ..Default::default() };
+        let mut c = RefillController::new(policy, 4096, 4);
+        c.set_target(64);
+        let t0 = Instant::now();
+        let mut p = progress(0, 0);
+        // Empty answers that come at once back off as before ...
+        for _ in 0..5 {
+            let now = c.next_deadline(t0).unwrap_or(t0);
+            assert!(matches!(c.poll(now, &occ(0), p), Action::Request { .. }));
+            p.frames += 1;
+            c.poll(now, &occ(0), p);
+        }
+        let backoff = c.next_deadline(t0).unwrap();
+        assert!(backoff > t0 + Duration::from_millis(10), "the pause has grown");
+        // ... but an empty answer after a long wait (a request parked at tier 2 until its
+        // expiry) is followed at once by the next request.
+        let sent = backoff;
+        assert!(matches!(c.poll(sent, &occ(0), p), Action::Request { .. }));
+        let expiry = sent + Duration::from_millis(50);
+        c.poll(expiry - Duration::from_micros(200), &occ(0), p);
+        p.frames += 1;
+        assert!(matches!(c.poll(expiry, &occ(0), p), Action::Request { .. }));
+        assert_eq!(c.take_outcome(), Some(Outcome::Empty { waited: Duration::from_millis(50) }));
+    }
+
+    #[test]
+    fn the_round_trip_is_measured_to_the_first_frame() {
+        let mut c = controller();
+        let t0 = Instant::now();
+        c.poll(t0, &occ(0), progress(0, 0));
+        c.poll(t0 + Duration::from_micros(200), &occ(0), progress(0, 0));
+        // Three full frames seen at 400 µs, the last (short) one later.
+        c.poll(t0 + Duration::from_micros(400), &occ(0), progress(3, 48));
+        c.poll(t0 + Duration::from_micros(600), &occ(0), progress(4, 50));
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 50, round_trip: Duration::from_micros(400) }));
     }
 
     #[test]

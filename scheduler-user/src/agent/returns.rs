@@ -31,9 +31,10 @@ impl Returner {
         }
     }
 
-    /// Queues `entry`; a full message goes out at once.
+    /// Queues `entry`; a full message goes out at once. A task taken from a ring carries
+    /// its lease stamp; RETURN carries none.
     pub fn add(&mut self, sock: &UdpSocket, entry: Entry) {
-        self.pending.push(entry);
+        self.pending.push(Entry { pad: [0; 2], ..entry });
         if self.pending.len() == MAX_LIST {
             self.flush(sock);
         }

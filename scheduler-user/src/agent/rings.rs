@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use anyhow::Context as _;
 use scheduler_common::{
-    maps::{Counter, RING_COUNT},
+    maps::{ring_stamp, Counter, RING_COUNT},
     Entry, MAX_PRIORITIES,
 };
 
@@ -20,6 +20,15 @@ pub struct KernelRefills {
     pub frames: u64,
     /// Tasks those frames carried: stored, overflowed, or bounced back as RETURN.
     pub tasks: u64,
+}
+
+/// Milliseconds of CLOCK_MONOTONIC: the lease clock (the XDP program's
+/// `bpf_ktime_get_coarse_ns` counts on the same base).
+pub fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write to; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 /// Tasks kept in this process (userspace fallback without BPF): lost if the agent dies,
@@ -87,9 +96,17 @@ impl Rings {
     }
 
     /// Queues `entry` in its priority's ring (priorities past the levels in use go to the
-    /// lowest ring). Returns the entry back when its ring is full, so the caller can
-    /// RETURN it: a task is never dropped here.
+    /// lowest ring), stamped with the time it entered (its lease starts now). Returns the
+    /// entry back (unstamped) when its ring is full, so the caller can RETURN it: a task
+    /// is never dropped here.
     pub fn push(&mut self, entry: &Entry) -> anyhow::Result<Result<(), Entry>> {
+        let stamped = Entry { pad: ring_stamp(monotonic_ms()), ..*entry };
+        Ok(self.put_back(&stamped)?.map_err(|_| Entry { pad: [0; 2], ..*entry }))
+    }
+
+    /// Queues `entry` as it is, lease stamp included: for a task popped from a ring that
+    /// goes back (not runnable by this executor, an aborted steal), whose lease goes on.
+    pub fn put_back(&mut self, entry: &Entry) -> anyhow::Result<Result<(), Entry>> {
         match self {
             Rings::Bpf(maps) => match maps.push(entry) {
                 Ok(_) => Ok(Ok(())),
@@ -116,6 +133,26 @@ impl Rings {
         match self {
             Rings::Bpf(maps) => maps.pop(prio),
             Rings::Memory(m) => Ok(m.rings.get_mut((prio as usize).wrapping_sub(1)).and_then(|r| r.pop_front())),
+        }
+    }
+
+    /// The lease stamp of ring `prio`'s head (1-based), without taking it.
+    pub fn peek_stamp(&self, prio: u8) -> anyhow::Result<Option<[u8; 2]>> {
+        match self {
+            Rings::Bpf(maps) => Ok(maps.peek_ring(prio)?.map(|e| e.pad)),
+            Rings::Memory(m) => Ok(m.rings.get((prio as usize).wrapping_sub(1)).and_then(|r| r.front()).map(|e| e.pad)),
+        }
+    }
+
+    /// GET_TASKs the XDP program answered per ring since it was loaded (zero for memory
+    /// rings, whose tasks the agent serves and counts itself).
+    pub fn kernel_hits(&self) -> anyhow::Result<[u64; RING_COUNT]> {
+        match self {
+            Rings::Bpf(maps) => {
+                let c = maps.counters()?;
+                Ok(std::array::from_fn(|i| c.hits(i as u8 + 1)))
+            }
+            Rings::Memory(_) => Ok([0; RING_COUNT]),
         }
     }
 
@@ -177,15 +214,32 @@ impl Rings {
             if entry.task.runs_on(exec_rsrc) {
                 return Some(entry);
             }
-            self.push_or_hand_back(&entry, unplaced, errors);
+            self.put_back_or_hand_back(&entry, unplaced, errors);
         }
         None
     }
 
-    /// Queues `entry`, or adds it to `unplaced` when its ring is full or the push fails
-    /// (counted in `errors`), so that the caller RETURNs it.
+    /// Queues a newly arrived `entry` (lease stamp: now), or adds it to `unplaced` when its
+    /// ring is full or the push fails (counted in `errors`), so that the caller RETURNs it.
     pub fn push_or_hand_back(&mut self, entry: &Entry, unplaced: &mut Vec<Entry>, errors: &mut u64) {
-        match self.push(entry) {
+        let pushed = self.push(entry);
+        Self::hand_back_unless_queued(pushed, entry, unplaced, errors);
+    }
+
+    /// As [`Rings::push_or_hand_back`] for a task popped from a ring that goes back: its
+    /// lease stamp, and so its lease, is kept.
+    pub fn put_back_or_hand_back(&mut self, entry: &Entry, unplaced: &mut Vec<Entry>, errors: &mut u64) {
+        let queued = self.put_back(entry);
+        Self::hand_back_unless_queued(queued, entry, unplaced, errors);
+    }
+
+    fn hand_back_unless_queued(
+        queued: anyhow::Result<Result<(), Entry>>,
+        entry: &Entry,
+        unplaced: &mut Vec<Entry>,
+        errors: &mut u64,
+    ) {
+        match queued {
             Ok(Ok(())) => {}
             Ok(Err(back)) => unplaced.push(back),
             Err(e) => {
@@ -222,6 +276,26 @@ mod tests {
         assert_eq!(r.pop(2).unwrap().map(|e| e.task.tid()), Some(1));
         assert_eq!(r.pop(3).unwrap(), None);
         assert_eq!(r.pop(0).unwrap(), None);
+    }
+
+    #[test]
+    fn a_push_stamps_the_lease_and_a_put_back_keeps_it() {
+        let mut r = Rings::Memory(MemoryRings::new(2, 4));
+        let before = monotonic_ms();
+        r.push(&entry(1, 1, 0b10)).unwrap().unwrap();
+        let stamp = r.peek_stamp(1).unwrap().expect("a head");
+        let age = scheduler_common::maps::stamp_age_ms(stamp, monotonic_ms()).expect("stamped");
+        assert!(age as u64 <= monotonic_ms() - before + 1, "stamped now, age {age}");
+        // Not runnable here: popped and put back with the same stamp.
+        let (mut unplaced, mut errors) = (Vec::new(), 0);
+        assert_eq!(r.take_runnable(1, 0b01, &mut unplaced, &mut errors), None);
+        assert_eq!((unplaced.len(), errors), (0, 0));
+        assert_eq!(r.peek_stamp(1).unwrap(), Some(stamp));
+        // A full ring hands the entry back unstamped, ready for a RETURN.
+        let mut full = Rings::Memory(MemoryRings::new(1, 1));
+        full.push(&entry(2, 1, 0)).unwrap().unwrap();
+        assert_eq!(full.push(&entry(3, 1, 0)).unwrap(), Err(entry(3, 1, 0)));
+        assert_eq!(full.peek_stamp(2).unwrap(), None, "no ring 2");
     }
 
     #[test]

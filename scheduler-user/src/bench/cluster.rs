@@ -141,12 +141,8 @@ impl Site {
         };
         if level == Level::TwoLevel {
             for (w, n) in layout.workers.iter().zip(&self.nodes) {
+                // The ring depth is the agent's own measurement (docs/agent.md).
                 let mut args = agent_args_offering(layout, w, n.resources);
-                // Rings about one task per executor deep: enough to answer every
-                // executor from the host, shallow enough that priorities still hold.
-                let batch = opts.agent_batch.unwrap_or(n.executors.clamp(1, 255) as u8);
-                let low = opts.agent_low_watermark.unwrap_or(n.executors as u32);
-                args.extend(["--batch".into(), batch.to_string(), "--low-watermark".into(), low.to_string()]);
                 args.extend(["--nice".into(), "-10".into()]);
                 let cfg = agent::config_from_args(args)?;
                 d.agents.push(netns::run_in(&w.host_ns, move || agent::spawn(cfg))?);
@@ -165,9 +161,6 @@ impl Site {
 pub struct DeployOptions {
     /// Executors keep an [`AssignmentRecord`] per task (GET_TASK round trips).
     pub record_assignments: bool,
-    /// Agents' REFILL_REQ batch and low watermark (default: the node's executors).
-    pub agent_batch: Option<u8>,
-    pub agent_low_watermark: Option<u32>,
 }
 
 fn executor_config(switch: SocketAddr, node: u16, n: &NodeSpec, opts: &DeployOptions) -> ExecutorConfig {

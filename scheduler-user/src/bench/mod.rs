@@ -10,6 +10,7 @@ pub mod output;
 pub mod peers;
 pub mod plot;
 pub mod priority;
+pub mod steal;
 pub mod suite;
 pub mod sw1;
 pub mod tiers;
@@ -40,6 +41,9 @@ pub enum Experiment {
     /// Bolt against Dask, Ray, Celery with Redis and a plain Redis pull queue, in one
     /// run on loopback: throughput and scheduling delay, and their ratios to Bolt.
     Peers(peers::PeersArgs),
+    /// MATRIX work stealing under skew: every task lands on one host first; makespan and
+    /// efficiency with and without stealing on a network-namespace testbed (needs root).
+    Steal(steal::StealArgs),
     /// ns per packet of the XDP program (GET_TASK hit and miss, REFILL per task) with
     /// BPF_PROG_TEST_RUN. Needs root.
     Xdp(XdpArgs),
@@ -81,6 +85,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Xdp(a) => return run_xdp(&a),
         Experiment::Claims(a) => return claims::print(&claims::run(&a)?, a.json),
         Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
+        Experiment::Steal(a) => return steal::print(&steal::run(&a)?, a.json),
         Experiment::All(a) => a,
         Experiment::Sw1(a) => only(a, "sw1"),
         Experiment::Trace(a) => only(a, "trace"),

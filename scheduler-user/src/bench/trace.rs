@@ -59,7 +59,7 @@ pub(crate) fn measure(
     work: Work,
     drain_s: u64,
 ) -> anyhow::Result<(LevelFields, Replayed, Vec<TaskTiming>)> {
-    let d: Deployment = site.deploy(level, &DeployOptions { record_assignments: true, ..DeployOptions::default() })?;
+    let d: Deployment = site.deploy(level, &DeployOptions { record_assignments: true })?;
     let jobs = trace.timed_jobs(work)?;
     let r = d.run_clients(move |switch| async move {
         replay(bench_client_config(switch), &jobs, std::time::Duration::from_secs(drain_s)).await

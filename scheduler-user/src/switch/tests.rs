@@ -96,6 +96,8 @@ fn bad_input_is_counted_not_fatal() {
     s.send_to(&swap, sw.local_addr()).unwrap(); // internal op from outside
     let n = encode_noop(&mut buf, Requester::new(1, 1, 1)).unwrap();
     s.send_to(&buf[..n], sw.local_addr()).unwrap(); // wrong direction
+    let n = encode_steal(&mut buf, Op::StealProbe, &StealBody::new(1, 1)).unwrap();
+    s.send_to(&buf[..n], sw.local_addr()).unwrap(); // between agents, never for a switch
                                                     // The switch still answers afterwards.
     let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 77)).unwrap();
     s.send_to(&buf[..n], sw.local_addr()).unwrap();
@@ -105,8 +107,8 @@ fn bad_input_is_counted_not_fatal() {
     assert_eq!(stats.malformed[DecodeError::Truncated.index()], 1);
     assert_eq!(stats.malformed[DecodeError::BadMagic.index()], 1);
     assert_eq!(stats.malformed[DecodeError::InternalOp(10).index()], 1);
-    assert_eq!(stats.wrong_direction, 1);
-    assert_eq!(stats.received, 5);
+    assert_eq!(stats.wrong_direction, 2);
+    assert_eq!(stats.received, 6);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! ```text
 //!                    ┌──────────── <name>-sw ────────────┐
 //!                    │ lo 10.77.0.1 (bolt switch, client) │
-//!                    │ <name>s1 10.77.1.1  <name>s2 ...   │
+//!                    │ <name>s1 10.77.1.1  <name>s2 ...   │   ip_forward = 1 (host ↔ host)
 //!                    └────┬───────────────────────────────┘
 //!                         │ veth
 //!   ┌─────────── <name>-h1 (worker host, node 1) ──────────┐
@@ -217,6 +217,9 @@ impl Testbed {
         let l = &self.layout;
         netns::create(&l.switch_ns)?;
         netns::ip(&["-n", &l.switch_ns, "addr", "add", &format!("{}/32", l.switch_addr), "dev", "lo"])?;
+        // Hosts reach each other through the switch, as through a top-of-rack switch (the
+        // agents' work stealing).
+        netns::sysctl(&l.switch_ns, "net.ipv4.ip_forward", "1")?;
         for w in &l.workers {
             netns::create(&w.host_ns)?;
             // Switch ↔ host.

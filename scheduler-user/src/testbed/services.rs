@@ -3,6 +3,7 @@
 //! layout live in `/run/bolt-testbed/<name>/`, so `down` stops exactly these processes.
 
 use std::io::Write as _;
+use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -160,6 +161,16 @@ pub fn agent_args_offering(layout: &Layout, w: &WorkerHost, resources: u8) -> Ve
     .map(|s| s.to_string())
     .collect();
     args.extend(rest);
+    // The other hosts' agents, for work stealing (reached through the switch namespace).
+    let peers: Vec<String> = layout
+        .workers
+        .iter()
+        .filter(|p| p.node != w.node)
+        .map(|p| SocketAddrV4::new(p.uplink_addr, layout.switch_socket().port()).to_string())
+        .collect();
+    if !peers.is_empty() {
+        args.extend(["--peers".to_string(), peers.join(",")]);
+    }
     args
 }
 

@@ -4,7 +4,8 @@ use std::net::Ipv4Addr;
 
 use scheduler_common::{
     maps::{
-        XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, MAX_UPLINKS, RING_COUNT,
+        XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_LEASE_MS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY,
+        MAX_LEASE_MS, MAX_UPLINKS, RING_COUNT,
     },
     Ipv4Prefix, DEFAULT_PORT, DEFAULT_PRIORITIES,
 };
@@ -36,6 +37,8 @@ pub struct XdpSettings {
     /// so REFILL is stored by no interface until the loader names the uplink. A frame run
     /// with BPF_PROG_TEST_RUN arrives on the loopback interface, [`LOOPBACK_IFINDEX`].
     pub uplink_ifindex: [u32; MAX_UPLINKS],
+    /// Lease of a prefetched task in milliseconds (0 = none; see `XdpConfig::lease_ms`).
+    pub lease_ms: u16,
 }
 
 /// The ifindex of `lo` in every network namespace.
@@ -63,6 +66,7 @@ impl Default for XdpSettings {
             log_level: 0,
             executors: Ipv4Prefix::ANY,
             uplink_ifindex: [0; MAX_UPLINKS],
+            lease_ms: DEFAULT_LEASE_MS,
         }
     }
 }
@@ -79,6 +83,7 @@ impl XdpSettings {
         anyhow::ensure!(self.ring_capacity > 0, "ring capacity must be at least 1");
         anyhow::ensure!(self.overflow_capacity > 0, "overflow capacity must be at least 1");
         anyhow::ensure!(self.log_level <= 5, "log level must be 0..=5");
+        anyhow::ensure!(self.lease_ms <= MAX_LEASE_MS, "the lease must be at most {MAX_LEASE_MS} ms");
         Ok(())
     }
 
@@ -90,7 +95,7 @@ impl XdpSettings {
             switch_ipv4: self.switch_addr.map(|a| a.octets()).unwrap_or([0; 4]),
             levels: self.levels,
             executor_prefix_len: self.executors.prefix_len(),
-            pad: [0; 2],
+            lease_ms: self.lease_ms,
             ring_capacity: self.ring_capacity,
             low_watermark: self.low_watermark,
             executor_net: self.executors.network(),
