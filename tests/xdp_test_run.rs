@@ -78,7 +78,7 @@ impl Rig {
 
     fn refill_frame(&self, entries: &[Entry]) -> Vec<u8> {
         let mut buf = [0u8; MAX_MESSAGE_LEN];
-        let n = encode_refill(&mut buf, entries).unwrap();
+        let n = encode_refill(&mut buf, entries, 0).unwrap();
         udp_frame(&self.switch_to_node(), Ipv4Fields::default(), &buf[..n])
     }
 
@@ -95,7 +95,7 @@ impl Rig {
 
 fn get_task_frame(exec: &Endpoints, prio: u8, rsrc: u8, node: u16, seq: u32) -> Vec<u8> {
     let mut buf = [0u8; 16];
-    let n = encode_get_task(&mut buf, prio, rsrc, Requester::new(node, 7, seq)).unwrap();
+    let n = encode_get_task(&mut buf, prio, rsrc, Requester::new(node, 7, seq), false).unwrap();
     udp_frame(exec, Ipv4Fields::default(), &buf[..n])
 }
 
@@ -110,7 +110,7 @@ fn entry(tid: u32, prio: u8, rsrc: u8) -> Entry {
 fn assigned_entry(frame: &[u8]) -> Entry {
     let msg = &frame[PAYLOAD_OFF..];
     match scheduler_common::decode(msg).expect("the reply decodes") {
-        scheduler_common::Message::Assign(e) => *e,
+        scheduler_common::Message::Assign { entry, .. } => *entry,
         m => panic!("reply is {:?}, not ASSIGN", m.op()),
     }
 }
@@ -132,7 +132,7 @@ fn hit_replies_with_the_byte_exact_assign() {
     assert_eq!(verdict, Verdict::Tx);
 
     let mut assign = [0u8; 48];
-    let n = encode_assign(&mut assign, &e).unwrap();
+    let n = encode_assign(&mut assign, &e, 0).unwrap();
     assert_eq!(n, 48);
     let expected = udp_frame(&rig.exec.reversed(), Ipv4Fields::default(), &assign);
     assert_eq!(out.len(), 14 + 20 + 8 + 48);
@@ -158,7 +158,7 @@ fn ethernet_padding_is_ignored_and_the_reply_has_exact_length() {
     let (verdict, out) = rig.run(&request);
     assert_eq!(verdict, Verdict::Tx);
     let mut assign = [0u8; 48];
-    encode_assign(&mut assign, &e).unwrap();
+    encode_assign(&mut assign, &e, 0).unwrap();
     assert_eq!(out, udp_frame(&rig.exec.reversed(), Ipv4Fields::default(), &assign));
 }
 
@@ -594,7 +594,7 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
     ];
     // A GET_TASK with 4 extra payload bytes: lengths consistent, message too long.
     let mut long = [0u8; 20];
-    encode_get_task(&mut long, 1, 0, Requester::new(NODE, 1, 1)).unwrap();
+    encode_get_task(&mut long, 1, 0, Requester::new(NODE, 1, 1), false).unwrap();
     cases.push(Case {
         what: "GET_TASK longer than 16 bytes",
         frame: udp_frame(&rig.exec, Ipv4Fields::default(), &long),

@@ -7,10 +7,14 @@
 //! `requeued`) and the search goes on at the next level: one pop per level per request,
 //! so a request costs at most `levels` pops and the task is never lost.
 
-use aya_ebpf::{bindings::xdp_action, helpers::bpf_xdp_adjust_tail, programs::XdpContext};
+use aya_ebpf::{
+    bindings::xdp_action,
+    helpers::{bpf_ktime_get_coarse_ns, bpf_xdp_adjust_tail},
+    programs::XdpContext,
+};
 use scheduler_common::{
-    maps::{Counter, XdpConfig, EVENT_EMPTY, RING_COUNT},
-    message_len, prefix, resources_match, Entry, Header, Op, Requester, MAX_PRIORITIES,
+    maps::{Counter, XdpConfig, EVENT_BYPASS, EVENT_EMPTY, RING_COUNT},
+    message_len, prefix, resources_match, Entry, Header, Op, Requester, GET_TASK_FLAGS, MAX_PRIORITIES,
 };
 
 use crate::{
@@ -33,8 +37,9 @@ const ASSIGN_HEADER: [u8; 8] = {
 #[inline(always)]
 pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
     let h = bolt.header;
-    // Exactly one encoding per message: bytes the op does not use (count, flags) are zero.
-    if h.count != 0 || h.flags != 0 || bolt.message_len != GET_TASK_LEN || h.prio == 0 || h.prio > MAX_PRIORITIES {
+    // Exactly one encoding per message: bytes the op does not use are zero. WAIT is
+    // tier 2's business: a hit is answered here, a miss passes on with the flag.
+    if h.count != 0 || h.flags & !GET_TASK_FLAGS != 0 || bolt.message_len != GET_TASK_LEN || h.prio == 0 || h.prio > MAX_PRIORITIES {
         tally.add(Counter::Malformed);
         return xdp_action::XDP_PASS;
     }
@@ -63,6 +68,19 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     };
     let first = h.prio as u32;
     let last = rings::levels(cfg);
+    // Priority across the tiers: while tier 2's fresh hint names a level this request
+    // searches above every non-empty ring, the request goes to tier 2. The clock is read
+    // only when the levels already say so.
+    let hint = rings.hint();
+    if hint.best() != 0 {
+        let local = rings.first_nonempty(first, last);
+        // SAFETY: the helper has no preconditions.
+        if hint.outranks_local(h.prio, local as u8, cfg.hint_ttl_ns, || unsafe { bpf_ktime_get_coarse_ns() }) {
+            tally.add(Counter::Bypass);
+            rings.notify(local, EVENT_BYPASS, cfg, tally);
+            return xdp_action::XDP_PASS;
+        }
+    }
     let mut slot = Slot::new();
     for prio in 1..=RING_COUNT as u32 {
         if prio < first || prio > last {

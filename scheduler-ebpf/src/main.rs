@@ -12,6 +12,11 @@
 //! - REFILL: always consumed. From the configured switch address and well formed: tasks
 //!   go to their rings (XDP_DROP), or back to tier 2 as RETURN when nothing can hold them
 //!   (XDP_TX). From anyone else, or malformed: XDP_DROP.
+//! - HINT, and ASSIGN/NOOP on their way to an executor: tier 2's BEST stamp in the
+//!   header is recorded with the time (only from the configured switch address), then
+//!   XDP_PASS. REFILL records its stamp too.
+//! - GET_TASK also passes on to tier 2 ("bypass") when that stamp is younger than
+//!   `hint_ttl_ns` and names a level above every non-empty ring the request searches.
 //! - Every other Bolt op: XDP_PASS (the stack delivers it to its socket).
 #![no_std]
 #![no_main]
@@ -25,6 +30,7 @@ mod get_task;
 mod maps;
 mod refill;
 mod rings;
+mod stamp;
 mod words;
 
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
@@ -65,6 +71,7 @@ fn dispatch(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tall
     match Op::from_u8(bolt.op()) {
         Some(Op::GetTask) => get_task::handle(ctx, cfg, bolt, tally),
         Some(Op::Refill) => refill::handle(ctx, cfg, bolt, tally),
+        Some(op @ (Op::Hint | Op::Assign | Op::Noop)) => stamp::handle(ctx, cfg, bolt, op, tally),
         Some(_) => {
             tally.add(Counter::OtherOp);
             xdp_action::XDP_PASS

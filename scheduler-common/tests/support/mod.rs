@@ -7,16 +7,17 @@ use scheduler_common::*;
 #[derive(Clone, Debug)]
 pub enum Owned {
     Submit { job: JobRef, flags: u8, tasks: Vec<Task> },
-    GetTask { rtrv_prio: u8, exec_rsrc: u8, from: Requester },
-    Assign(Entry),
-    Noop(Requester),
+    GetTask { rtrv_prio: u8, exec_rsrc: u8, from: Requester, wait: bool },
+    Assign { entry: Entry, best: u8 },
+    Noop { to: Requester, best: u8 },
     Complete(Completion),
     QueueFull { job: JobRef, tasks: Vec<Task> },
     RefillReq { node_rsrc: u8, req: RefillRequest },
-    Refill(Vec<Entry>),
+    Refill { entries: Vec<Entry>, best: u8 },
     Return(Vec<Entry>),
     Claim(Claim),
     ClaimReply(Claim),
+    Hint { best: u8 },
     Swap { queue_prio: u8, exec_rsrc: u8, state: SwapState },
     Repair { queue_prio: u8, state: RepairState },
 }
@@ -25,18 +26,19 @@ impl Owned {
     pub fn packet(&self) -> Packet<'_> {
         Packet::External(match self {
             Owned::Submit { job, flags, tasks } => Message::Submit { job: *job, flags: *flags, tasks },
-            Owned::GetTask { rtrv_prio, exec_rsrc, from } => {
-                Message::GetTask { rtrv_prio: *rtrv_prio, exec_rsrc: *exec_rsrc, from: *from }
+            Owned::GetTask { rtrv_prio, exec_rsrc, from, wait } => {
+                Message::GetTask { rtrv_prio: *rtrv_prio, exec_rsrc: *exec_rsrc, from: *from, wait: *wait }
             }
-            Owned::Assign(e) => Message::Assign(e),
-            Owned::Noop(r) => Message::Noop(*r),
+            Owned::Assign { entry, best } => Message::Assign { entry, best: *best },
+            Owned::Noop { to, best } => Message::Noop { to: *to, best: *best },
             Owned::Complete(c) => Message::Complete(c),
             Owned::QueueFull { job, tasks } => Message::QueueFull { job: *job, tasks },
             Owned::RefillReq { node_rsrc, req } => Message::RefillReq { node_rsrc: *node_rsrc, req: *req },
-            Owned::Refill(es) => Message::Refill(es),
+            Owned::Refill { entries, best } => Message::Refill { entries, best: *best },
             Owned::Return(es) => Message::Return(es),
             Owned::Claim(c) => Message::Claim(c),
             Owned::ClaimReply(c) => Message::ClaimReply(c),
+            Owned::Hint { best } => Message::Hint { best: *best },
             Owned::Swap { queue_prio, exec_rsrc, state } => {
                 return Packet::Swap { queue_prio: *queue_prio, exec_rsrc: *exec_rsrc, state }
             }

@@ -451,7 +451,7 @@ impl Agent {
                 continue;
             };
             match decode(&buf[..n]) {
-                Ok(Message::Refill(entries)) => {
+                Ok(Message::Refill { entries, .. }) => {
                     if from.ip() != self.cfg.switch.ip() {
                         self.stats.foreign_refill += 1;
                         tracing::debug!(%from, "REFILL from an address other than the switch dropped");
@@ -469,7 +469,7 @@ impl Agent {
                     self.stats.foreign_get_task += 1;
                     tracing::debug!(%from, "GET_TASK from outside the executor prefix dropped");
                 }
-                Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who }) => {
+                Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who, .. }) => {
                     let task = if who.node() == self.cfg.node {
                         self.tier1.rings.take_runnable(rtrv_prio, exec_rsrc, &mut unplaced)?
                     } else {
@@ -501,7 +501,7 @@ impl Agent {
 
     fn assign(&mut self, to: SocketAddrV4, entry: Entry, unplaced: &mut Vec<Entry>) {
         let mut out = [0u8; MAX_MESSAGE_LEN];
-        let sent = encode_assign(&mut out, &entry)
+        let sent = encode_assign(&mut out, &entry, 0)
             .map_err(|e| e.to_string())
             .and_then(|n| self.sock.send_to(&out[..n], to).map_err(|e| e.to_string()));
         match sent {

@@ -92,7 +92,7 @@ impl Proxies {
                 };
                 up.last_used = now;
                 match decode(&buf[..n]) {
-                    Ok(Message::Assign(_)) | Ok(Message::Noop(_)) => match main.send_to(&buf[..n], *executor) {
+                    Ok(Message::Assign { .. }) | Ok(Message::Noop { .. }) => match main.send_to(&buf[..n], *executor) {
                         Ok(_) => tally.relayed += 1,
                         Err(e) => {
                             tally.dropped += 1;
@@ -138,7 +138,7 @@ mod tests {
         let mut buf = [0u8; 1024];
         let now = Instant::now();
         for (i, e) in execs.iter().enumerate() {
-            let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, i as u16, 7)).unwrap();
+            let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, i as u16, 7), false).unwrap();
             proxies.forward(v4(e.local_addr().unwrap()), &buf[..n], now).unwrap();
         }
         assert_eq!(proxies.len(), 2);
@@ -151,12 +151,12 @@ mod tests {
             let n = if who.executor() == 0 {
                 let mut t = Task { prio: 1, ..Task::default() };
                 t.set_tid(42);
-                encode_assign(&mut out, &Entry::new(1, 1, t, [127, 0, 0, 1], 9)).unwrap()
+                encode_assign(&mut out, &Entry::new(1, 1, t, [127, 0, 0, 1], 9), 0).unwrap()
             } else {
-                encode_noop(&mut out, who).unwrap()
+                encode_noop(&mut out, who, 0).unwrap()
             };
             switch.send_to(&out[..n], from).unwrap();
-            let n = scheduler_common::encode_refill(&mut out, &[]).unwrap();
+            let n = scheduler_common::encode_refill(&mut out, &[], 0).unwrap();
             switch.send_to(&out[..n], from).unwrap();
         }
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -170,8 +170,8 @@ mod tests {
         assert_eq!(total, RelayTally { relayed: 2, dropped: 2 });
         let (n, from) = execs[0].recv_from(&mut buf).unwrap();
         assert_eq!(from, main.local_addr().unwrap());
-        assert!(matches!(decode(&buf[..n]), Ok(Message::Assign(e)) if e.task.tid() == 42));
+        assert!(matches!(decode(&buf[..n]), Ok(Message::Assign { entry: e, .. }) if e.task.tid() == 42));
         let (n, _) = execs[1].recv_from(&mut buf).unwrap();
-        assert!(matches!(decode(&buf[..n]), Ok(Message::Noop(r)) if r.executor() == 1));
+        assert!(matches!(decode(&buf[..n]), Ok(Message::Noop { to: r, .. }) if r.executor() == 1));
     }
 }

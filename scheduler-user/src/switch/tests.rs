@@ -38,15 +38,15 @@ fn submit_then_get_over_udp() {
     // Retry until the SUBMIT has been processed (UDP gives no ordering across sockets).
     let mut got = None;
     for seq in 0..100 {
-        let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, seq)).unwrap();
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, seq), false).unwrap();
         exec.send_to(&buf[..n], sw.local_addr()).unwrap();
         let n = recv(&exec, &mut buf);
         match decode(&buf[..n]).unwrap() {
-            Message::Assign(e) => {
+            Message::Assign { entry: e, .. } => {
                 got = Some(*e);
                 break;
             }
-            Message::Noop(who) => assert_eq!(who.seq(), seq),
+            Message::Noop { to: who, .. } => assert_eq!(who.seq(), seq),
             other => panic!("unexpected {other:?}"),
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -94,13 +94,13 @@ fn bad_input_is_counted_not_fatal() {
     let mut swap = [0u8; 8 + SwapState::LEN];
     swap[..8].copy_from_slice(as_bytes(&Header::new(Op::Swap, 0, 1, 0, 0)));
     s.send_to(&swap, sw.local_addr()).unwrap(); // internal op from outside
-    let n = encode_noop(&mut buf, Requester::new(1, 1, 1)).unwrap();
+    let n = encode_noop(&mut buf, Requester::new(1, 1, 1), 0).unwrap();
     s.send_to(&buf[..n], sw.local_addr()).unwrap(); // wrong direction
                                                     // The switch still answers afterwards.
-    let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 77)).unwrap();
+    let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 77), false).unwrap();
     s.send_to(&buf[..n], sw.local_addr()).unwrap();
     let n = recv(&s, &mut buf);
-    assert!(matches!(decode(&buf[..n]), Ok(Message::Noop(r)) if r.seq() == 77));
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Noop { to: r, .. }) if r.seq() == 77));
     let stats = sw.shutdown().unwrap();
     assert_eq!(stats.malformed[DecodeError::Truncated.index()], 1);
     assert_eq!(stats.malformed[DecodeError::BadMagic.index()], 1);
@@ -151,7 +151,7 @@ fn refill_and_return_with_a_test_agent() {
     loop {
         let n = recv(&agent, &mut buf);
         match decode(&buf[..n]).unwrap() {
-            Message::Refill(entries) => {
+            Message::Refill { entries, .. } => {
                 assert!(entries.len() <= MAX_LIST);
                 got.extend_from_slice(entries);
                 if entries.len() < MAX_LIST {
@@ -174,7 +174,7 @@ fn refill_and_return_with_a_test_agent() {
         agent.send_to(&buf[..n], sw.local_addr()).unwrap();
         let mut rb = [0u8; MAX_MESSAGE_LEN];
         let m = recv(&agent, &mut rb);
-        if let Ok(Message::Refill(entries)) = decode(&rb[..m]) {
+        if let Ok(Message::Refill { entries, .. }) = decode(&rb[..m]) {
             again.extend_from_slice(entries);
         }
         if again.len() >= 7 {
@@ -226,7 +226,7 @@ fn access_rules_refuse_and_count_strangers() {
 
     // A stranger's SUBMIT is not queued and gets no QUEUE_FULL; its GET_TASK no answer.
     stranger.send_to(&submit, sw.local_addr()).unwrap();
-    let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 1)).unwrap();
+    let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 1), false).unwrap();
     stranger.send_to(&buf[..n], sw.local_addr()).unwrap();
     assert!(!answered(&stranger), "a stranger's GET_TASK is answered");
     // A node may not SUBMIT either.
@@ -244,10 +244,10 @@ fn access_rules_refuse_and_count_strangers() {
     client.send_to(&submit, sw.local_addr()).unwrap();
     let mut assigned = false;
     for seq in 0..50 {
-        let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, seq)).unwrap();
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, seq), false).unwrap();
         node.send_to(&buf[..n], sw.local_addr()).unwrap();
         let n = recv(&node, &mut buf);
-        if let Ok(Message::Assign(e)) = decode(&buf[..n]) {
+        if let Ok(Message::Assign { entry: e, .. }) = decode(&buf[..n]) {
             assert_eq!(e.task.tid(), 1);
             assigned = true;
             break;
@@ -258,7 +258,7 @@ fn access_rules_refuse_and_count_strangers() {
     let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(1, 16)).unwrap();
     node.send_to(&buf[..n], sw.local_addr()).unwrap();
     let n = recv(&node, &mut buf);
-    assert!(matches!(decode(&buf[..n]), Ok(Message::Refill(_))));
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Refill { .. })));
 
     let stats = sw.shutdown().unwrap();
     assert_eq!(stats.refused_of(Op::Submit), 2);
@@ -313,7 +313,7 @@ fn a_get_task_flood_does_not_starve_other_executors() {
         std::thread::spawn(move || {
             let s = UdpSocket::bind("127.0.0.1:0").unwrap();
             let mut b = [0u8; MAX_MESSAGE_LEN];
-            let n = encode_get_task(&mut b, 1, 0, Requester::new(66, 66, 0)).unwrap();
+            let n = encode_get_task(&mut b, 1, 0, Requester::new(66, 66, 0), false).unwrap();
             let started = std::time::Instant::now();
             let mut sent = 0u64;
             while started.elapsed() < FLOOD && sent < 50_000_000 {
@@ -328,11 +328,11 @@ fn a_get_task_flood_does_not_starve_other_executors() {
     let (mut polite_requests, mut polite_tasks) = (0u32, 0u32);
     let started = std::time::Instant::now();
     while started.elapsed() < FLOOD / 2 {
-        let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, polite_requests)).unwrap();
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, polite_requests), false).unwrap();
         polite.send_to(&buf[..n], sw.local_addr()).unwrap();
         polite_requests += 1;
         if let Ok(n) = polite.recv(&mut buf) {
-            if let Ok(Message::Assign(_)) = decode(&buf[..n]) {
+            if let Ok(Message::Assign { .. }) = decode(&buf[..n]) {
                 polite_tasks += 1;
             }
         }

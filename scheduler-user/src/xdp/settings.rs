@@ -3,7 +3,10 @@
 use std::net::Ipv4Addr;
 
 use scheduler_common::{
-    maps::{XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, RING_COUNT},
+    maps::{
+        XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_HINT_TTL_NS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY,
+        RING_COUNT,
+    },
     Ipv4Prefix, DEFAULT_PORT, DEFAULT_PRIORITIES,
 };
 
@@ -30,6 +33,8 @@ pub struct XdpSettings {
     pub log_level: u8,
     /// Sources GET_TASK is answered from (the node's executors); others are dropped.
     pub executors: Ipv4Prefix,
+    /// How long tier 2's BEST stamp is believed (0: GET_TASK never bypasses the rings).
+    pub hint_ttl_ns: u64,
 }
 
 impl Default for XdpSettings {
@@ -45,6 +50,7 @@ impl Default for XdpSettings {
             event_interval_ns: DEFAULT_EVENT_INTERVAL_NS,
             log_level: 0,
             executors: Ipv4Prefix::ANY,
+            hint_ttl_ns: DEFAULT_HINT_TTL_NS,
         }
     }
 }
@@ -77,6 +83,7 @@ impl XdpSettings {
             low_watermark: self.low_watermark,
             executor_net: self.executors.network(),
             event_interval_ns: self.event_interval_ns,
+            hint_ttl_ns: self.hint_ttl_ns,
         }
     }
 }
