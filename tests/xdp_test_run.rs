@@ -16,8 +16,8 @@ use std::{
 
 use bolt_tests::{is_root, require, unique_name};
 use scheduler_common::{
-    encode_assign, encode_get_task, encode_refill, encode_return, encode_submit,
-    maps::{Counter, EVENT_EMPTY, EVENT_LOW_WATERMARK},
+    encode_assign, encode_get_task, encode_hint, encode_noop, encode_refill, encode_return, encode_submit,
+    maps::{Counter, EVENT_BYPASS, EVENT_EMPTY, EVENT_LOW_WATERMARK},
     Entry, Header, Ipv4Prefix, JobRef, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
 };
 use scheduler_user::xdp::{
@@ -545,7 +545,7 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
         },
         Case {
             what: "bad version",
-            frame: with(&|f| f[PAYLOAD_OFF + 2] = 2),
+            frame: with(&|f| f[PAYLOAD_OFF + 2] = 1),
             verdict: pass,
             counter: Counter::Malformed,
         },
@@ -564,6 +564,24 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
         Case {
             what: "GET_TASK with a header flag",
             frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x01),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "GET_TASK with WAIT and another flag",
+            frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x06),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "HINT from the switch naming level 9",
+            frame: {
+                let mut leg = rig.switch_to_node();
+                leg.dst.set_port(PORT);
+                let mut f = udp_frame(&leg, Ipv4Fields::default(), &[0xb0, 0x17, 2, 14, 0, 9, 0, 0]);
+                fix_ipv4_checksum(&mut f);
+                f
+            },
             verdict: pass,
             counter: Counter::Malformed,
         },
@@ -635,8 +653,8 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
         counter: Counter::Malformed,
     });
     cases.push(Case {
-        what: "REFILL with a header priority",
-        frame: refill_with(&|f| f[PAYLOAD_OFF + 5] = 1),
+        what: "REFILL whose BEST names level 9",
+        frame: refill_with(&|f| f[PAYLOAD_OFF + 5] = 9),
         verdict: Verdict::Drop,
         counter: Counter::Malformed,
     });
@@ -808,6 +826,82 @@ fn low_watermark_and_empty_ring_events_are_sent_and_rate_limited() {
     let got = events.drain(8);
     assert_eq!(got.len(), 1);
     assert_eq!((got[0].kind, got[0].prio, got[0].reserved), (EVENT_EMPTY, 2, 0));
+}
+
+/// A frame from the switch's Bolt port to `dst_port` on this node carrying `payload`.
+fn from_switch(rig: &Rig, dst_port: u16, payload: &[u8]) -> Vec<u8> {
+    let mut leg = rig.switch_to_node();
+    leg.dst.set_port(dst_port);
+    udp_frame(&leg, Ipv4Fields::default(), payload)
+}
+
+#[test]
+fn a_fresh_hint_of_better_work_at_tier_2_passes_get_task_on() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| s.hint_ttl_ns = 2_000_000_000);
+    let mut events = rig.maps().take_events().expect("event reader");
+    rig.maps().push(&entry(1, 3, 0)).unwrap();
+    // Tier 2 announces work at level 1 (HINT to the agent's Bolt port): recorded, passed.
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_hint(&mut msg, 1).unwrap();
+    let (verdict, _) = rig.run(&from_switch(&rig, PORT, &msg[..n]));
+    assert_eq!(verdict, Verdict::Pass);
+    assert_eq!(rig.maps().tier2_hint().best(), 1);
+    // The rings hold only level 3: a GET_TASK searching from level 1 goes to tier 2
+    // unchanged, the task stays, and the agent hears of it.
+    let request = rig.get_task_frame(1, 0, 5);
+    let (verdict, out) = rig.run(&request);
+    assert_eq!((verdict, out), (Verdict::Pass, request));
+    assert_eq!(rig.maps().reserved(3), 1);
+    let got = events.drain(8);
+    assert_eq!(got.iter().map(|e| (e.kind, e.prio)).collect::<Vec<_>>(), vec![(EVENT_BYPASS, 3)]);
+    // A request that does not search level 1 is served from the rings.
+    assert_eq!(rig.take(2, 0).map(|e| tid(&e)), Some(1));
+    // Tier 2's NOOP to an executor's own port says level 3 is its best now: a local
+    // level-2 task no longer loses to it.
+    rig.maps().push(&entry(2, 2, 0)).unwrap();
+    let n = encode_noop(&mut msg, Requester::new(NODE, 1, 1), 3).unwrap();
+    let (verdict, _) = rig.run(&from_switch(&rig, 40_001, &msg[..n]));
+    assert_eq!(verdict, Verdict::Pass);
+    assert_eq!(rig.maps().tier2_hint().best(), 3);
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(2));
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::Bypass), c.get(Counter::Tier2Stamps), c.hits(3), c.hits(2)), (1, 2, 1, 1));
+}
+
+#[test]
+fn a_stale_or_foreign_hint_changes_nothing() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| s.hint_ttl_ns = 1);
+    rig.maps().push(&entry(1, 4, 0)).unwrap();
+    rig.maps().push(&entry(2, 4, 0)).unwrap();
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_assign(&mut msg, &entry(9, 1, 0), 1).unwrap();
+    // An ASSIGN on its way to an executor, stamped BEST 1: read, passed on untouched.
+    let assign = from_switch(&rig, 40_002, &msg[..n]);
+    let (verdict, out) = rig.run(&assign);
+    assert_eq!((verdict, out), (Verdict::Pass, assign));
+    assert_eq!(rig.maps().tier2_hint().best(), 1);
+    // With a 1 ns time to live the hint is stale at once: served locally.
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(1));
+    // A HINT from anyone but the switch is not recorded.
+    let mut stranger = rig.switch_to_node();
+    stranger.src = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 99), PORT);
+    let n = encode_hint(&mut msg, 2).unwrap();
+    let (verdict, _) = rig.run(&udp_frame(&stranger, Ipv4Fields::default(), &msg[..n]));
+    assert_eq!(verdict, Verdict::Pass);
+    assert_eq!(rig.maps().tier2_hint().best(), 1);
+    // A GET_TASK with WAIT is served from the rings like any other.
+    let mut get = [0u8; 16];
+    let n = encode_get_task(&mut get, 1, 0, Requester::new(NODE, 7, 3), true).unwrap();
+    let (verdict, out) = rig.run(&udp_frame(&rig.exec, Ipv4Fields::default(), &get[..n]));
+    assert_eq!(verdict, Verdict::Tx);
+    assert_eq!(tid(&assigned_entry(&out)), 2);
+    assert_eq!(rig.counters().get(Counter::Bypass), 0);
 }
 
 /// Removes a pin directory (and the program's pins in it) however the test ends.

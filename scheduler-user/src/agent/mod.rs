@@ -16,6 +16,7 @@
 //! `KeepAttached` leaves the program and its rings pinned and serving, for the next agent.
 
 mod cli;
+pub mod hint;
 pub mod proxy;
 pub mod refill;
 pub mod returns;
@@ -32,8 +33,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use scheduler_common::{
-    decode, encode_assign, encode_refill_req, maps::RING_COUNT, DecodeError, Entry, Message, RefillRequest,
-    MAX_MESSAGE_LEN,
+    decode, encode_assign, encode_refill_req,
+    maps::{Tier2Hint, EVENT_BYPASS, RING_COUNT},
+    DecodeError, Entry, Message, RefillRequest, MAX_MESSAGE_LEN,
 };
 use serde::Serialize;
 
@@ -122,6 +124,15 @@ pub struct AgentStats {
     pub malformed: u64,
     /// Valid messages the agent does not take (ASSIGN, SUBMIT, ...).
     pub unexpected: u64,
+    /// Tier 2's last BEST stamp (0: none, or tier 2 empty) and its age in microseconds
+    /// (null: never heard).
+    pub hint_best: u8,
+    pub hint_age_us: Option<u64>,
+    /// GET_TASKs the XDP program passed on to tier 2 because the hint outranked the
+    /// rings (ring events of that kind read; the program counts them all as `bypass`).
+    pub bypass_events: u64,
+    /// GET_TASKs the agent itself passed on to tier 2 for the same reason.
+    pub bypassed: u64,
 }
 
 /// The agent: tier 1 up, its socket bound, and the refill state.
@@ -221,6 +232,8 @@ impl Agent {
         self.stats.return_errors = self.returner.send_errors;
         self.stats.socket_refill_tasks = self.socket_refills.tasks;
         self.stats.malformed = self.malformed_by_kind.iter().sum();
+        (self.stats.hint_best, self.stats.hint_age_us) =
+            hint::describe(self.tier1.rings.tier2_hint(), hint::coarse_now_ns());
         if let Ok(p) = self.progress() {
             self.stats.refill_tasks = p.tasks;
         }
@@ -425,9 +438,10 @@ impl Agent {
     /// Reads every waiting ring event; true if there were any.
     fn read_events(&mut self) -> bool {
         let Some(events) = &mut self.tier1.events else { return false };
-        let got = events.drain(4096).len() as u64;
-        self.stats.events += got;
-        got > 0
+        let got = events.drain(4096);
+        self.stats.events += got.len() as u64;
+        self.stats.bypass_events += got.iter().filter(|e| e.kind == EVENT_BYPASS).count() as u64;
+        !got.is_empty()
     }
 
     /// Handles what waits at the socket. True when a GET_TASK missed (rings need tasks).
@@ -451,12 +465,13 @@ impl Agent {
                 continue;
             };
             match decode(&buf[..n]) {
-                Ok(Message::Refill { entries, .. }) => {
+                Ok(Message::Refill { entries, best }) => {
                     if from.ip() != self.cfg.switch.ip() {
                         self.stats.foreign_refill += 1;
                         tracing::debug!(%from, "REFILL from an address other than the switch dropped");
                         continue;
                     }
+                    self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
                     self.socket_refills.frames += 1;
                     self.socket_refills.tasks += entries.len() as u64;
                     for entry in entries {
@@ -468,6 +483,13 @@ impl Agent {
                 Ok(Message::GetTask { .. }) if !self.cfg.tier1.settings.executors.contains(from.ip().octets()) => {
                     self.stats.foreign_get_task += 1;
                     tracing::debug!(%from, "GET_TASK from outside the executor prefix dropped");
+                }
+                Ok(Message::Hint { best }) if from.ip() == self.cfg.switch.ip() => {
+                    self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
+                }
+                Ok(Message::GetTask { rtrv_prio, .. }) if self.tier2_holds_better(rtrv_prio) => {
+                    self.stats.bypassed += 1;
+                    self.forward(from, &buf[..n]);
                 }
                 Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who, .. }) => {
                     let task = if who.node() == self.cfg.node {
@@ -527,6 +549,15 @@ impl Agent {
         }
     }
 
+    /// The XDP program's bypass rule, for GET_TASKs served here: tier 2's fresh hint
+    /// names a level this request searches above every non-empty ring.
+    fn tier2_holds_better(&self, rtrv_prio: u8) -> bool {
+        let rings = &self.tier1.rings;
+        let local = hint::local_best(&rings.occupancy(), rtrv_prio, rings.levels());
+        let ttl = self.cfg.tier1.settings.hint_ttl_ns;
+        rings.tier2_hint().outranks_local(rtrv_prio, local, ttl, hint::coarse_now_ns)
+    }
+
     fn relay(&mut self) {
         if self.proxies.is_empty() {
             return;
@@ -534,6 +565,9 @@ impl Agent {
         let t = self.proxies.relay(&self.sock, Instant::now());
         self.stats.relayed += t.relayed;
         self.stats.forward_errors += t.dropped;
+        if let Some(best) = t.last_best {
+            self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
+        }
     }
 
     /// Sleeps until the socket, the event ring, the log ring or an upstream socket is

@@ -32,6 +32,8 @@ pub struct RelayTally {
     pub relayed: u64,
     /// Datagrams from the switch that were neither ASSIGN nor NOOP, or malformed.
     pub dropped: u64,
+    /// BEST stamp of the last answer relayed.
+    pub last_best: Option<u8>,
 }
 
 /// The upstream sockets, one per executor.
@@ -92,13 +94,16 @@ impl Proxies {
                 };
                 up.last_used = now;
                 match decode(&buf[..n]) {
-                    Ok(Message::Assign { .. }) | Ok(Message::Noop { .. }) => match main.send_to(&buf[..n], *executor) {
-                        Ok(_) => tally.relayed += 1,
-                        Err(e) => {
-                            tally.dropped += 1;
-                            tracing::warn!(%executor, error = %e, "relaying an answer from the switch failed");
+                    Ok(Message::Assign { best, .. }) | Ok(Message::Noop { best, .. }) => {
+                        tally.last_best = Some(best);
+                        match main.send_to(&buf[..n], *executor) {
+                            Ok(_) => tally.relayed += 1,
+                            Err(e) => {
+                                tally.dropped += 1;
+                                tracing::warn!(%executor, error = %e, "relaying an answer from the switch failed");
+                            }
                         }
-                    },
+                    }
                     _ => tally.dropped += 1,
                 }
             }
@@ -153,7 +158,7 @@ mod tests {
                 t.set_tid(42);
                 encode_assign(&mut out, &Entry::new(1, 1, t, [127, 0, 0, 1], 9), 0).unwrap()
             } else {
-                encode_noop(&mut out, who, 0).unwrap()
+                encode_noop(&mut out, who, 2).unwrap()
             };
             switch.send_to(&out[..n], from).unwrap();
             let n = scheduler_common::encode_refill(&mut out, &[], 0).unwrap();
@@ -165,9 +170,11 @@ mod tests {
             let t = proxies.relay(&main, Instant::now());
             total.relayed += t.relayed;
             total.dropped += t.dropped;
+            total.last_best = t.last_best.or(total.last_best);
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(total, RelayTally { relayed: 2, dropped: 2 });
+        assert_eq!((total.relayed, total.dropped), (2, 2));
+        assert!(matches!(total.last_best, Some(0 | 2)), "the BEST stamp of a relayed answer is seen");
         let (n, from) = execs[0].recv_from(&mut buf).unwrap();
         assert_eq!(from, main.local_addr().unwrap());
         assert!(matches!(decode(&buf[..n]), Ok(Message::Assign { entry: e, .. }) if e.task.tid() == 42));

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use anyhow::Context as _;
 use scheduler_common::{
-    maps::{Counter, RING_COUNT},
+    maps::{Counter, Tier2Hint, RING_COUNT},
     Entry, MAX_PRIORITIES,
 };
 
@@ -27,12 +27,13 @@ pub struct KernelRefills {
 pub struct MemoryRings {
     rings: Vec<VecDeque<Entry>>,
     capacity: u32,
+    hint: Tier2Hint,
 }
 
 impl MemoryRings {
     pub fn new(levels: u8, capacity: u32) -> MemoryRings {
         let levels = levels.clamp(1, RING_COUNT as u8) as usize;
-        MemoryRings { rings: (0..levels).map(|_| VecDeque::new()).collect(), capacity }
+        MemoryRings { rings: (0..levels).map(|_| VecDeque::new()).collect(), capacity, hint: Tier2Hint::default() }
     }
 }
 
@@ -66,6 +67,22 @@ impl Rings {
         match self {
             Rings::Bpf(maps) => maps.occupancy(),
             Rings::Memory(m) => std::array::from_fn(|i| m.rings.get(i).map_or(0, |r| r.len() as i64)),
+        }
+    }
+
+    /// Tier 2's last BEST stamp: in the program's state map (shared with it), or here.
+    pub fn tier2_hint(&self) -> Tier2Hint {
+        match self {
+            Rings::Bpf(maps) => maps.tier2_hint(),
+            Rings::Memory(m) => m.hint,
+        }
+    }
+
+    /// Records a BEST stamp read from a tier-2 packet.
+    pub fn record_tier2_hint(&mut self, hint: Tier2Hint) {
+        match self {
+            Rings::Bpf(maps) => maps.record_tier2_hint(hint),
+            Rings::Memory(m) => m.hint = hint,
         }
     }
 
