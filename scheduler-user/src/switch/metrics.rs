@@ -134,6 +134,8 @@ fn render(r: &SwitchReport) -> String {
          recirculations   {}\n\
          queue_full       {} replies, {} tasks\n\
          refills served   {} packets, {} tasks; returned tasks {}\n\
+         parked           {} waiting; {} parked, {} answered with tasks, {} expired, {} refused (full)\n\
+         best level       {}  (hints sent {}, hosts registered {})\n\
          malformed        {}\n",
         r.endpoint,
         r.interval_s,
@@ -154,6 +156,14 @@ fn render(r: &SwitchReport) -> String {
         counter(s, "/queue/refill_packets"),
         counter(s, "/queue/refill_tasks"),
         counter(s, "/queue/returned_tasks"),
+        counter(s, "/park/waiting"),
+        counter(s, "/park/parked"),
+        counter(s, "/park/answered_from_park"),
+        counter(s, "/park/expired"),
+        counter(s, "/park/refused_park"),
+        counter(s, "/hints/best"),
+        counter(s, "/hints/hints_sent"),
+        counter(s, "/hints/registered_hosts"),
         malformed,
     )
 }

@@ -19,10 +19,12 @@ use scheduler_common::{
 };
 
 use super::levels::Levels;
-use super::park::{Full, ParkStats, ParkTable, Parked, Wanted};
+use super::park::{ParkStats, ParkTable, Parked, Wanted};
 use crate::queue::{NotForSwitch, Scheduler, Sink};
 
-/// One datagram the switch sends.
+/// One datagram the switch sends. Kept inline (lists up to 16 entries) in a reused Vec:
+/// boxing the large variants would allocate per packet.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
     Assign { to: SocketAddrV4, entry: Entry, best: u8 },
@@ -180,22 +182,8 @@ impl Tier2 {
         self.scheduler.handle(msg, src, &mut Collected(&mut self.collected))?;
         let priorities = self.scheduler.pipeline().config().priorities;
         match *msg {
-            Message::Submit { tasks, .. } => {
-                let rose = self.enqueued(tasks.iter().map(|t| t.prio));
-                self.stamp_into(out);
-                self.serve_parked(now, out);
-                if rose {
-                    self.send_hints(now, out);
-                }
-            }
-            Message::Return(entries) => {
-                let rose = self.enqueued(entries.iter().map(|e| e.task.prio));
-                self.stamp_into(out);
-                self.serve_parked(now, out);
-                if rose {
-                    self.send_hints(now, out);
-                }
-            }
+            Message::Submit { tasks, .. } => self.after_enqueue(tasks.iter().map(|t| t.prio), now, out),
+            Message::Return(entries) => self.after_enqueue(entries.iter().map(|e| e.task.prio), now, out),
             Message::GetTask { rtrv_prio, exec_rsrc, from, wait } => {
                 let wanted = Wanted::Task { who: from, rtrv_prio, exec_rsrc };
                 self.levels.after_retrieval(wanted.first_level(priorities), self.scheduler.pipeline());
@@ -232,28 +220,31 @@ impl Tier2 {
         }
     }
 
-    /// Marks the levels of enqueued priorities; true if one of them was empty before.
-    fn enqueued(&mut self, prios: impl Iterator<Item = u8>) -> bool {
+    /// After a SUBMIT or RETURN of tasks of priorities `prios`: marks their levels, sends
+    /// what the pipeline answered, serves parked requests, and sends HINTs if a level was
+    /// empty before.
+    fn after_enqueue(&mut self, prios: impl Iterator<Item = u8>, now: Instant, out: &mut Vec<Answer>) {
         let priorities = self.scheduler.pipeline().config().priorities;
         let mut rose = false;
         for p in prios {
             let l = (p.clamp(1, priorities) - 1) as usize;
             rose |= self.levels.after_enqueue(l, self.scheduler.pipeline());
         }
-        rose
+        self.stamp_into(out);
+        self.serve_parked(now, out);
+        if rose {
+            self.send_hints(now, out);
+        }
     }
 
     /// Parks the request whose empty answer is in `collected` (dropping that answer),
     /// unless the table is full: then the empty answer goes out as it is.
     fn try_park(&mut self, src: SocketAddrV4, wanted: Wanted, now: Instant, out: &mut Vec<Answer>) {
-        match self.park.park(src, wanted, now) {
-            Ok(replaced) => {
-                self.collected.retain(|a| !is_empty_answer_to(a, src));
-                if let Some(old) = replaced {
-                    out.push(Answer::empty_for(&old, self.best()));
-                }
+        if let Ok(replaced) = self.park.park(src, wanted, now) {
+            self.collected.retain(|a| !is_empty_answer_to(a, src));
+            if let Some(old) = replaced {
+                out.push(Answer::empty_for(&old, self.best()));
             }
-            Err(Full) => {}
         }
     }
 
