@@ -352,3 +352,41 @@ fn a_get_task_flood_does_not_starve_other_executors() {
     assert!(polite_requests >= 20, "the polite executor asked only {polite_requests} times");
     assert_eq!(polite_tasks, polite_requests, "a polite request was not answered with a task");
 }
+
+#[test]
+fn a_waiting_executor_is_answered_when_a_task_arrives_and_noop_when_its_time_runs_out() {
+    let park_for = Duration::from_millis(200);
+    let cfg = SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        wait: WaitConfig { park_for, ..WaitConfig::default() },
+        ..SwitchConfig::default()
+    };
+    let sw = spawn(cfg).unwrap();
+    let (client, exec) = (client_socket(), client_socket());
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    // Nothing queued: the request waits at the switch, no NOOP comes back.
+    let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, 1), true).unwrap();
+    exec.send_to(&buf[..n], sw.local_addr()).unwrap();
+    exec.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    assert!(exec.recv(&mut buf).is_err(), "answered at once instead of parked");
+    // A task arrives: the parked request is answered with it, well before its deadline.
+    let mut t = Task { prio: 2, ..Task::default() };
+    t.set_tid(5);
+    let n = encode_submit(&mut buf, JobRef::new(1, 1), 0, &[t]).unwrap();
+    let submitted = std::time::Instant::now();
+    client.send_to(&buf[..n], sw.local_addr()).unwrap();
+    exec.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let n = recv(&exec, &mut buf);
+    assert!(submitted.elapsed() < park_for / 2, "ASSIGN after {:?}", submitted.elapsed());
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Assign { entry, best: 0 }) if entry.task.tid() == 5));
+    // Waiting again with nothing queued: NOOP (its own seq) once the park time is over.
+    let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, 2), true).unwrap();
+    let asked = std::time::Instant::now();
+    exec.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let n = recv(&exec, &mut buf);
+    let waited = asked.elapsed();
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Noop { to, .. }) if to.seq() == 2));
+    assert!(waited >= park_for && waited < park_for * 2, "NOOP after {waited:?}");
+    let stats = sw.shutdown().unwrap();
+    assert_eq!((stats.park.parked, stats.park.answered_from_park, stats.park.expired), (2, 1, 1));
+}
