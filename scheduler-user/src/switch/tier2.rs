@@ -119,7 +119,8 @@ pub struct HintStats {
     pub best: u8,
     /// HINT datagrams sent.
     pub hints_sent: u64,
-    /// Hosts registered for HINT (a REFILL_REQ within the registration time).
+    /// Hosts known for HINT: every node that sent a REFILL_REQ, until a HINT finds its
+    /// last one older than the registration time.
     pub registered_hosts: u64,
 }
 
