@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bolt_tests::{cluster::Process, is_root, noop_client_in, require, unique_name};
+use bolt_tests::{cluster::Process, is_root, noop_client_in, noop_client_of_priority_in, require, unique_name};
 use scheduler_common::maps::{Counter, PIN_ROOT};
 use scheduler_user::{
     agent::{self, AgentHandle, AgentStats, StopMode},
@@ -186,23 +186,8 @@ fn tasks_complete_through_xdp_hits() {
 /// A client in the switch's namespace submitting `tasks` no-op tasks of priority `prio`
 /// and waiting for them.
 fn client_of_priority(rig: &Rig, tasks: usize, prio: u8) -> std::thread::JoinHandle<anyhow::Result<(bool, Summary)>> {
-    use scheduler_user::client::{Client, ClientConfig, TaskSpec};
-    let ns = rig.layout().switch_ns.clone();
     let switch = SocketAddr::V4(rig.layout().switch_socket());
-    std::thread::spawn(move || {
-        netns::enter(&ns)?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        runtime.block_on(async move {
-            let mut cfg = ClientConfig::new(switch);
-            cfg.tracker.task_timeout = DEADLINE;
-            cfg.tracker.max_attempts = 1;
-            let mut client = Client::bind(cfg).await?;
-            let spec = TaskSpec::new(scheduler_common::descriptor::Handler::Noop, prio, 0)?;
-            client.submit(&vec![spec; tasks]).await?;
-            let idle = client.wait_idle(Instant::now() + DEADLINE).await?;
-            Ok((idle, client.summary()))
-        })
-    })
+    noop_client_of_priority_in(&rig.layout().switch_ns, switch, tasks, prio, DEADLINE)
 }
 
 /// Waits until XDP counter `c` reaches `min`.

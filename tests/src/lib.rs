@@ -53,6 +53,17 @@ pub fn noop_client_in(
     tasks: usize,
     deadline: std::time::Duration,
 ) -> std::thread::JoinHandle<anyhow::Result<(bool, scheduler_user::client::Summary)>> {
+    noop_client_of_priority_in(ns, switch, tasks, 1, deadline)
+}
+
+/// [`noop_client_in`] with tasks of priority `prio`.
+pub fn noop_client_of_priority_in(
+    ns: &str,
+    switch: std::net::SocketAddr,
+    tasks: usize,
+    prio: u8,
+    deadline: std::time::Duration,
+) -> std::thread::JoinHandle<anyhow::Result<(bool, scheduler_user::client::Summary)>> {
     use scheduler_user::client::{Client, ClientConfig, TaskSpec};
     let ns = ns.to_string();
     std::thread::spawn(move || {
@@ -63,7 +74,7 @@ pub fn noop_client_in(
             cfg.tracker.task_timeout = deadline;
             cfg.tracker.max_attempts = 1;
             let mut client = Client::bind(cfg).await?;
-            let spec = TaskSpec::new(scheduler_common::descriptor::Handler::Noop, 1, 0)?;
+            let spec = TaskSpec::new(scheduler_common::descriptor::Handler::Noop, prio, 0)?;
             client.submit(&vec![spec; tasks]).await?;
             let idle = client.wait_idle(std::time::Instant::now() + deadline).await?;
             Ok((idle, client.summary()))
