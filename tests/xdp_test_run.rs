@@ -17,8 +17,9 @@ use std::{
 use bolt_tests::{is_root, require, unique_name};
 use scheduler_common::{
     encode_assign, encode_get_task, encode_hint, encode_noop, encode_refill, encode_return, encode_submit,
+    frame::Endpoint,
     maps::{Counter, EVENT_BYPASS, EVENT_EMPTY, EVENT_LOW_WATERMARK},
-    Entry, Header, Ipv4Prefix, JobRef, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
+    Entry, Header, Ipv4Prefix, JobRef, Message, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
 };
 use scheduler_user::xdp::{
     frames::{fix_ipv4_checksum, sample_endpoints, udp_frame, Endpoints, Ipv4Fields, ETH_LEN, PAYLOAD_OFF},
@@ -857,6 +858,20 @@ fn a_fresh_hint_of_better_work_at_tier_2_passes_get_task_on() {
     assert_eq!(rig.maps().reserved(3), 1);
     let got = events.drain(8);
     assert_eq!(got.iter().map(|e| (e.kind, e.prio)).collect::<Vec<_>>(), vec![(EVENT_BYPASS, 3)]);
+    // A bypassed request loses WAIT (tier 2 must not hold it while this host has work),
+    // and its UDP checksum still verifies.
+    let mut get = [0u8; 16];
+    let n = encode_get_task(&mut get, 1, 0, Requester::new(NODE, 7, 6), true).unwrap();
+    let end = |mac: [u8; 6], a: SocketAddrV4| Endpoint { mac, ip: a.ip().octets(), port: a.port() };
+    let mut frame = [0u8; 64];
+    let (src, dst) = (end(rig.exec.src_mac, rig.exec.src), end(rig.exec.dst_mac, rig.exec.dst));
+    let len = scheduler_common::frame::build_udp(&mut frame, src, dst, 1, &get[..n]).unwrap();
+    let (verdict, out) = rig.run(&frame[..len]);
+    assert_eq!(verdict, Verdict::Pass);
+    let passed = scheduler_common::frame::parse_udp(&out).expect("checksums verify");
+    assert_ne!(passed.udp.checksum(), 0);
+    let expected = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0, from: Requester::new(NODE, 7, 6), wait: false };
+    assert_eq!(scheduler_common::decode(passed.payload), Ok(expected));
     // A request that does not search level 1 is served from the rings.
     assert_eq!(rig.take(2, 0).map(|e| tid(&e)), Some(1));
     // Tier 2's NOOP to an executor's own port says level 3 is its best now: a local
@@ -868,7 +883,7 @@ fn a_fresh_hint_of_better_work_at_tier_2_passes_get_task_on() {
     assert_eq!(rig.maps().tier2_hint().best(), 3);
     assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(2));
     let c = rig.counters();
-    assert_eq!((c.get(Counter::Bypass), c.get(Counter::Tier2Stamps), c.hits(3), c.hits(2)), (1, 2, 1, 1));
+    assert_eq!((c.get(Counter::Bypass), c.get(Counter::Tier2Stamps), c.hits(3), c.hits(2)), (2, 2, 1, 1));
 }
 
 #[test]

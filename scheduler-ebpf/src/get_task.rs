@@ -14,7 +14,8 @@ use aya_ebpf::{
 };
 use scheduler_common::{
     maps::{Counter, XdpConfig, EVENT_BYPASS, EVENT_EMPTY, RING_COUNT},
-    message_len, prefix, resources_match, Entry, Header, Op, Requester, GET_TASK_FLAGS, MAX_PRIORITIES,
+    message_len, prefix, resources_match, Entry, Header, Op, Requester, FLAG_WAIT,
+    GET_TASK_FLAGS, MAX_PRIORITIES,
 };
 
 use crate::{
@@ -78,6 +79,9 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         if hint.outranks_local(h.prio, local as u8, cfg.hint_ttl_ns, || unsafe { bpf_ktime_get_coarse_ns() }) {
             tally.add(Counter::Bypass);
             rings.notify(local, EVENT_BYPASS, cfg, tally);
+            if h.flags & FLAG_WAIT != 0 {
+                clear_wait(ctx, h);
+            }
             return xdp_action::XDP_PASS;
         }
     }
@@ -100,6 +104,35 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         rings.notify(first, EVENT_EMPTY, cfg, tally);
     }
     xdp_action::XDP_PASS
+}
+
+/// Clears WAIT on a bypassed GET_TASK: should tier 2 have nothing for it after all (its
+/// work went to another executor meanwhile), the executor must hear so at once and come
+/// back to the task waiting here, not wait at tier 2. The UDP checksum, if any, is
+/// updated for the changed header word (rsrc, flags).
+#[inline(always)]
+fn clear_wait(ctx: &XdpContext, h: Header) {
+    let (Some(word), Some(sum)) = (at::<[u8; 2]>(ctx, BOLT_OFF + 6), at::<[u8; 2]>(ctx, UDP_OFF + 6)) else {
+        return;
+    };
+    let old = u16::from_be_bytes([h.rsrc, h.flags]);
+    let new = u16::from_be_bytes([h.rsrc, h.flags & !FLAG_WAIT]);
+    // SAFETY: both 2-byte fields were bounds-checked by `at`.
+    unsafe {
+        *word = new.to_be_bytes();
+        let checksum = u16::from_be_bytes(*sum);
+        if checksum != 0 {
+            // RFC 1624 eqn. 3, folded twice (no loop for the verifier to bound).
+            let mut acc = (!checksum as u32) + (!old as u32) + new as u32;
+            acc = (acc & 0xffff) + (acc >> 16);
+            acc = (acc & 0xffff) + (acc >> 16);
+            let updated = match !(acc as u16) {
+                0 => 0xffff,
+                c => c,
+            };
+            *sum = updated.to_be_bytes();
+        }
+    }
 }
 
 /// Rewrites the GET_TASK frame into the ASSIGN of the task in `slot`, addressed back to

@@ -35,7 +35,7 @@ use anyhow::Context as _;
 use scheduler_common::{
     decode, encode_assign, encode_refill_req,
     maps::{Tier2Hint, EVENT_BYPASS, RING_COUNT},
-    DecodeError, Entry, Message, RefillRequest, MAX_MESSAGE_LEN,
+    DecodeError, Entry, Message, RefillRequest, FLAG_WAIT, MAX_MESSAGE_LEN,
 };
 use serde::Serialize;
 
@@ -489,6 +489,9 @@ impl Agent {
                 }
                 Ok(Message::GetTask { rtrv_prio, .. }) if self.tier2_holds_better(rtrv_prio) => {
                     self.stats.bypassed += 1;
+                    // Without WAIT, as the program does: if tier 2's work is gone by the
+                    // time the request gets there, the executor comes back at once.
+                    buf[7] &= !FLAG_WAIT;
                     self.forward(from, &buf[..n]);
                 }
                 Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who, .. }) => {

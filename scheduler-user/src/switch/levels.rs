@@ -48,6 +48,19 @@ impl Levels {
         }
     }
 
+    /// BEST as told to one requester: the levels `from..to` (0-based) are left out, because
+    /// its retrieval just searched them and found nothing it can run.
+    pub fn best_excluding(&self, from: usize, to: usize) -> u8 {
+        let span = to.saturating_sub(from).min(8);
+        let mask = (((1u16 << span) - 1) << from.min(8)) as u8;
+        let bits = self.bits & !mask;
+        if bits == 0 {
+            0
+        } else {
+            bits.trailing_zeros() as u8 + 1
+        }
+    }
+
     /// True if some level at or below `from` (0-based) holds tasks.
     pub fn any_from(&self, from: usize) -> bool {
         from < 8 && self.bits >> from != 0
@@ -73,5 +86,9 @@ mod tests {
         assert!(l.set(0));
         assert_eq!(l.best(), 1);
         assert!(l.any_from(1) && l.any_from(2) && !l.any_from(3));
+        assert_eq!(l.best_excluding(0, 1), 3);
+        assert_eq!(l.best_excluding(0, 4), 0);
+        assert_eq!(l.best_excluding(1, 4), 1);
+        assert_eq!(l.best_excluding(0, 0), 1);
     }
 }

@@ -187,15 +187,16 @@ impl Tier2 {
             Message::Return(entries) => self.after_enqueue(entries.iter().map(|e| e.task.prio), now, out),
             Message::GetTask { rtrv_prio, exec_rsrc, from, wait } => {
                 let wanted = Wanted::Task { who: from, rtrv_prio, exec_rsrc };
-                self.levels.after_retrieval(wanted.first_level(priorities), self.scheduler.pipeline());
+                let first = wanted.first_level(priorities);
+                self.levels.after_retrieval(first, self.scheduler.pipeline());
                 // An executor asking again gives up its older parked request.
                 if let Some(old) = self.park.take_same(src, &wanted) {
-                    out.push(Answer::empty_for(&old, self.best()));
+                    out.push(self.empty_for(&old));
                 }
-                if wait && !self.collected.iter().any(Answer::has_tasks) {
+                if wait && self.found_nothing_in_empty_levels(first) {
                     self.try_park(src, wanted, now, out);
                 }
-                self.stamp_into(out);
+                self.stamp_into(&wanted, out);
             }
             Message::RefillReq { node_rsrc, req } => {
                 self.hosts.insert(req.node(), (src, now));
@@ -204,12 +205,12 @@ impl Tier2 {
                 // A newer REFILL_REQ from the node supersedes its parked one, unanswered:
                 // the host waits for one answer only.
                 self.park.take_same(src, &wanted);
-                if !self.collected.iter().any(Answer::has_tasks) {
+                if self.found_nothing_in_empty_levels(0) {
                     self.try_park(src, wanted, now, out);
                 }
-                self.stamp_into(out);
+                self.stamp_into(&wanted, out);
             }
-            _ => self.stamp_into(out),
+            _ => out.append(&mut self.collected),
         }
         Ok(())
     }
@@ -217,8 +218,55 @@ impl Tier2 {
     /// Answers every parked request whose deadline is at or before `now`, empty.
     pub fn expire(&mut self, now: Instant, out: &mut Vec<Answer>) {
         while let Some(p) = self.park.pop_expired(now) {
-            out.push(Answer::empty_for(&p, self.best()));
+            out.push(self.empty_for(&p));
         }
+    }
+
+    /// A retrieval that got nothing from levels that hold nothing: it may wait for a
+    /// task. One that got nothing from levels still holding tasks (none it can run) is
+    /// answered at once: it may have come from a host that bypassed runnable work of its
+    /// own on tier 2's word, and its answer's BEST sends it back to that work.
+    fn found_nothing_in_empty_levels(&self, first: usize) -> bool {
+        !self.collected.iter().any(Answer::has_tasks) && !self.levels.any_from(first)
+    }
+
+    /// BEST for the requester of `wanted` after its retrieval: the levels it searched and
+    /// found nothing it can run in are left out (all it searched, if it got less than it
+    /// asked for; those above the last task it got, otherwise). So a host is never sent
+    /// to tier 2 for work its executors cannot run, nor for work below what it holds.
+    fn best_for(&self, wanted: &Wanted, got: &[Answer]) -> u8 {
+        let priorities = self.scheduler.pipeline().config().priorities;
+        let all = priorities as usize;
+        let first = wanted.first_level(priorities);
+        let level = |e: &Entry| (e.task.prio.clamp(1, priorities) - 1) as usize;
+        let mut taken = 0usize;
+        let mut last = None;
+        for a in got {
+            match a {
+                Answer::Assign { entry, .. } => {
+                    taken += 1;
+                    last = Some(level(entry));
+                }
+                Answer::Refill { entries, .. } => {
+                    taken += entries.len();
+                    last = entries.last().map(level).or(last);
+                }
+                _ => {}
+            }
+        }
+        let wanted_count = match wanted {
+            Wanted::Task { .. } => 1,
+            Wanted::Refill { req, .. } => req.want as usize,
+        };
+        match last {
+            Some(l) if taken >= wanted_count => self.levels.best_excluding(first, l),
+            _ => self.levels.best_excluding(first, all),
+        }
+    }
+
+    /// The answer a parked request gets when it leaves the table empty-handed.
+    fn empty_for(&self, p: &Parked) -> Answer {
+        Answer::empty_for(p, self.best_for(&p.wanted, &[]))
     }
 
     /// After a SUBMIT or RETURN of tasks of priorities `prios`: marks their levels, sends
@@ -231,7 +279,8 @@ impl Tier2 {
             let l = (p.clamp(1, priorities) - 1) as usize;
             rose |= self.levels.after_enqueue(l, self.scheduler.pipeline());
         }
-        self.stamp_into(out);
+        // QUEUE_FULL answers only: nothing to stamp.
+        out.append(&mut self.collected);
         self.serve_parked(now, out);
         if rose {
             self.send_hints(now, out);
@@ -244,14 +293,15 @@ impl Tier2 {
         if let Ok(replaced) = self.park.park(src, wanted, now) {
             self.collected.retain(|a| !is_empty_answer_to(a, src));
             if let Some(old) = replaced {
-                out.push(Answer::empty_for(&old, self.best()));
+                out.push(self.empty_for(&old));
             }
         }
     }
 
-    /// Moves the collected answers to `out`, each stamped with BEST as it is now.
-    fn stamp_into(&mut self, out: &mut Vec<Answer>) {
-        let best = self.levels.best();
+    /// Moves the collected answers to `wanted`'s retrieval to `out`, stamped with BEST
+    /// for that requester.
+    fn stamp_into(&mut self, wanted: &Wanted, out: &mut Vec<Answer>) {
+        let best = self.best_for(wanted, &self.collected);
         for mut a in self.collected.drain(..) {
             a.set_best(best);
             out.push(a);
@@ -287,7 +337,7 @@ impl Tier2 {
             self.levels.after_retrieval(first, self.scheduler.pipeline());
             if self.collected.iter().any(Answer::has_tasks) {
                 self.park.answered(i);
-                self.stamp_into(out);
+                self.stamp_into(&p.wanted, out);
             } else {
                 self.collected.clear();
                 i += 1;
@@ -401,7 +451,10 @@ mod tests {
         assert!(assigned(&out).is_empty());
         let mut out = Vec::new();
         t2.expire(t0 + 10 * MS, &mut out);
-        assert_eq!(out, vec![Answer::Noop { to: exec(1), who: Requester::new(1, 1, 5), best: 1 }]);
+        // BEST 0 for this executor: its wait covered every level it searches (a task
+        // arriving exactly at the deadline is the one exception, and stays queued).
+        assert_eq!(out, vec![Answer::Noop { to: exec(1), who: Requester::new(1, 1, 5), best: 0 }]);
+        assert_eq!(t2.best(), 1);
         assert_eq!(t2.park_stats().expired, 1);
     }
 
@@ -441,6 +494,28 @@ mod tests {
         let out = submit(&mut t2, &[task(10, 4, 0)], t0 + 4 * MS);
         assert_eq!(assigned(&out), vec![(exec(1), 10, 0)]);
         assert_eq!(t2.park_stats().waiting, 1);
+    }
+
+    #[test]
+    fn a_request_finding_only_tasks_it_cannot_run_is_answered_at_once_with_best_for_it() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        submit(&mut t2, &[task(1, 1, 0b10)], t0);
+        assert_eq!(t2.best(), 1);
+        // The executor lacks resource 2: not parked (its host may hold work of its own,
+        // which it bypassed on the strength of BEST 1), and told BEST 0.
+        let out = get(&mut t2, exec(1), 1, 0b01, true, t0 + MS);
+        assert_eq!(out, vec![Answer::Noop { to: exec(1), who: Requester::new(1, 1, 1), best: 0 }]);
+        // A level-3 task it can run, handed out past the level-1 one it cannot: BEST 0
+        // for it, not 1 (it would only be sent back to tier 2 for nothing).
+        submit(&mut t2, &[task(2, 3, 0b01)], t0 + 2 * MS);
+        let out = get(&mut t2, exec(1), 2, 0b01, true, t0 + 3 * MS);
+        assert_eq!(assigned(&out), vec![(exec(1), 2, 0)]);
+        // One that can run it gets it, with the level below still counted.
+        submit(&mut t2, &[task(3, 4, 0)], t0 + 4 * MS);
+        let out = get(&mut t2, exec(2), 1, 0b11, true, t0 + 5 * MS);
+        assert_eq!(assigned(&out), vec![(exec(2), 1, 4)]);
+        assert_eq!(t2.park_stats().parked, 0);
     }
 
     #[test]
