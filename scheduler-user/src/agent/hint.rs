@@ -42,6 +42,13 @@ mod tests {
     }
 
     #[test]
+    fn stats_show_the_level_and_its_age() {
+        assert_eq!(describe(Tier2Hint::default(), 5_000_000), (0, None), "never heard");
+        assert_eq!(describe(Tier2Hint::new(2_000_000, 3), 5_000_000), (3, Some(3_000)));
+        assert_eq!(describe(Tier2Hint::new(2_000_000, 0), 5_000_000), (0, Some(3_000)), "tier 2 empty");
+    }
+
+    #[test]
     fn the_coarse_clock_moves_forward() {
         let a = coarse_now_ns();
         std::thread::sleep(std::time::Duration::from_millis(20));
