@@ -1,7 +1,8 @@
 //! Tier 2 around the queue pipeline: what the switch adds to the thesis algorithm so that
-//! two levels beat one. Every answer carries BEST (the highest level it holds tasks in);
-//! registered hosts get a HINT when a level turns non-empty; a GET_TASK with WAIT or a
-//! REFILL_REQ that finds nothing is parked and answered when a task arrives.
+//! two levels beat one. Every answer carries BEST (the highest level it holds tasks in,
+//! less the levels the requester just found nothing to run in); registered hosts get a
+//! HINT when a level turns non-empty; a GET_TASK with WAIT or a REFILL_REQ that finds
+//! every level it searches empty is parked and answered when a task arrives.
 //!
 //! The pipeline itself is untouched: this runs a message through it, collects what it
 //! sends, and then decides (park, stamp, serve parked requests) from the pipeline's
