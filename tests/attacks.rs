@@ -130,8 +130,8 @@ fn next(s: &UdpSocket) -> Option<(Op, Vec<u32>)> {
     let msg = decode(&buf[..n]).expect("the switch sends valid messages");
     let tids = match msg {
         Message::QueueFull { tasks, .. } => tasks.iter().map(|t| t.tid()).collect(),
-        Message::Refill(es) => es.iter().map(|e| e.task.tid()).collect(),
-        Message::Assign(e) => vec![e.task.tid()],
+        Message::Refill { entries: es, .. } => es.iter().map(|e| e.task.tid()).collect(),
+        Message::Assign { entry: e, .. } => vec![e.task.tid()],
         _ => Vec::new(),
     };
     Some((msg.op(), tids))
@@ -154,7 +154,7 @@ fn an_executor_forging_returns_in_a_victims_name_queues_nothing() {
     assert_eq!(stats.return_over_credit, 0, "refused before the credit");
     assert_eq!(next(&victim), None, "a QUEUE_FULL was aimed at the victim");
     // Nothing forged is handed out either.
-    send(&executor, to, |b| encode_get_task(b, 1, 0xff, Requester::new(1, 1, 1)).unwrap());
+    send(&executor, to, |b| encode_get_task(b, 1, 0xff, Requester::new(1, 1, 1), false).unwrap());
     assert_eq!(next(&executor).map(|(op, _)| op), Some(Op::Noop));
 
     // Nor can it borrow its host's address, an agent's: the host's stack drops a packet
@@ -185,7 +185,7 @@ fn an_executor_may_get_task_but_not_refill_req_or_return() {
     send(&executor, to, |b| encode_refill_req(b, 0xff, RefillRequest::new(1, 16)).unwrap());
     assert_eq!(next(&executor), None, "an executor's REFILL_REQ was answered");
     // Its GET_TASK is served.
-    send(&executor, to, |b| encode_get_task(b, 1, 0xff, Requester::new(1, 1, 1)).unwrap());
+    send(&executor, to, |b| encode_get_task(b, 1, 0xff, Requester::new(1, 1, 1), false).unwrap());
     let (op, tids) = next(&executor).expect("an executor's GET_TASK is answered");
     assert_eq!((op, tids.len()), (Op::Assign, 1));
     let given = Entry::new(1, 1, task(tids[0]), client_addr.ip().octets(), client_addr.port());
@@ -226,7 +226,7 @@ fn a_host_returns_no_more_than_it_was_given() {
     send(&host, to, |b| encode_refill_req(b, 0xff, RefillRequest::new(1, 16)).unwrap());
     let mut buf = [0u8; MAX_MESSAGE_LEN];
     let n = host.recv(&mut buf).expect("REFILL");
-    let Ok(Message::Refill(given)) = decode(&buf[..n]) else { panic!("not a REFILL") };
+    let Ok(Message::Refill { entries: given, .. }) = decode(&buf[..n]) else { panic!("not a REFILL") };
     assert_eq!(given.len(), 3);
     let mut back = given.to_vec();
     back.extend(forged(victim_addr, 200..201));
@@ -248,7 +248,7 @@ fn spoof_refills_from_the_executor_namespace(rig: &Rig, w: &WorkerHost) {
     let host_on_link = SocketAddrV4::new(e.gateway, switch.port());
     let entries = forged(SocketAddrV4::new(e.addr, 9), 0..16);
     for _ in 0..3 {
-        send(&spoofer, host_on_link, |b| encode_refill(b, &entries).unwrap());
+        send(&spoofer, host_on_link, |b| encode_refill(b, &entries, 0).unwrap());
     }
 }
 

@@ -208,7 +208,7 @@ fn deliver_each_task_twice(exactly_once: bool) -> (Summary, CounterSnapshot) {
         agent.send_to(&buf[..n], addr).unwrap();
         loop {
             let n = agent.recv(&mut buf).expect("REFILL arrives");
-            let Ok(Message::Refill(es)) = decode(&buf[..n]) else { panic!("not a REFILL") };
+            let Ok(Message::Refill { entries: es, .. }) = decode(&buf[..n]) else { panic!("not a REFILL") };
             taken.extend_from_slice(es);
             if es.len() < MAX_LIST {
                 break;

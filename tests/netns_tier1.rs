@@ -15,8 +15,10 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bolt_tests::{cluster::Process, netns_can_run as can_run, noop_client_in, switch_in, unique_name};
-use scheduler_common::maps::PIN_ROOT;
+use bolt_tests::{
+    cluster::Process, netns_can_run as can_run, noop_client_in, noop_client_of_priority_in, switch_in, unique_name,
+};
+use scheduler_common::maps::{Counter, PIN_ROOT};
 use scheduler_user::{
     agent::{self, AgentHandle, AgentStats, StopMode},
     client::Summary,
@@ -168,6 +170,57 @@ fn tasks_complete_through_xdp_hits() {
     assert!(stats.refill_tasks >= c.total_hits(), "{stats:?}");
     assert_eq!(sw.queue.refill_tasks, stats.refill_tasks, "every REFILL task reached the rings");
     assert!(!rig.pins().path().exists(), "the drain left pins behind");
+}
+
+/// A client in the switch's namespace submitting `tasks` no-op tasks of priority `prio`
+/// and waiting for them.
+fn client_of_priority(rig: &Rig, tasks: usize, prio: u8) -> std::thread::JoinHandle<anyhow::Result<(bool, Summary)>> {
+    let switch = SocketAddr::V4(rig.layout().switch_socket());
+    noop_client_of_priority_in(&rig.layout().switch_ns, switch, tasks, prio, DEADLINE)
+}
+
+/// Waits until XDP counter `c` reaches `min`.
+fn wait_for_counter(rig: &Rig, c: Counter, min: u64) {
+    let deadline = Instant::now() + DEADLINE;
+    while rig.counters().get(c) < min {
+        assert!(Instant::now() < deadline, "{} stayed below {min}", c.name());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_host_does_not_serve_low_priority_tasks_while_tier_2_holds_higher_ones() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(1);
+    // A long hint lifetime: the test takes its steps at leisure.
+    let agent = rig.agent_in_process(&["--low-watermark", "8", "--batch", "8", "--hint-ttl-ms", "60000"]);
+    // Eight priority-4 tasks go to the host's rings (the agent asks for 8, then has enough).
+    let low = client_of_priority(&rig, 8, 4);
+    assert_eq!(rig.wait_for_rings(8), 8);
+    // A priority-1 task reaches the switch; its level turns non-empty, and the switch
+    // tells the registered host (HINT), whose program records it.
+    let stamps = rig.counters().get(Counter::Tier2Stamps);
+    let high = client_of_priority(&rig, 1, 1);
+    wait_for_counter(&rig, Counter::Tier2Stamps, stamps + 1);
+    assert_eq!(rig.queued(), 8, "the agent did not fetch the new task");
+    // An executor starts: its first task is the priority-1 one, from tier 2, although
+    // the rings were full of work.
+    let mut cfg = ExecutorConfig::new(SocketAddr::V4(rig.layout().switch_socket()), 0xff);
+    cfg.node = rig.worker().node;
+    cfg.record_assignments = true;
+    let executors = netns::run_in(&rig.worker().executors[0].ns, move || executor::spawn(cfg)).expect("executor");
+    assert_all_completed(join(high), 1);
+    assert_all_completed(join(low), 8);
+    let records = executors.take_assignments();
+    executors.shutdown();
+    let c = rig.counters();
+    agent.stop(StopMode::Drain).expect("agent stops");
+    let priorities: Vec<u8> = records.iter().map(|r| r.priority).collect();
+    assert_eq!(priorities, [1, 4, 4, 4, 4, 4, 4, 4, 4], "order in which the tasks were handed out");
+    assert!(c.get(Counter::Bypass) >= 1, "{c}");
+    assert_eq!(c.hits(4), 8, "{c}");
 }
 
 /// The agent as a process of its own (killed with SIGKILL if still running when dropped).

@@ -107,7 +107,7 @@ fn get_task_through_a_real_veth_is_answered_by_xdp() {
         let sock = UdpSocket::bind(SocketAddrV4::new(EXEC_ADDR, 0)).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         let mut req = [0u8; 16];
-        encode_get_task(&mut req, 1, 0xFF, Requester::new(NODE, 1, 1)).unwrap();
+        encode_get_task(&mut req, 1, 0xFF, Requester::new(NODE, 1, 1), false).unwrap();
         let mut got = Vec::new();
         // Two requests: the first is answered from the ring, the second finds it empty.
         for _ in 0..2 {
@@ -125,7 +125,7 @@ fn get_task_through_a_real_veth_is_answered_by_xdp() {
     let (bytes, from) = &replies[0];
     assert_eq!(*from, std::net::SocketAddr::V4(SocketAddrV4::new(NODE_ADDR, PORT)));
     match decode(bytes).expect("the ASSIGN decodes") {
-        Message::Assign(e) => assert_eq!(*e, queued),
+        Message::Assign { entry, .. } => assert_eq!(*entry, queued),
         m => panic!("got {:?}", m.op()),
     }
     let c = xdp.maps().counters().unwrap();

@@ -18,9 +18,10 @@ use std::{
 
 use bolt_tests::{is_root, require, unique_name};
 use scheduler_common::{
-    encode_assign, encode_get_task, encode_refill, encode_return, encode_submit,
-    maps::{Counter, EVENT_EMPTY, EVENT_LOW_WATERMARK},
-    Entry, Header, Ipv4Prefix, JobRef, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
+    encode_assign, encode_get_task, encode_hint, encode_noop, encode_refill, encode_return, encode_submit,
+    frame::Endpoint,
+    maps::{Counter, EVENT_BYPASS, EVENT_EMPTY, EVENT_LOW_WATERMARK},
+    Entry, Header, Ipv4Prefix, JobRef, Message, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
 };
 use scheduler_user::agent::StopMode;
 use scheduler_user::xdp::{
@@ -108,13 +109,13 @@ fn switch_to_node(switch: Ipv4Addr) -> Endpoints {
 
 fn refill_frame(switch: Ipv4Addr, entries: &[Entry]) -> Vec<u8> {
     let mut buf = [0u8; MAX_MESSAGE_LEN];
-    let n = encode_refill(&mut buf, entries).unwrap();
+    let n = encode_refill(&mut buf, entries, 0).unwrap();
     udp_frame(&switch_to_node(switch), Ipv4Fields::default(), &buf[..n])
 }
 
 fn get_task_frame(exec: &Endpoints, prio: u8, rsrc: u8, node: u16, seq: u32) -> Vec<u8> {
     let mut buf = [0u8; 16];
-    let n = encode_get_task(&mut buf, prio, rsrc, Requester::new(node, 7, seq)).unwrap();
+    let n = encode_get_task(&mut buf, prio, rsrc, Requester::new(node, 7, seq), false).unwrap();
     udp_frame(exec, Ipv4Fields::default(), &buf[..n])
 }
 
@@ -129,7 +130,7 @@ fn entry(tid: u32, prio: u8, rsrc: u8) -> Entry {
 fn assigned_entry(frame: &[u8]) -> Entry {
     let msg = &frame[PAYLOAD_OFF..];
     match scheduler_common::decode(msg).expect("the reply decodes") {
-        scheduler_common::Message::Assign(e) => *e,
+        scheduler_common::Message::Assign { entry, .. } => *entry,
         m => panic!("reply is {:?}, not ASSIGN", m.op()),
     }
 }
@@ -151,7 +152,7 @@ fn hit_replies_with_the_byte_exact_assign() {
     assert_eq!(verdict, Verdict::Tx);
 
     let mut assign = [0u8; 48];
-    let n = encode_assign(&mut assign, &e).unwrap();
+    let n = encode_assign(&mut assign, &e, 0).unwrap();
     assert_eq!(n, 48);
     let expected = udp_frame(&rig.exec.reversed(), Ipv4Fields::default(), &assign);
     assert_eq!(out.len(), 14 + 20 + 8 + 48);
@@ -177,7 +178,7 @@ fn ethernet_padding_is_ignored_and_the_reply_has_exact_length() {
     let (verdict, out) = rig.run(&request);
     assert_eq!(verdict, Verdict::Tx);
     let mut assign = [0u8; 48];
-    encode_assign(&mut assign, &e).unwrap();
+    encode_assign(&mut assign, &e, 0).unwrap();
     assert_eq!(out, udp_frame(&rig.exec.reversed(), Ipv4Fields::default(), &assign));
 }
 
@@ -635,7 +636,7 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
         },
         Case {
             what: "bad version",
-            frame: with(&|f| f[PAYLOAD_OFF + 2] = 2),
+            frame: with(&|f| f[PAYLOAD_OFF + 2] = 1),
             verdict: pass,
             counter: Counter::Malformed,
         },
@@ -654,6 +655,24 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
         Case {
             what: "GET_TASK with a header flag",
             frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x01),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "GET_TASK with WAIT and another flag",
+            frame: with(&|f| f[PAYLOAD_OFF + 7] = 0x06),
+            verdict: pass,
+            counter: Counter::Malformed,
+        },
+        Case {
+            what: "HINT from the switch naming level 9",
+            frame: {
+                let mut leg = rig.switch_to_node();
+                leg.dst.set_port(PORT);
+                let mut f = udp_frame(&leg, Ipv4Fields::default(), &[0xb0, 0x17, 2, 14, 0, 9, 0, 0]);
+                fix_ipv4_checksum(&mut f);
+                f
+            },
             verdict: pass,
             counter: Counter::Malformed,
         },
@@ -684,7 +703,7 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
     ];
     // A GET_TASK with 4 extra payload bytes: lengths consistent, message too long.
     let mut long = [0u8; 20];
-    encode_get_task(&mut long, 1, 0, Requester::new(NODE, 1, 1)).unwrap();
+    encode_get_task(&mut long, 1, 0, Requester::new(NODE, 1, 1), false).unwrap();
     cases.push(Case {
         what: "GET_TASK longer than 16 bytes",
         frame: udp_frame(&rig.exec, Ipv4Fields::default(), &long),
@@ -725,8 +744,8 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
         counter: Counter::Malformed,
     });
     cases.push(Case {
-        what: "REFILL with a header priority",
-        frame: refill_with(&|f| f[PAYLOAD_OFF + 5] = 1),
+        what: "REFILL whose BEST names level 9",
+        frame: refill_with(&|f| f[PAYLOAD_OFF + 5] = 9),
         verdict: Verdict::Drop,
         counter: Counter::Malformed,
     });
@@ -900,6 +919,96 @@ fn low_watermark_and_empty_ring_events_are_sent_and_rate_limited() {
     assert_eq!((got[0].kind, got[0].prio, got[0].reserved), (EVENT_EMPTY, 2, 0));
 }
 
+/// A frame from the switch's Bolt port to `dst_port` on this node carrying `payload`.
+fn from_switch(rig: &Rig, dst_port: u16, payload: &[u8]) -> Vec<u8> {
+    let mut leg = rig.switch_to_node();
+    leg.dst.set_port(dst_port);
+    udp_frame(&leg, Ipv4Fields::default(), payload)
+}
+
+#[test]
+fn a_fresh_hint_of_better_work_at_tier_2_passes_get_task_on() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| s.hint_ttl_ns = 2_000_000_000);
+    let mut events = rig.maps().take_events().expect("event reader");
+    rig.maps().push(&entry(1, 3, 0)).unwrap();
+    // Tier 2 announces work at level 1 (HINT to the agent's Bolt port): recorded, passed.
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_hint(&mut msg, 1).unwrap();
+    let (verdict, _) = rig.run(&from_switch(&rig, PORT, &msg[..n]));
+    assert_eq!(verdict, Verdict::Pass);
+    assert_eq!(rig.maps().tier2_hint().best(), 1);
+    // The rings hold only level 3: a GET_TASK searching from level 1 goes to tier 2
+    // unchanged, the task stays, and the agent hears of it.
+    let request = rig.get_task_frame(1, 0, 5);
+    let (verdict, out) = rig.run(&request);
+    assert_eq!((verdict, out), (Verdict::Pass, request));
+    assert_eq!(rig.maps().reserved(3), 1);
+    let got = events.drain(8);
+    assert_eq!(got.iter().map(|e| (e.kind, e.prio)).collect::<Vec<_>>(), vec![(EVENT_BYPASS, 3)]);
+    // A bypassed request loses WAIT (tier 2 must not hold it while this host has work),
+    // and its UDP checksum still verifies.
+    let mut get = [0u8; 16];
+    let n = encode_get_task(&mut get, 1, 0, Requester::new(NODE, 7, 6), true).unwrap();
+    let end = |mac: [u8; 6], a: SocketAddrV4| Endpoint { mac, ip: a.ip().octets(), port: a.port() };
+    let mut frame = [0u8; 64];
+    let (src, dst) = (end(rig.exec.src_mac, rig.exec.src), end(rig.exec.dst_mac, rig.exec.dst));
+    let len = scheduler_common::frame::build_udp(&mut frame, src, dst, 1, &get[..n]).unwrap();
+    let (verdict, out) = rig.run(&frame[..len]);
+    assert_eq!(verdict, Verdict::Pass);
+    let passed = scheduler_common::frame::parse_udp(&out).expect("checksums verify");
+    assert_ne!(passed.udp.checksum(), 0);
+    let expected = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0, from: Requester::new(NODE, 7, 6), wait: false };
+    assert_eq!(scheduler_common::decode(passed.payload), Ok(expected));
+    // A request that does not search level 1 is served from the rings.
+    assert_eq!(rig.take(2, 0).map(|e| tid(&e)), Some(1));
+    // Tier 2's NOOP to an executor's own port says level 3 is its best now: a local
+    // level-2 task no longer loses to it.
+    rig.maps().push(&entry(2, 2, 0)).unwrap();
+    let n = encode_noop(&mut msg, Requester::new(NODE, 1, 1), 3).unwrap();
+    let (verdict, _) = rig.run(&from_switch(&rig, 40_001, &msg[..n]));
+    assert_eq!(verdict, Verdict::Pass);
+    assert_eq!(rig.maps().tier2_hint().best(), 3);
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(2));
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::Bypass), c.get(Counter::Tier2Stamps), c.hits(3), c.hits(2)), (2, 2, 1, 1));
+}
+
+#[test]
+fn a_stale_or_foreign_hint_changes_nothing() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| s.hint_ttl_ns = 1);
+    rig.maps().push(&entry(1, 4, 0)).unwrap();
+    rig.maps().push(&entry(2, 4, 0)).unwrap();
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_assign(&mut msg, &entry(9, 1, 0), 1).unwrap();
+    // An ASSIGN on its way to an executor, stamped BEST 1: read, passed on untouched.
+    let assign = from_switch(&rig, 40_002, &msg[..n]);
+    let (verdict, out) = rig.run(&assign);
+    assert_eq!((verdict, out), (Verdict::Pass, assign));
+    assert_eq!(rig.maps().tier2_hint().best(), 1);
+    // With a 1 ns time to live the hint is stale at once: served locally.
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(1));
+    // A HINT from anyone but the switch is not recorded.
+    let mut stranger = rig.switch_to_node();
+    stranger.src = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 99), PORT);
+    let n = encode_hint(&mut msg, 2).unwrap();
+    let (verdict, _) = rig.run(&udp_frame(&stranger, Ipv4Fields::default(), &msg[..n]));
+    assert_eq!(verdict, Verdict::Pass);
+    assert_eq!(rig.maps().tier2_hint().best(), 1);
+    // A GET_TASK with WAIT is served from the rings like any other.
+    let mut get = [0u8; 16];
+    let n = encode_get_task(&mut get, 1, 0, Requester::new(NODE, 7, 3), true).unwrap();
+    let (verdict, out) = rig.run(&udp_frame(&rig.exec, Ipv4Fields::default(), &get[..n]));
+    assert_eq!(verdict, Verdict::Tx);
+    assert_eq!(tid(&assigned_entry(&out)), 2);
+    assert_eq!(rig.counters().get(Counter::Bypass), 0);
+}
+
 /// Removes a pin directory (and the program's pins in it) however the test ends.
 struct PinGuard(PinDir);
 
@@ -1060,7 +1169,7 @@ fn concurrent_pops_and_pushes_never_duplicate_or_lose_a_task() {
                     let first = 1 + (p * FRAMES_EACH + f) * MAX_LIST as u32;
                     let batch: Vec<Entry> =
                         (first..first + MAX_LIST as u32).map(|t| entry(t, (t % 3 + 1) as u8, rsrc_of(t))).collect();
-                    let n = encode_refill(&mut buf, &batch).unwrap();
+                    let n = encode_refill(&mut buf, &batch, 0).unwrap();
                     let frame = udp_frame(&switch_leg, Ipv4Fields::default(), &buf[..n]);
                     let r = run_frame(program, &frame, 1).unwrap();
                     match r.verdict {
@@ -1465,7 +1574,7 @@ fn a_map_error_in_the_agent_costs_only_its_task_which_goes_back_to_tier_two() {
     let listen = free_loopback_port();
     let batch: Vec<Entry> = (1..=3).map(|t| entry(t, 1, 0)).collect();
     let mut buf = [0u8; MAX_MESSAGE_LEN];
-    let n = encode_refill(&mut buf, &batch).unwrap();
+    let n = encode_refill(&mut buf, &batch, 0).unwrap();
     let sender = std::thread::spawn({
         let switch = switch.try_clone().unwrap();
         move || {

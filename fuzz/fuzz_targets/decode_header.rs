@@ -10,7 +10,11 @@ fuzz_target!(|data: &[u8]| {
         Ok((h, op)) => {
             assert_eq!((h.magic_u16(), h.version, h.op), (MAGIC, VERSION, op as u8));
             assert!(!op.is_internal());
-            let allowed = if op == Op::Submit { KNOWN_HEADER_FLAGS } else { 0 };
+            let allowed = match op {
+                Op::Submit => SUBMIT_FLAGS,
+                Op::GetTask => GET_TASK_FLAGS,
+                _ => 0,
+            };
             assert_eq!(h.flags & !allowed, 0);
             // Whatever decode then refuses, it is for a reason past the header. (Not
             // UnknownFlags: a TASK's flags can be refused with that kind too.)

@@ -33,13 +33,14 @@ struct EntryIn {
 #[derive(Arbitrary, Debug)]
 enum Input {
     Submit { uid: u32, jid: u32, flags: u8, tasks: Vec<TaskIn> },
-    GetTask { prio: u8, rsrc: u8, node: u16, executor: u16, seq: u32 },
-    Assign(EntryIn),
-    Noop { node: u16, executor: u16, seq: u32 },
+    GetTask { prio: u8, rsrc: u8, node: u16, executor: u16, seq: u32, wait: bool },
+    Assign { entry: EntryIn, best: u8 },
+    Noop { node: u16, executor: u16, seq: u32, best: u8 },
+    Hint { best: u8 },
     Complete { ids: [u32; 3], status: u8, pad: u8, node: u16, executor: u16, pad2: [u8; 2], run_ns: u32, start: u64 },
     QueueFull { uid: u32, jid: u32, tasks: Vec<TaskIn> },
     RefillReq { rsrc: u8, node: u16, want: u8, pad: u8 },
-    Refill(Vec<EntryIn>),
+    Refill { entries: Vec<EntryIn>, best: u8 },
     Return(Vec<EntryIn>),
     Swap { prio: u8, rsrc: u8, swap_idx: u32, retrieve_ptr: u32, held: EntryIn },
     Repair { prio: u8, target: u8, pad: [u8; 3], value: u32 },
@@ -113,6 +114,10 @@ fn entry(e: &EntryIn) -> Entry {
 fn prio_ok(p: u8) -> bool {
     (1..=8).contains(&p)
 }
+/// BEST, stamped by tier 2 on ASSIGN, NOOP, REFILL and HINT: a level, or 0 for none.
+fn best_ok(b: u8) -> bool {
+    b <= 8
+}
 fn task_ok(t: &TaskIn) -> bool {
     prio_ok(t.prio) && t.flags & !0x01 == 0
 }
@@ -127,12 +132,13 @@ fn allowed(input: &Input) -> bool {
     match input {
         Input::Submit { flags, tasks, .. } => flags & !0x03 == 0 && list_ok(tasks, 1, task_ok),
         Input::GetTask { prio, .. } => prio_ok(*prio),
-        Input::Assign(e) => entry_ok(e),
-        Input::Noop { .. } => true,
+        Input::Assign { entry, best } => entry_ok(entry) && best_ok(*best),
+        Input::Noop { best, .. } => best_ok(*best),
+        Input::Hint { best } => best_ok(*best),
         Input::Complete { status, pad, pad2, .. } => *status <= 2 && *pad == 0 && *pad2 == [0, 0],
         Input::QueueFull { tasks, .. } => list_ok(tasks, 1, task_ok),
         Input::RefillReq { want, pad, .. } => *want != 0 && *pad == 0,
-        Input::Refill(es) => list_ok(es, 0, entry_ok),
+        Input::Refill { entries, best } => list_ok(entries, 0, entry_ok) && best_ok(*best),
         Input::Return(es) => list_ok(es, 1, entry_ok),
         Input::Swap { prio, held, .. } => prio_ok(*prio) && entry_ok(held),
         Input::Repair { prio, target, pad, .. } => prio_ok(*prio) && *target <= 1 && *pad == [0; 3],
@@ -150,11 +156,12 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
             let ts: Vec<Task> = tasks.iter().map(task).collect();
             encode_submit(buf, JobRef::new(*uid, *jid), *flags, &ts)
         }
-        Input::GetTask { prio, rsrc, node, executor, seq } => {
-            encode_get_task(buf, *prio, *rsrc, Requester::new(*node, *executor, *seq))
+        Input::GetTask { prio, rsrc, node, executor, seq, wait } => {
+            encode_get_task(buf, *prio, *rsrc, Requester::new(*node, *executor, *seq), *wait)
         }
-        Input::Assign(e) => encode_assign(buf, &entry(e)),
-        Input::Noop { node, executor, seq } => encode_noop(buf, Requester::new(*node, *executor, *seq)),
+        Input::Assign { entry: e, best } => encode_assign(buf, &entry(e), *best),
+        Input::Noop { node, executor, seq, best } => encode_noop(buf, Requester::new(*node, *executor, *seq), *best),
+        Input::Hint { best } => encode_hint(buf, *best),
         Input::Complete { ids, status, pad, node, executor, pad2, run_ns, start } => {
             let mut c = Completion { status: *status, pad: *pad, pad2: *pad2, ..Completion::default() };
             c.set_uid(ids[0]);
@@ -173,7 +180,7 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
         Input::RefillReq { rsrc, node, want, pad } => {
             encode_refill_req(buf, *rsrc, RefillRequest { pad: *pad, ..RefillRequest::new(*node, *want) })
         }
-        Input::Refill(es) => encode_refill(buf, &es.iter().map(entry).collect::<Vec<_>>()),
+        Input::Refill { entries, best } => encode_refill(buf, &entries.iter().map(entry).collect::<Vec<_>>(), *best),
         Input::Return(es) => encode_return(buf, &es.iter().map(entry).collect::<Vec<_>>()),
         Input::Swap { prio, rsrc, swap_idx, retrieve_ptr, held } => {
             let mut s = SwapState { held: entry(held), ..SwapState::default() };

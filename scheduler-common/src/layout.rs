@@ -6,7 +6,7 @@ pub const DEFAULT_PORT: u16 = 7171;
 /// First two bytes of every Bolt message.
 pub const MAGIC: u16 = 0xB017;
 /// Protocol version carried in every header.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// The most entries one message may list, so P4 and XDP parse it without loops.
 pub const MAX_LIST: usize = 16;
 /// Priority levels the wire format can name (1 = highest). A switch runs 1..=this many.
@@ -35,6 +35,9 @@ pub enum Op {
     Claim = 12,
     /// Client → executor: the answer to a CLAIM.
     ClaimReply = 13,
+    /// Tier 2 → registered hosts: a priority level has just become non-empty
+    /// (header prio = BEST, no body).
+    Hint = 14,
     /// Thief agent → victim agent: how many stealable tasks do you hold?
     StealProbe = 15,
     /// Victim → thief: the answer to a STEAL_PROBE (body `load`).
@@ -50,7 +53,7 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 19] = [
+    pub const ALL: [Op; 20] = [
         Op::Submit,
         Op::GetTask,
         Op::Assign,
@@ -64,6 +67,7 @@ impl Op {
         Op::Repair,
         Op::Claim,
         Op::ClaimReply,
+        Op::Hint,
         Op::StealProbe,
         Op::StealLoad,
         Op::StealReq,
@@ -87,6 +91,7 @@ impl Op {
             11 => Some(Op::Repair),
             12 => Some(Op::Claim),
             13 => Some(Op::ClaimReply),
+            14 => Some(Op::Hint),
             15 => Some(Op::StealProbe),
             16 => Some(Op::StealLoad),
             17 => Some(Op::StealReq),
@@ -112,6 +117,7 @@ impl Op {
             Op::Repair => "REPAIR",
             Op::Claim => "CLAIM",
             Op::ClaimReply => "CLAIM_REPLY",
+            Op::Hint => "HINT",
             Op::StealProbe => "STEAL_PROBE",
             Op::StealLoad => "STEAL_LOAD",
             Op::StealReq => "STEAL_REQ",
@@ -136,8 +142,16 @@ impl Op {
 pub const FLAG_RESUBMIT: u8 = 0x01;
 /// Header flag: the sender asks for exactly-once execution (claim before run).
 pub const FLAG_EXACTLY_ONCE: u8 = 0x02;
-/// Every header flag v1 defines; a header with any other bit set is rejected.
-pub const KNOWN_HEADER_FLAGS: u8 = FLAG_RESUBMIT | FLAG_EXACTLY_ONCE;
+/// Header flag on GET_TASK: if tier 2 has nothing for the executor, it parks the request
+/// and answers it when a task arrives (or with NOOP when the park time runs out).
+pub const FLAG_WAIT: u8 = 0x04;
+/// The header flags SUBMIT may carry.
+pub const SUBMIT_FLAGS: u8 = FLAG_RESUBMIT | FLAG_EXACTLY_ONCE;
+/// The header flags GET_TASK may carry.
+pub const GET_TASK_FLAGS: u8 = FLAG_WAIT;
+/// Every header flag the protocol defines; a header with a bit outside its op's own
+/// flags is rejected.
+pub const KNOWN_HEADER_FLAGS: u8 = SUBMIT_FLAGS | GET_TASK_FLAGS;
 
 /// TASK flag: execute at most once (the executor claims it from its client first).
 pub const TASK_FLAG_EXACTLY_ONCE: u8 = 0x01;
@@ -194,6 +208,8 @@ pub struct Header {
     /// Number of list entries that follow the fixed body (TASK or ENTRY).
     pub count: u8,
     /// RTRV_PRIO on GET_TASK: the highest priority level to search from (1 = highest).
+    /// BEST on HINT and on the ASSIGN, NOOP and REFILL tier 2 sends: the highest level
+    /// tier 2 holds tasks in after this answer (0: it believes every level empty).
     pub prio: u8,
     /// EXEC_RSRC on GET_TASK and REFILL_REQ: the requester's 8-bit resource bitmap.
     pub rsrc: u8,

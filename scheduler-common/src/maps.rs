@@ -70,6 +70,9 @@ pub const DEFAULT_OVERFLOW_CAPACITY: u32 = 16384;
 pub const EVENTS_BYTES: u32 = 64 * 1024;
 /// Low-watermark events per ring are at most one per this many nanoseconds by default.
 pub const DEFAULT_EVENT_INTERVAL_NS: u64 = 1_000_000;
+/// How long tier 2's BEST stamp is believed after it was read, unless configured: a few
+/// REFILL round trips, and several ticks of the coarse clock it is read with.
+pub const DEFAULT_HINT_TTL_NS: u64 = 20_000_000;
 
 /// How long a prefetched task may wait in a tier-1 ring before it goes back to tier 2,
 /// unless configured otherwise. Long against a REFILL round trip (so that a node's own
@@ -158,6 +161,9 @@ pub struct XdpConfig {
     /// arriving anywhere else is dropped and counted ([`Counter::RefillOffUplink`]).
     /// All zero accepts REFILL on no interface.
     pub uplink_ifindex: [u32; MAX_UPLINKS],
+    /// How long a BEST stamp read from tier 2 ([`RingStates::tier2_hint`]) stays
+    /// believed; 0 turns the bypass rule off.
+    pub hint_ttl_ns: u64,
 }
 
 /// Most uplink interfaces one program accepts REFILL on.
@@ -177,6 +183,7 @@ impl XdpConfig {
             executor_net: [0; 4],
             event_interval_ns: DEFAULT_EVENT_INTERVAL_NS,
             uplink_ifindex: [0; MAX_UPLINKS],
+            hint_ttl_ns: DEFAULT_HINT_TTL_NS,
         }
     }
 
@@ -204,6 +211,49 @@ pub struct RingState {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingStates {
     pub rings: [RingState; RING_COUNT],
+    /// The last BEST stamp read from a tier-2 packet (HINT, REFILL, or an ASSIGN/NOOP on
+    /// its way to an executor), packed with the coarse time it was read by [`Tier2Hint`]:
+    /// one 64-bit word, so that readers never see a level with another packet's time.
+    pub tier2_hint: u64,
+}
+
+/// The packed form of [`RingStates::tier2_hint`]: `bpf_ktime_get_coarse_ns()` (or
+/// CLOCK_MONOTONIC_COARSE in userspace, the same clock) with its low 8 bits replaced by
+/// BEST. The 256 ns lost are far below the clock's tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tier2Hint(pub u64);
+
+impl Tier2Hint {
+    #[inline(always)]
+    pub const fn new(read_at_ns: u64, best: u8) -> Tier2Hint {
+        Tier2Hint((read_at_ns & !0xff) | best as u64)
+    }
+
+    /// The highest level tier 2 held tasks in (1 = highest; 0: none, or never heard).
+    #[inline(always)]
+    pub const fn best(self) -> u8 {
+        self.0 as u8
+    }
+
+    #[inline(always)]
+    pub const fn read_at_ns(self) -> u64 {
+        self.0 & !0xff
+    }
+
+    /// The bypass rule, shared by the XDP program and the agent's userspace path: a
+    /// GET_TASK searching from `rtrv_prio`, whose best local task is at level
+    /// `local_best` (0: every ring it searches is empty), goes to tier 2 instead when
+    /// this hint, younger than `ttl_ns`, names a level the request searches that
+    /// outranks `local_best`. `now_ns` is called only when the levels say bypass, so
+    /// the hit path reads no clock when tier 2 holds nothing better.
+    #[inline(always)]
+    pub fn outranks_local(self, rtrv_prio: u8, local_best: u8, ttl_ns: u64, now_ns: impl FnOnce() -> u64) -> bool {
+        let best = self.best();
+        if best == 0 || local_best == 0 || best < rtrv_prio || best >= local_best || ttl_ns == 0 {
+            return false;
+        }
+        now_ns().wrapping_sub(self.read_at_ns()) < ttl_ns
+    }
 }
 
 /// Event kinds.
@@ -228,6 +278,10 @@ pub struct RescuedTask {
     pub entry: crate::Entry,
 }
 
+/// A GET_TASK passed on to tier 2 although a ring (`prio`) held a task, because tier 2's
+/// hint named a higher level ([`Counter::Bypass`]).
+pub const EVENT_BYPASS: u8 = 4;
+
 /// What the program tells the agent through [`EVENTS_MAP`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -236,7 +290,7 @@ pub struct RingEvent {
     pub ktime_ns: u64,
     /// The ring's reserved slots at that moment.
     pub reserved: i64,
-    /// EVENT_LOW_WATERMARK or EVENT_EMPTY.
+    /// EVENT_LOW_WATERMARK, EVENT_EMPTY or EVENT_BYPASS.
     pub kind: u8,
     /// Priority of the ring (1 = highest).
     pub prio: u8,
@@ -303,10 +357,12 @@ counters! {
     RefillOffUplink = 34, "refill_off_uplink", "REFILL frames arriving on an interface that is not an uplink, dropped.";
     Rescued = 35, "rescued", "Popped tasks that fit neither their ring nor the overflow queue, handed to the agent as an event.";
     Expired = 36, "expired", "Popped tasks past their lease, moved to the overflow queue for RETURN instead of served.";
+    Bypass = 37, "bypass", "GET_TASK passed on to tier 2 because its fresh hint outranked every non-empty ring searched.";
+    Tier2Stamps = 38, "tier2_stamps", "BEST stamps read from tier-2 packets (HINT, REFILL, ASSIGN, NOOP) from the switch address.";
 }
 
 /// Number of counters.
-pub const COUNTER_COUNT: usize = 37;
+pub const COUNTER_COUNT: usize = 39;
 
 /// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
 #[repr(C)]
@@ -336,11 +392,11 @@ impl Counters {
 }
 
 const _: () = {
-    assert!(Counter::Expired as usize + 1 == COUNTER_COUNT);
-    assert!(core::mem::size_of::<XdpConfig>() == 40);
+    assert!(Counter::Tier2Stamps as usize + 1 == COUNTER_COUNT);
+    assert!(core::mem::size_of::<XdpConfig>() == 48);
     assert!(MAX_UPLINKS == 2, "XdpConfig::is_uplink compares every slot");
     assert!(core::mem::size_of::<RingState>() == 16);
-    assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT);
+    assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT + 8);
     assert!(RING_COUNT.is_power_of_two());
     assert!(core::mem::size_of::<RingEvent>() == 24);
     assert!(core::mem::size_of::<RescuedTask>() == 48);
@@ -387,6 +443,24 @@ mod tests {
         assert!(lease_expired(s, 65_530 + 500, 500));
         assert!(!lease_expired(s, 65_530 + 500, 0), "lease 0 is off");
         assert!(!lease_expired([0, 0], 1_000_000, 500), "unstamped never expires");
+    }
+
+    #[test]
+    fn the_bypass_rule() {
+        const MS: u64 = 1_000_000;
+        let hint = Tier2Hint::new(100 * MS, 1);
+        assert_eq!((hint.best(), hint.read_at_ns()), (1, 100 * MS));
+        let at = |ms: u64| move || ms * MS;
+        // Tier 2 holds level 1, the rings only level 3: bypass while the hint is fresh.
+        assert!(hint.outranks_local(1, 3, 20 * MS, at(119)));
+        assert!(!hint.outranks_local(1, 3, 20 * MS, at(121)), "stale");
+        assert!(!hint.outranks_local(1, 3, 0, at(100)), "ttl 0 turns it off");
+        assert!(!hint.outranks_local(1, 1, 20 * MS, at(100)), "same level is served locally");
+        assert!(!hint.outranks_local(1, 0, 20 * MS, at(100)), "empty rings: a miss, not a bypass");
+        assert!(!hint.outranks_local(2, 3, 20 * MS, at(100)), "the request does not search level 1");
+        assert!(!Tier2Hint::new(100 * MS, 0).outranks_local(1, 3, 20 * MS, at(100)), "tier 2 empty");
+        // The clock is read only when the levels say bypass.
+        assert!(!hint.outranks_local(1, 1, 20 * MS, || panic!("clock read")));
     }
 
     #[test]

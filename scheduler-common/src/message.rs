@@ -4,20 +4,26 @@
 use crate::error::{DecodeError, EncodeError};
 use crate::layout::*;
 
-/// A validated Bolt v1 message from outside the switch pipeline.
+/// A validated Bolt message from outside the switch pipeline.
+///
+/// `best` on ASSIGN, NOOP, REFILL and HINT is the header's BEST stamp: the highest
+/// priority level tier 2 holds tasks in after sending it, 0 when it believes every
+/// level empty, and always 0 from tier 1. `wait` on GET_TASK is the WAIT flag: tier 2
+/// may park the request instead of answering NOOP at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message<'a> {
     Submit { job: JobRef, flags: u8, tasks: &'a [Task] },
-    GetTask { rtrv_prio: u8, exec_rsrc: u8, from: Requester },
-    Assign(&'a Entry),
-    Noop(Requester),
+    GetTask { rtrv_prio: u8, exec_rsrc: u8, from: Requester, wait: bool },
+    Assign { entry: &'a Entry, best: u8 },
+    Noop { to: Requester, best: u8 },
     Complete(&'a Completion),
     QueueFull { job: JobRef, tasks: &'a [Task] },
     RefillReq { node_rsrc: u8, req: RefillRequest },
-    Refill(&'a [Entry]),
+    Refill { entries: &'a [Entry], best: u8 },
     Return(&'a [Entry]),
     Claim(&'a Claim),
     ClaimReply(&'a Claim),
+    Hint { best: u8 },
     StealProbe(StealBody),
     StealLoad(StealBody),
     StealReq(StealBody),
@@ -31,15 +37,16 @@ impl Message<'_> {
         match self {
             Message::Submit { .. } => Op::Submit,
             Message::GetTask { .. } => Op::GetTask,
-            Message::Assign(_) => Op::Assign,
-            Message::Noop(_) => Op::Noop,
+            Message::Assign { .. } => Op::Assign,
+            Message::Noop { .. } => Op::Noop,
             Message::Complete(_) => Op::Complete,
             Message::QueueFull { .. } => Op::QueueFull,
             Message::RefillReq { .. } => Op::RefillReq,
-            Message::Refill(_) => Op::Refill,
+            Message::Refill { .. } => Op::Refill,
             Message::Return(_) => Op::Return,
             Message::Claim(_) => Op::Claim,
             Message::ClaimReply(_) => Op::ClaimReply,
+            Message::Hint { .. } => Op::Hint,
             Message::StealProbe(_) => Op::StealProbe,
             Message::StealLoad(_) => Op::StealLoad,
             Message::StealReq(_) => Op::StealReq,
@@ -61,6 +68,8 @@ struct Shape {
     max: u8,
     /// Header prio is a priority (1..=MAX_PRIORITIES) rather than zero.
     uses_prio: bool,
+    /// Header prio is BEST (0..=MAX_PRIORITIES): ops tier 2 sends towards the hosts.
+    carries_best: bool,
     /// Header rsrc is a resource bitmap rather than zero.
     uses_rsrc: bool,
     /// Header flag bits this op may carry.
@@ -68,31 +77,37 @@ struct Shape {
 }
 
 const fn fixed_body(fixed: usize) -> Shape {
-    Shape { fixed, item: 0, min: 0, max: 0, uses_prio: false, uses_rsrc: false, flags: 0 }
+    Shape { fixed, item: 0, min: 0, max: 0, uses_prio: false, carries_best: false, uses_rsrc: false, flags: 0 }
 }
 
 const fn list_body(fixed: usize, item: usize, min: u8, max: u8) -> Shape {
-    Shape { fixed, item, min, max, uses_prio: false, uses_rsrc: false, flags: 0 }
+    Shape { fixed, item, min, max, uses_prio: false, carries_best: false, uses_rsrc: false, flags: 0 }
 }
 
 const fn shape(op: Op) -> Shape {
     let list = MAX_LIST as u8;
     match op {
-        Op::Submit => Shape { flags: KNOWN_HEADER_FLAGS, ..list_body(JobRef::LEN, Task::LEN, 1, list) },
-        Op::GetTask => Shape { uses_prio: true, uses_rsrc: true, ..fixed_body(Requester::LEN) },
-        Op::Noop => fixed_body(Requester::LEN),
-        Op::Assign => list_body(0, Entry::LEN, 1, 1),
+        Op::Submit => Shape { flags: SUBMIT_FLAGS, ..list_body(JobRef::LEN, Task::LEN, 1, list) },
+        Op::GetTask => Shape { uses_prio: true, uses_rsrc: true, flags: GET_TASK_FLAGS, ..fixed_body(Requester::LEN) },
+        Op::Noop => Shape { carries_best: true, ..fixed_body(Requester::LEN) },
+        Op::Assign => Shape { carries_best: true, ..list_body(0, Entry::LEN, 1, 1) },
         Op::Complete => fixed_body(Completion::LEN),
         Op::QueueFull => list_body(JobRef::LEN, Task::LEN, 1, list),
         Op::RefillReq => Shape { uses_rsrc: true, ..fixed_body(RefillRequest::LEN) },
-        Op::Refill => list_body(0, Entry::LEN, 0, list),
+        Op::Refill => Shape { carries_best: true, ..list_body(0, Entry::LEN, 0, list) },
         Op::Return => list_body(0, Entry::LEN, 1, list),
         Op::Swap => Shape { uses_prio: true, uses_rsrc: true, ..fixed_body(SwapState::LEN) },
         Op::Repair => Shape { uses_prio: true, ..fixed_body(RepairState::LEN) },
         Op::Claim | Op::ClaimReply => fixed_body(Claim::LEN),
+        Op::Hint => Shape { carries_best: true, ..fixed_body(0) },
         Op::StealProbe | Op::StealLoad | Op::StealReq | Op::StealAck | Op::StealDone => fixed_body(StealBody::LEN),
         Op::StealGrant => list_body(StealBody::LEN, Entry::LEN, 0, list),
     }
+}
+
+/// True for the ops whose header prio is tier 2's BEST stamp (ASSIGN, NOOP, REFILL, HINT).
+pub const fn carries_best(op: Op) -> bool {
+    shape(op).carries_best
 }
 
 /// The list counts `op` allows, inclusive.
@@ -162,7 +177,7 @@ fn check_header(buf: &[u8], allow_internal: bool) -> Result<(&Header, Op), Decod
 }
 
 /// Checks the header alone: magic, version, op (external ops only), and that the flags
-/// are ones this op defines (only SUBMIT carries header flags).
+/// are ones this op defines (SUBMIT_FLAGS on SUBMIT, GET_TASK_FLAGS on GET_TASK).
 pub fn decode_header(buf: &[u8]) -> Result<(&Header, Op), DecodeError> {
     check_header(buf, false)
 }
@@ -193,6 +208,10 @@ fn frame<'a>(buf: &'a [u8], h: &Header, op: Op) -> Result<Framed<'a>, DecodeErro
     }
     if s.uses_prio {
         check_priority(h.prio)?;
+    } else if s.carries_best {
+        if h.prio > MAX_PRIORITIES {
+            return Err(DecodeError::BadPriority(h.prio));
+        }
     } else if h.prio != 0 {
         return Err(DecodeError::BadField);
     }
@@ -222,13 +241,18 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
             check_tasks(tasks)?;
             Message::Submit { job: *view::<JobRef>(fixed).ok_or_else(bad)?, flags: h.flags, tasks }
         }
-        Op::GetTask => Message::GetTask { rtrv_prio: h.prio, exec_rsrc: h.rsrc, from: *view(fixed).ok_or_else(bad)? },
+        Op::GetTask => Message::GetTask {
+            rtrv_prio: h.prio,
+            exec_rsrc: h.rsrc,
+            from: *view(fixed).ok_or_else(bad)?,
+            wait: h.flags & FLAG_WAIT != 0,
+        },
         Op::Assign => {
             let e = view::<Entry>(list).ok_or_else(bad)?;
             check_entry(e)?;
-            Message::Assign(e)
+            Message::Assign { entry: e, best: h.prio }
         }
-        Op::Noop => Message::Noop(*view(fixed).ok_or_else(bad)?),
+        Op::Noop => Message::Noop { to: *view(fixed).ok_or_else(bad)?, best: h.prio },
         Op::Complete => {
             let c = view::<Completion>(fixed).ok_or_else(bad)?;
             if c.status > STATUS_REFUSED || c.pad != 0 || c.pad2 != [0; 2] {
@@ -251,7 +275,7 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
         Op::Refill => {
             let es = view_list::<Entry>(list, n).ok_or_else(bad)?;
             check_entries(es)?;
-            Message::Refill(es)
+            Message::Refill { entries: es, best: h.prio }
         }
         Op::Return => {
             let es = view_list::<Entry>(list, n).ok_or_else(bad)?;
@@ -273,6 +297,7 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
                 Message::ClaimReply(c)
             }
         }
+        Op::Hint => Message::Hint { best: h.prio },
         Op::StealGrant => {
             let steal = check_steal(op, view::<StealBody>(fixed).ok_or_else(bad)?)?;
             let entries = view_list::<Entry>(list, n).ok_or_else(bad)?;
@@ -383,16 +408,31 @@ pub fn encode_submit(buf: &mut [u8], job: JobRef, flags: u8, tasks: &[Task]) -> 
     put(buf, Header::new(Op::Submit, n, 0, 0, flags), as_bytes(&job), slice_as_bytes(tasks))
 }
 
-pub fn encode_get_task(buf: &mut [u8], rtrv_prio: u8, exec_rsrc: u8, from: Requester) -> Result<usize, EncodeError> {
-    put(buf, Header::new(Op::GetTask, 0, rtrv_prio, exec_rsrc, 0), as_bytes(&from), &[])
+/// A GET_TASK; `wait` sets FLAG_WAIT (tier 2 may park it instead of answering NOOP).
+pub fn encode_get_task(
+    buf: &mut [u8],
+    rtrv_prio: u8,
+    exec_rsrc: u8,
+    from: Requester,
+    wait: bool,
+) -> Result<usize, EncodeError> {
+    let flags = if wait { FLAG_WAIT } else { 0 };
+    put(buf, Header::new(Op::GetTask, 0, rtrv_prio, exec_rsrc, flags), as_bytes(&from), &[])
 }
 
-pub fn encode_assign(buf: &mut [u8], entry: &Entry) -> Result<usize, EncodeError> {
-    put(buf, Header::new(Op::Assign, 1, 0, 0, 0), &[], as_bytes(entry))
+/// An ASSIGN; `best` is tier 2's BEST stamp (0 from tier 1).
+pub fn encode_assign(buf: &mut [u8], entry: &Entry, best: u8) -> Result<usize, EncodeError> {
+    put(buf, Header::new(Op::Assign, 1, best, 0, 0), &[], as_bytes(entry))
 }
 
-pub fn encode_noop(buf: &mut [u8], to: Requester) -> Result<usize, EncodeError> {
-    put(buf, Header::new(Op::Noop, 0, 0, 0, 0), as_bytes(&to), &[])
+/// A NOOP; `best` is tier 2's BEST stamp (0 from tier 1).
+pub fn encode_noop(buf: &mut [u8], to: Requester, best: u8) -> Result<usize, EncodeError> {
+    put(buf, Header::new(Op::Noop, 0, best, 0, 0), as_bytes(&to), &[])
+}
+
+/// A HINT: tier 2 tells a host that it holds tasks from level `best` on.
+pub fn encode_hint(buf: &mut [u8], best: u8) -> Result<usize, EncodeError> {
+    put(buf, Header::new(Op::Hint, 0, best, 0, 0), &[], &[])
 }
 
 pub fn encode_complete(buf: &mut [u8], c: &Completion) -> Result<usize, EncodeError> {
@@ -409,9 +449,10 @@ pub fn encode_refill_req(buf: &mut [u8], node_rsrc: u8, req: RefillRequest) -> R
 }
 
 /// A REFILL may list no entry: the switch's answer that it has nothing for this node.
-pub fn encode_refill(buf: &mut [u8], entries: &[Entry]) -> Result<usize, EncodeError> {
+/// `best` is tier 2's BEST stamp.
+pub fn encode_refill(buf: &mut [u8], entries: &[Entry], best: u8) -> Result<usize, EncodeError> {
     let n = list_count(Op::Refill, entries.len())?;
-    put(buf, Header::new(Op::Refill, n, 0, 0, 0), &[], slice_as_bytes(entries))
+    put(buf, Header::new(Op::Refill, n, best, 0, 0), &[], slice_as_bytes(entries))
 }
 
 pub fn encode_return(buf: &mut [u8], entries: &[Entry]) -> Result<usize, EncodeError> {
@@ -459,16 +500,19 @@ impl Message<'_> {
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
         match *self {
             Message::Submit { job, flags, tasks } => encode_submit(buf, job, flags, tasks),
-            Message::GetTask { rtrv_prio, exec_rsrc, from } => encode_get_task(buf, rtrv_prio, exec_rsrc, from),
-            Message::Assign(e) => encode_assign(buf, e),
-            Message::Noop(to) => encode_noop(buf, to),
+            Message::GetTask { rtrv_prio, exec_rsrc, from, wait } => {
+                encode_get_task(buf, rtrv_prio, exec_rsrc, from, wait)
+            }
+            Message::Assign { entry, best } => encode_assign(buf, entry, best),
+            Message::Noop { to, best } => encode_noop(buf, to, best),
             Message::Complete(c) => encode_complete(buf, c),
             Message::QueueFull { job, tasks } => encode_queue_full(buf, job, tasks),
             Message::RefillReq { node_rsrc, req } => encode_refill_req(buf, node_rsrc, req),
-            Message::Refill(es) => encode_refill(buf, es),
+            Message::Refill { entries, best } => encode_refill(buf, entries, best),
             Message::Return(es) => encode_return(buf, es),
             Message::Claim(c) => encode_claim(buf, c),
             Message::ClaimReply(c) => encode_claim_reply(buf, c),
+            Message::Hint { best } => encode_hint(buf, best),
             Message::StealGrant { steal, entries } => encode_steal_grant(buf, &steal, entries),
             Message::StealProbe(b)
             | Message::StealLoad(b)
@@ -540,7 +584,7 @@ mod tests {
         assert_eq!(encode_submit(&mut buf, JobRef::new(1, 1), 0, &many), Err(EncodeError::BadListLength(17)));
         let mut small = [0u8; 10];
         assert!(matches!(
-            encode_assign(&mut small, &Entry::default()),
+            encode_assign(&mut small, &Entry::default(), 0),
             Err(EncodeError::BufferTooSmall { needed: 48 })
         ));
     }
@@ -552,25 +596,26 @@ mod tests {
     #[test]
     fn header_bytes_an_op_does_not_use_must_be_zero() {
         let mut buf = [0u8; MAX_MESSAGE_LEN];
-        let n = encode_assign(&mut buf, &entry(1)).unwrap();
+        let n = encode_assign(&mut buf, &entry(1), 0).unwrap();
         for (at, v, want) in [
-            (5, 1, DecodeError::BadField),                                // prio on ASSIGN
-            (6, 0x80, DecodeError::BadField),                             // rsrc on ASSIGN
+            (5, 9, DecodeError::BadPriority(9)), // BEST beyond the levels
+            (6, 0x80, DecodeError::BadField),    // rsrc on ASSIGN
             (7, FLAG_RESUBMIT, DecodeError::UnknownFlags(FLAG_RESUBMIT)), // flags only on SUBMIT
+            (7, FLAG_WAIT, DecodeError::UnknownFlags(FLAG_WAIT)), // WAIT only on GET_TASK
         ] {
             let mut b = buf;
             b[at] = v;
             assert_eq!(decode(&b[..n]), Err(want), "byte {at} = {v}");
         }
-        let n = encode_noop(&mut buf, Requester::new(1, 2, 3)).unwrap();
+        let n = encode_complete(&mut buf, &Completion::default()).unwrap();
         buf[5] = 2;
-        assert_eq!(decode(&buf[..n]), Err(DecodeError::BadField), "prio on NOOP");
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::BadField), "prio on COMPLETE");
     }
 
     #[test]
     fn pad_bytes_must_be_zero() {
         let mut buf = [0u8; MAX_MESSAGE_LEN];
-        let n = encode_refill(&mut buf, &[entry(1), entry(2)]).unwrap();
+        let n = encode_refill(&mut buf, &[entry(1), entry(2)], 0).unwrap();
         // The second entry's pad: header, one entry, then 38 bytes into the second.
         buf[Header::LEN + Entry::LEN + 38] = 1;
         assert_eq!(decode(&buf[..n]), Err(DecodeError::BadField));
@@ -585,7 +630,12 @@ mod tests {
     fn encoders_refuse_what_decoders_refuse() {
         let mut buf = [0u8; MAX_MESSAGE_LEN];
         let from = Requester::new(1, 2, 3);
-        assert_eq!(encode_get_task(&mut buf, 0, 0, from), Err(EncodeError::Invalid(DecodeError::BadPriority(0))));
+        assert_eq!(
+            encode_get_task(&mut buf, 0, 0, from, false),
+            Err(EncodeError::Invalid(DecodeError::BadPriority(0)))
+        );
+        assert_eq!(encode_hint(&mut buf, 9), Err(EncodeError::Invalid(DecodeError::BadPriority(9))));
+        assert_eq!(encode_noop(&mut buf, from, 9), Err(EncodeError::Invalid(DecodeError::BadPriority(9))));
         assert_eq!(
             encode_submit(&mut buf, JobRef::new(1, 1), 0x80, &[task(1, 1, 0)]),
             Err(EncodeError::Invalid(DecodeError::UnknownFlags(0x80)))
@@ -603,9 +653,9 @@ mod tests {
     #[test]
     fn empty_refill_is_a_message() {
         let mut buf = [0u8; MAX_MESSAGE_LEN];
-        let n = encode_refill(&mut buf, &[]).unwrap();
+        let n = encode_refill(&mut buf, &[], 0).unwrap();
         assert_eq!(n, Header::LEN);
-        assert_eq!(decode(&buf[..n]), Ok(Message::Refill(&[])));
+        assert_eq!(decode(&buf[..n]), Ok(Message::Refill { entries: &[], best: 0 }));
         assert_eq!(encode_return(&mut buf, &[]), Err(EncodeError::BadListLength(0)));
     }
 
@@ -626,8 +676,35 @@ mod tests {
         buf[Header::LEN] = 2;
         assert_eq!(decode_packet(&buf[..n]), Err(DecodeError::BadField));
 
-        let n = encode_noop(&mut buf, Requester::new(1, 2, 3)).unwrap();
-        assert_eq!(decode_packet(&buf[..n]), Ok(Packet::External(Message::Noop(Requester::new(1, 2, 3)))));
+        let n = encode_noop(&mut buf, Requester::new(1, 2, 3), 0).unwrap();
+        let noop = Message::Noop { to: Requester::new(1, 2, 3), best: 0 };
+        assert_eq!(decode_packet(&buf[..n]), Ok(Packet::External(noop)));
+    }
+
+    #[test]
+    fn best_stamp_and_wait_flag_round_trip() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = encode_hint(&mut buf, 2).unwrap();
+        assert_eq!((n, buf[5]), (Header::LEN, 2));
+        assert_eq!(decode(&buf[..n]), Ok(Message::Hint { best: 2 }));
+        let e = entry(4);
+        for best in 0..=MAX_PRIORITIES {
+            let n = encode_assign(&mut buf, &e, best).unwrap();
+            assert_eq!(decode(&buf[..n]), Ok(Message::Assign { entry: &e, best }));
+            let n = encode_refill(&mut buf, &[], best).unwrap();
+            assert_eq!(decode(&buf[..n]), Ok(Message::Refill { entries: &[], best }));
+        }
+        let from = Requester::new(1, 2, 3);
+        let n = encode_get_task(&mut buf, 1, 0, from, true).unwrap();
+        assert_eq!(buf[7], FLAG_WAIT);
+        assert_eq!(decode(&buf[..n]), Ok(Message::GetTask { rtrv_prio: 1, exec_rsrc: 0, from, wait: true }));
+        buf[7] = FLAG_WAIT | 0x08;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::UnknownFlags(FLAG_WAIT | 0x08)));
+        // A HINT has no body; its rsrc is unused.
+        let n = encode_hint(&mut buf, 1).unwrap();
+        buf[6] = 1;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::BadField));
+        assert!(carries_best(Op::Refill) && carries_best(Op::Hint) && !carries_best(Op::GetTask));
     }
 
     #[test]

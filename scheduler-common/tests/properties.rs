@@ -76,20 +76,19 @@ fn completion() -> impl Strategy<Value = Completion> {
 fn owned() -> impl Strategy<Value = Owned> {
     let prio = 1..=MAX_PRIORITIES;
     prop_oneof![
-        (job(), 0..=KNOWN_HEADER_FLAGS, prop::collection::vec(task(), 1..=MAX_LIST))
+        (job(), 0..=SUBMIT_FLAGS, prop::collection::vec(task(), 1..=MAX_LIST))
             .prop_map(|(job, flags, tasks)| Owned::Submit { job, flags, tasks }),
-        (prio.clone(), any::<u8>(), requester()).prop_map(|(rtrv_prio, exec_rsrc, from)| Owned::GetTask {
-            rtrv_prio,
-            exec_rsrc,
-            from
-        }),
-        entry().prop_map(Owned::Assign),
-        requester().prop_map(Owned::Noop),
+        (prio.clone(), any::<u8>(), requester(), any::<bool>())
+            .prop_map(|(rtrv_prio, exec_rsrc, from, wait)| { Owned::GetTask { rtrv_prio, exec_rsrc, from, wait } }),
+        (entry(), 0..=MAX_PRIORITIES).prop_map(|(entry, best)| Owned::Assign { entry, best }),
+        (requester(), 0..=MAX_PRIORITIES).prop_map(|(to, best)| Owned::Noop { to, best }),
+        (0..=MAX_PRIORITIES).prop_map(|best| Owned::Hint { best }),
         completion().prop_map(Owned::Complete),
         (job(), prop::collection::vec(task(), 1..=MAX_LIST)).prop_map(|(job, tasks)| Owned::QueueFull { job, tasks }),
         (any::<u8>(), any::<u16>(), 1..=u8::MAX)
             .prop_map(|(node_rsrc, node, want)| Owned::RefillReq { node_rsrc, req: RefillRequest::new(node, want) }),
-        prop::collection::vec(entry(), 0..=MAX_LIST).prop_map(Owned::Refill),
+        (prop::collection::vec(entry(), 0..=MAX_LIST), 0..=MAX_PRIORITIES)
+            .prop_map(|(entries, best)| Owned::Refill { entries, best }),
         prop::collection::vec(entry(), 1..=MAX_LIST).prop_map(Owned::Return),
         (prio.clone(), any::<u8>(), any::<u32>(), any::<u32>(), entry()).prop_map(
             |(queue_prio, exec_rsrc, idx, ptr, held)| {
@@ -113,7 +112,7 @@ fn owned() -> impl Strategy<Value = Owned> {
 /// priorities, flags and statuses are). Random input this close to valid gets past the
 /// header checks and exercises every body check.
 fn message_shaped() -> impl Strategy<Value = Vec<u8>> {
-    let op = prop_oneof![10 => 1u8..=11, 1 => any::<u8>()];
+    let op = prop_oneof![10 => 1u8..=14, 1 => any::<u8>()];
     op.prop_flat_map(|op| {
         let (min, max) = Op::from_u8(op).map_or((0, 0), count_range);
         let count = prop_oneof![4 => min..=max, 1 => 0u8..=18];
@@ -173,8 +172,8 @@ fn encode_owned(o: &Owned) -> Vec<u8> {
 fn count_of(o: &Owned) -> usize {
     match o {
         Owned::Submit { tasks, .. } | Owned::QueueFull { tasks, .. } => tasks.len(),
-        Owned::Assign(_) => 1,
-        Owned::Refill(es) | Owned::Return(es) => es.len(),
+        Owned::Assign { .. } => 1,
+        Owned::Refill { entries: es, .. } | Owned::Return(es) => es.len(),
         _ => 0,
     }
 }
@@ -314,6 +313,7 @@ fn count_edges_of_every_op() {
             Op::Assign | Op::Refill | Op::Return => (vec![], 0, 0),
             Op::Claim => (vec![0; Claim::LEN], 0, 0),
             Op::ClaimReply => (layout::as_bytes(&Claim::default().answered(CLAIM_DENIED)).to_vec(), 0, 0),
+            Op::Hint => (vec![], 1, 0),
             Op::StealProbe | Op::StealLoad | Op::StealAck | Op::StealGrant => (vec![0; StealBody::LEN], 0, 0),
             Op::StealReq => (layout::as_bytes(&StealBody::new(1, 2).with_want(3)).to_vec(), 0, 0),
             Op::StealDone => (layout::as_bytes(&StealBody::new(1, 2).with_verdict(STEAL_ABORT)).to_vec(), 0, 0),

@@ -161,14 +161,20 @@ fn fields_json(p: &Packet<'_>) -> Value {
         Packet::External(Message::Submit { job, flags, tasks: ts }) => {
             json!({ "uid": job.uid(), "jid": job.jid(), "flags": flags, "tasks": tasks(ts) })
         }
-        Packet::External(Message::GetTask { rtrv_prio, exec_rsrc, from }) => {
+        Packet::External(Message::GetTask { rtrv_prio, exec_rsrc, from, wait }) => {
             let mut v = requester_json(&from);
             v["rtrv_prio"] = json!(rtrv_prio);
             v["exec_rsrc"] = json!(exec_rsrc);
+            v["wait"] = json!(wait);
             v
         }
-        Packet::External(Message::Assign(e)) => json!({ "entry": entry_json(e) }),
-        Packet::External(Message::Noop(r)) => requester_json(&r),
+        Packet::External(Message::Assign { entry, best }) => json!({ "entry": entry_json(entry), "best": best }),
+        Packet::External(Message::Noop { to, best }) => {
+            let mut v = requester_json(&to);
+            v["best"] = json!(best);
+            v
+        }
+        Packet::External(Message::Hint { best }) => json!({ "best": best }),
         Packet::External(Message::Complete(c)) => json!({
             "uid": c.uid(), "jid": c.jid(), "tid": c.tid(), "status": c.status,
             "node": c.node(), "executor": c.executor(), "run_ns": c.run_ns(), "start_unix_ns": c.start_unix_ns(),
@@ -179,9 +185,8 @@ fn fields_json(p: &Packet<'_>) -> Value {
         Packet::External(Message::RefillReq { node_rsrc, req }) => {
             json!({ "node_rsrc": node_rsrc, "node": req.node(), "want": req.want })
         }
-        Packet::External(Message::Refill(es)) | Packet::External(Message::Return(es)) => {
-            json!({ "entries": entries(es) })
-        }
+        Packet::External(Message::Refill { entries: es, best }) => json!({ "entries": entries(es), "best": best }),
+        Packet::External(Message::Return(es)) => json!({ "entries": entries(es) }),
         Packet::External(Message::Claim(c)) | Packet::External(Message::ClaimReply(c)) => json!({
             "uid": c.uid(), "jid": c.jid(), "tid": c.tid(), "node": c.node(), "executor": c.executor(),
             "verdict": c.verdict,
@@ -229,9 +234,11 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
             rtrv_prio: u8f(v, "rtrv_prio"),
             exec_rsrc: u8f(v, "exec_rsrc"),
             from: requester_from_json(v),
+            wait: v.get("wait").and_then(Value::as_bool).unwrap_or_else(|| panic!("field wait missing in {v}")),
         },
-        "ASSIGN" => Owned::Assign(entry_from_json(&v["entry"])),
-        "NOOP" => Owned::Noop(requester_from_json(v)),
+        "ASSIGN" => Owned::Assign { entry: entry_from_json(&v["entry"]), best: u8f(v, "best") },
+        "NOOP" => Owned::Noop { to: requester_from_json(v), best: u8f(v, "best") },
+        "HINT" => Owned::Hint { best: u8f(v, "best") },
         "COMPLETE" => {
             let mut c = Completion { status: u8f(v, "status"), ..Completion::default() };
             c.set_uid(u32f(v, "uid"));
@@ -248,7 +255,7 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
             node_rsrc: u8f(v, "node_rsrc"),
             req: RefillRequest::new(u16f(v, "node"), u8f(v, "want")),
         },
-        "REFILL" => Owned::Refill(entries(v)),
+        "REFILL" => Owned::Refill { entries: entries(v), best: u8f(v, "best") },
         "RETURN" => Owned::Return(entries(v)),
         "CLAIM" | "CLAIM_REPLY" => {
             let mut c = Claim { verdict: u8f(v, "verdict"), ..Claim::default() };
@@ -323,7 +330,7 @@ fn refill_entries(n: u32) -> Vec<Entry> {
 }
 
 fn get_task_request() -> Owned {
-    Owned::GetTask { rtrv_prio: 1, exec_rsrc: 0b0000_0011, from: Requester::new(7, 3, 0x0000_0102) }
+    Owned::GetTask { rtrv_prio: 1, exec_rsrc: 0b0000_0011, from: Requester::new(7, 3, 0x0000_0102), wait: false }
 }
 
 fn valid_messages() -> Vec<(&'static str, Owned)> {
@@ -368,27 +375,44 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         ("get_task", get_task_request()),
         (
             "get_task_low_priority_all_resources",
-            Owned::GetTask { rtrv_prio: MAX_PRIORITIES, exec_rsrc: 0xff, from: Requester::new(65535, 65535, u32::MAX) },
+            Owned::GetTask {
+                rtrv_prio: MAX_PRIORITIES,
+                exec_rsrc: 0xff,
+                from: Requester::new(65535, 65535, u32::MAX),
+                wait: false,
+            },
         ),
-        ("assign", Owned::Assign(ring_entry())),
+        (
+            "get_task_wait",
+            Owned::GetTask { rtrv_prio: 2, exec_rsrc: 0b0000_0001, from: Requester::new(7, 4, 9), wait: true },
+        ),
+        ("assign", Owned::Assign { entry: ring_entry(), best: 0 }),
         (
             "assign_exec",
-            Owned::Assign(entry(
-                1,
-                2,
-                task(3, 1, 0x80, 0, TASK_FLAG_EXACTLY_ONCE, Handler::Exec { name: b"resize_img.v2" }),
-            )),
+            Owned::Assign {
+                entry: entry(
+                    1,
+                    2,
+                    task(3, 1, 0x80, 0, TASK_FLAG_EXACTLY_ONCE, Handler::Exec { name: b"resize_img.v2" }),
+                ),
+                best: 0,
+            },
         ),
-        ("noop", Owned::Noop(Requester::new(7, 3, 0x0000_0102))),
+        ("assign_from_tier2_best_1", Owned::Assign { entry: ring_entry(), best: 1 }),
+        ("noop", Owned::Noop { to: Requester::new(7, 3, 0x0000_0102), best: 0 }),
+        ("noop_best_3", Owned::Noop { to: Requester::new(7, 3, 0x0000_0102), best: 3 }),
+        ("hint_best_1", Owned::Hint { best: 1 }),
+        ("hint_best_8", Owned::Hint { best: MAX_PRIORITIES }),
         ("complete_ok", Owned::Complete(complete)),
         ("complete_failed", Owned::Complete(failed)),
         ("complete_refused", Owned::Complete(refused)),
         ("queue_full", Owned::QueueFull { job: JobRef::new(42, 7), tasks: submit_tasks }),
         ("refill_req", Owned::RefillReq { node_rsrc: 0b0000_0011, req: RefillRequest::new(7, 16) }),
         ("refill_req_want_max", Owned::RefillReq { node_rsrc: 0, req: RefillRequest::new(7, 255) }),
-        ("refill_empty", Owned::Refill(vec![])),
-        ("refill_two", Owned::Refill(refill_entries(2))),
-        ("refill_sixteen", Owned::Refill(refill_entries(16))),
+        ("refill_empty", Owned::Refill { entries: vec![], best: 0 }),
+        ("refill_two", Owned::Refill { entries: refill_entries(2), best: 0 }),
+        ("refill_sixteen", Owned::Refill { entries: refill_entries(16), best: 0 }),
+        ("refill_two_best_2", Owned::Refill { entries: refill_entries(2), best: 2 }),
         ("return_one", Owned::Return(vec![ring_entry()])),
         ("return_sixteen", Owned::Return(refill_entries(16))),
         ("claim", Owned::Claim(claim(CLAIM_ASK))),
@@ -455,13 +479,17 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("bad_magic", ext, with("get_task", &[(1, 0x18)]), BadMagic),
         ("magic_byte_swapped", ext, with("get_task", &[(0, 0x17), (1, 0xb0)]), BadMagic),
         ("version_0", ext, with("get_task", &[(2, 0)]), BadVersion(0)),
-        ("version_2", ext, with("get_task", &[(2, 2)]), BadVersion(2)),
+        ("version_1", ext, with("get_task", &[(2, 1)]), BadVersion(1)),
+        ("version_3", ext, with("get_task", &[(2, 3)]), BadVersion(3)),
         ("op_0", ext, with("noop", &[(3, 0)]), UnknownOp(0)),
-        ("op_14", ext, with("noop", &[(3, 14)]), UnknownOp(14)),
+        ("op_99", ext, with("noop", &[(3, 99)]), UnknownOp(99)),
         ("op_255", ext, with("noop", &[(3, 255)]), UnknownOp(255)),
         ("swap_from_outside", ext, m["swap"].clone(), InternalOp(10)),
         ("repair_from_outside", ext, m["repair_add_ptr"].clone(), InternalOp(11)),
-        ("submit_unknown_header_flag", ext, with("submit_one_task", &[(7, 0x04)]), UnknownFlags(0x04)),
+        ("submit_with_wait_flag", ext, with("submit_one_task", &[(7, FLAG_WAIT)]), UnknownFlags(FLAG_WAIT)),
+        ("submit_unknown_header_flag", ext, with("submit_one_task", &[(7, 0x08)]), UnknownFlags(0x08)),
+        ("get_task_unknown_flag", ext, with("get_task_wait", &[(7, FLAG_WAIT | 0x08)]), UnknownFlags(0x0c)),
+        ("noop_with_wait_flag", ext, with("noop", &[(7, FLAG_WAIT)]), UnknownFlags(FLAG_WAIT)),
         ("get_task_with_resubmit_flag", ext, with("get_task", &[(7, FLAG_RESUBMIT)]), UnknownFlags(FLAG_RESUBMIT)),
         (
             "refill_with_exactly_once_flag",
@@ -504,7 +532,14 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("refill_req_want_0", ext, with("refill_req", &[(H + 2, 0)]), BadField),
         ("refill_req_pad_set", ext, with("refill_req", &[(H + 3, 1)]), BadField),
         ("refill_req_prio_set", ext, with("refill_req", &[(5, 1)]), BadField),
-        ("assign_header_prio_set", ext, with("assign", &[(5, 2)]), BadField),
+        ("assign_best_9", ext, with("assign", &[(5, 9)]), BadPriority(9)),
+        ("noop_best_255", ext, with("noop", &[(5, 255)]), BadPriority(255)),
+        ("refill_best_9", ext, with("refill_two", &[(5, 9)]), BadPriority(9)),
+        ("hint_best_9", ext, with("hint_best_1", &[(5, 9)]), BadPriority(9)),
+        ("hint_with_a_body_byte", ext, grow("hint_best_1", 1), BadLength { expected: 8, actual: 9 }),
+        ("hint_count_1", ext, with("hint_best_1", &[(4, 1)]), BadCount(1)),
+        ("hint_rsrc_set", ext, with("hint_best_1", &[(6, 1)]), BadField),
+        ("complete_header_prio_set", ext, with("complete_ok", &[(5, 1)]), BadField),
         ("noop_header_rsrc_set", ext, with("noop", &[(6, 1)]), BadField),
         ("submit_header_prio_set", ext, with("submit_one_task", &[(5, 1)]), BadField),
         ("return_entry_pad_set", ext, with("return_one", &[(H + 38, 0x80)]), BadField),
@@ -625,6 +660,16 @@ fn frame_specs() -> Vec<(&'static str, &'static str, FrameSpec)> {
             Sent { src: SCHEDULER, dst: AGENT, ip_id: 0x0004, message: "refill_sixteen" },
         ),
         (
+            "get_task_wait",
+            "executor's GET_TASK that may be parked at tier 2 (WAIT flag)",
+            Sent { src: EXECUTOR, dst: SCHEDULER, ip_id: 0x1c47, message: "get_task_wait" },
+        ),
+        (
+            "hint",
+            "switch tells a registered host that priority 1 has work",
+            Sent { src: SCHEDULER, dst: AGENT, ip_id: 0x0006, message: "hint_best_1" },
+        ),
+        (
             "return_one",
             "agent returns a drained entry to the switch",
             Sent { src: AGENT, dst: SCHEDULER, ip_id: 0x0005, message: "return_one" },
@@ -719,7 +764,7 @@ fn generate() -> Value {
         .collect();
 
     json!({
-        "about": "Bolt v1 golden vectors: UDP payloads (messages, internal, invalid), task descriptors, and Ethernet/IPv4/UDP frames. Integers big-endian. Generated by scheduler-common/tests/vectors.rs; regenerate with BOLT_REGENERATE_VECTORS=1 cargo test -p scheduler-common --test vectors. Layouts: docs/protocol.md.",
+        "about": "Bolt v2 golden vectors: UDP payloads (messages, internal, invalid), task descriptors, and Ethernet/IPv4/UDP frames. Integers big-endian. Generated by scheduler-common/tests/vectors.rs; regenerate with BOLT_REGENERATE_VECTORS=1 cargo test -p scheduler-common --test vectors. Layouts: docs/protocol.md.",
         "version": VERSION,
         "port": DEFAULT_PORT,
         "decode_error_kinds": DecodeError::NAMES,
@@ -906,22 +951,26 @@ fn hand_assembled_bytes_match_the_vectors() {
             .map(|v| strf(v, "hex").to_string())
             .unwrap_or_else(|| panic!("no vector {name}"))
     };
-    // Header: magic b017, version 01, op, count, prio, rsrc, flags.
-    let get_task = concat!("b017", "01", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
+    // Header: magic b017, version 02, op, count, prio, rsrc, flags.
+    let get_task = concat!("b017", "02", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
     assert_eq!(find("get_task"), get_task);
-    let noop = concat!("b017", "01", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
+    let noop = concat!("b017", "02", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
     assert_eq!(find("noop"), noop);
     // ENTRY: uid, jid, TASK (tid, prio, rsrc, class, flags, desc), client ip, port, pad.
     let sleep_250 = concat!("01", "000000", "000000fa", "0000000000000000");
     let entry =
         ["0000002a", "00000007", "000003e9", "02", "03", "03", "00", sleep_250, "cb007105", "238c", "0000"].concat();
-    assert_eq!(find("assign"), ["b017", "01", "03", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("return_one"), ["b017", "01", "09", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("refill_empty"), "b017010800000000");
+    assert_eq!(find("assign"), ["b017", "02", "03", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("return_one"), ["b017", "02", "09", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("refill_empty"), "b017020800000000");
+    // BEST in header prio of what tier 2 sends; WAIT (04) in GET_TASK's flags.
+    assert_eq!(find("hint_best_1"), "b017020e00010000");
+    assert_eq!(find("assign_from_tier2_best_1"), ["b017", "02", "03", "01", "01", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("get_task_wait"), concat!("b017", "02", "02", "00", "02", "01", "04", "0007", "0004", "00000009"));
     // COMPLETE: uid, jid, tid, status, pad, node, executor, pad2, run_ns, start_unix_ns.
     let complete = concat!(
         "b017",
-        "01",
+        "02",
         "05",
         "00",
         "00",
@@ -939,10 +988,10 @@ fn hand_assembled_bytes_match_the_vectors() {
         "187a2b1b39a2007b"
     );
     assert_eq!(find("complete_ok"), complete);
-    let refill_req = concat!("b017", "01", "07", "00", "00", "03", "00", "0007", "10", "00");
+    let refill_req = concat!("b017", "02", "07", "00", "00", "03", "00", "0007", "10", "00");
     assert_eq!(find("refill_req"), refill_req);
-    let repair = concat!("b017", "01", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
+    let repair = concat!("b017", "02", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
     assert_eq!(find("repair_retrieve_ptr"), repair);
-    let swap = ["b017", "01", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
+    let swap = ["b017", "02", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
     assert_eq!(find("swap"), swap);
 }

@@ -45,6 +45,9 @@ pub struct BoltFrame {
     pub header: Header,
     /// UDP payload length: the whole Bolt message.
     pub message_len: usize,
+    /// False for a datagram from the switch's Bolt port to another port of this host:
+    /// an answer to an executor's socket, read only for its BEST stamp.
+    pub to_bolt_port: bool,
 }
 
 impl BoltFrame {
@@ -100,7 +103,9 @@ pub fn classify(ctx: &XdpContext, cfg: &XdpConfig) -> Classified {
         return NotBolt(Counter::Truncated);
     };
     let udp = unsafe { &*udp };
-    if be16(udp.dst_port) != cfg.port {
+    let to_bolt_port = be16(udp.dst_port) == cfg.port;
+    // Tier 2's answers to executors leave the switch's Bolt port for the executor's own.
+    if !to_bolt_port && (be16(udp.src_port) != cfg.port || ip.src != cfg.switch_ipv4 || cfg.switch_ipv4 == [0; 4]) {
         return NotBolt(Counter::OtherPort);
     }
     // From here on the datagram is addressed to Bolt: length faults are the sender's.
@@ -120,5 +125,5 @@ pub fn classify(ctx: &XdpContext, cfg: &XdpConfig) -> Classified {
     if header.magic_u16() != MAGIC || header.version != VERSION || header.flags & !KNOWN_HEADER_FLAGS != 0 {
         return NotBolt(Counter::Malformed);
     }
-    Classified::Bolt(BoltFrame { header, message_len: udp_len - UDP_LEN })
+    Classified::Bolt(BoltFrame { header, message_len: udp_len - UDP_LEN, to_bolt_port })
 }

@@ -13,8 +13,8 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use scheduler_common::{
-    maps::{lease_expired, Counter, XdpConfig, EVENT_EMPTY, RING_COUNT},
-    message_len, prefix, resources_match, Entry, Header, Op, Requester, MAX_PRIORITIES,
+    maps::{lease_expired, Counter, XdpConfig, EVENT_BYPASS, EVENT_EMPTY, RING_COUNT},
+    message_len, prefix, resources_match, Entry, Header, Op, Requester, FLAG_WAIT, GET_TASK_FLAGS, MAX_PRIORITIES,
 };
 
 use crate::{
@@ -37,8 +37,9 @@ const ASSIGN_HEADER: [u8; 8] = {
 #[inline(always)]
 pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
     let h = bolt.header;
-    // Exactly one encoding per message: bytes the op does not use (count, flags) are zero.
-    if h.count != 0 || h.flags != 0 || bolt.message_len != GET_TASK_LEN || h.prio == 0 || h.prio > MAX_PRIORITIES {
+    // Exactly one encoding per message: bytes the op does not use are zero. WAIT is
+    // tier 2's business: a hit is answered here, a miss passes on with the flag.
+    if h.count != 0 || h.flags & !GET_TASK_FLAGS != 0 || bolt.message_len != GET_TASK_LEN || h.prio == 0 || h.prio > MAX_PRIORITIES {
         tally.add(Counter::Malformed);
         return xdp_action::XDP_PASS;
     }
@@ -67,6 +68,22 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     };
     let first = h.prio as u32;
     let last = rings::levels(cfg);
+    // Priority across the tiers: while tier 2's fresh hint names a level this request
+    // searches above every non-empty ring, the request goes to tier 2. The clock is read
+    // only when the levels already say so.
+    let hint = rings.hint();
+    if hint.best() != 0 {
+        let local = rings.first_nonempty(first, last);
+        // SAFETY: the helper has no preconditions.
+        if hint.outranks_local(h.prio, local as u8, cfg.hint_ttl_ns, || unsafe { bpf_ktime_get_coarse_ns() }) {
+            tally.add(Counter::Bypass);
+            rings.notify(local, EVENT_BYPASS, cfg, tally);
+            if h.flags & FLAG_WAIT != 0 {
+                clear_wait(ctx, h);
+            }
+            return xdp_action::XDP_PASS;
+        }
+    }
     let mut slot = Slot::new();
     // The lease clock, read once per request and only when leases are on.
     let now_ms = if cfg.lease_ms != 0 {
@@ -99,6 +116,35 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         rings.notify(first, EVENT_EMPTY, cfg, tally);
     }
     xdp_action::XDP_PASS
+}
+
+/// Clears WAIT on a bypassed GET_TASK: should tier 2 have nothing for it after all (its
+/// work went to another executor meanwhile), the executor must hear so at once and come
+/// back to the task waiting here, not wait at tier 2. The UDP checksum, if any, is
+/// updated for the changed header word (rsrc, flags).
+#[inline(always)]
+fn clear_wait(ctx: &XdpContext, h: Header) {
+    let (Some(word), Some(sum)) = (at::<[u8; 2]>(ctx, BOLT_OFF + 6), at::<[u8; 2]>(ctx, UDP_OFF + 6)) else {
+        return;
+    };
+    let old = u16::from_be_bytes([h.rsrc, h.flags]);
+    let new = u16::from_be_bytes([h.rsrc, h.flags & !FLAG_WAIT]);
+    // SAFETY: both 2-byte fields were bounds-checked by `at`.
+    unsafe {
+        *word = new.to_be_bytes();
+        let checksum = u16::from_be_bytes(*sum);
+        if checksum != 0 {
+            // RFC 1624 eqn. 3, folded twice (no loop for the verifier to bound).
+            let mut acc = (!checksum as u32) + (!old as u32) + new as u32;
+            acc = (acc & 0xffff) + (acc >> 16);
+            acc = (acc & 0xffff) + (acc >> 16);
+            let updated = match !(acc as u16) {
+                0 => 0xffff,
+                c => c,
+            };
+            *sum = updated.to_be_bytes();
+        }
+    }
 }
 
 /// Rewrites the GET_TASK frame into the ASSIGN of the task in `slot`, addressed back to

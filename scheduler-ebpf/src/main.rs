@@ -13,6 +13,12 @@
 //!   and well formed: tasks go to their rings (XDP_DROP), or back to tier 2 as RETURN
 //!   when nothing can hold them (XDP_TX). On another interface, from anyone else, or
 //!   malformed: XDP_DROP.
+//! - HINT, and ASSIGN/NOOP on their way to an executor (from the switch's Bolt port to
+//!   any port of this host): tier 2's BEST stamp in the header is recorded with the
+//!   time (only from the configured switch address), then XDP_PASS. REFILL records its
+//!   stamp too. Any other datagram from the switch's port to another port: XDP_PASS.
+//! - GET_TASK also passes on to tier 2 ("bypass") when that stamp is younger than
+//!   `hint_ttl_ns` and names a level above every non-empty ring the request searches.
 //! - Every other Bolt op: XDP_PASS (the stack delivers it to its socket).
 #![no_std]
 #![no_main]
@@ -26,6 +32,7 @@ mod get_task;
 mod maps;
 mod refill;
 mod rings;
+mod stamp;
 mod words;
 
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
@@ -64,6 +71,11 @@ pub fn bolt_xdp(ctx: XdpContext) -> u32 {
 #[inline(always)]
 fn dispatch(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
     match Op::from_u8(bolt.op()) {
+        Some(op @ (Op::Hint | Op::Assign | Op::Noop)) => stamp::handle(ctx, cfg, bolt, op, tally),
+        _ if !bolt.to_bolt_port => {
+            tally.add(Counter::OtherPort);
+            xdp_action::XDP_PASS
+        }
         Some(Op::GetTask) => get_task::handle(ctx, cfg, bolt, tally),
         Some(Op::Refill) => refill::handle(ctx, cfg, bolt, tally),
         Some(_) => {

@@ -56,7 +56,9 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     let n = bolt.header.count as usize;
     let h = bolt.header;
     // Exactly one encoding per message: header bytes REFILL does not use are zero.
-    if n > MAX_LIST || bolt.message_len != Header::LEN + n * Entry::LEN || h.prio | h.rsrc | h.flags != 0 {
+    // Header prio is tier 2's BEST stamp.
+    if n > MAX_LIST || bolt.message_len != Header::LEN + n * Entry::LEN || h.prio > MAX_PRIORITIES || h.rsrc | h.flags != 0
+    {
         tally.add(Counter::Malformed);
         return xdp_action::XDP_DROP;
     }
@@ -84,6 +86,8 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         return xdp_action::XDP_DROP;
     };
     tally.add(Counter::RefillFrames);
+    rings.record_hint(h.prio);
+    tally.add(Counter::Tier2Stamps);
     let mut granted = Lanes(0);
     for r in 0..RING_COUNT {
         let want = wanted.get(r);

@@ -13,7 +13,9 @@ use aya_ebpf::{
     maps::Queue,
 };
 use scheduler_common::{
-    maps::{Counter, RescuedTask, RingEvent, RingStates, XdpConfig, EVENT_LOW_WATERMARK, EVENT_RESCUED, RING_COUNT},
+    maps::{
+        Counter, RescuedTask, RingEvent, RingStates, Tier2Hint, XdpConfig, EVENT_LOW_WATERMARK, EVENT_RESCUED, RING_COUNT,
+    },
     Entry,
 };
 
@@ -135,6 +137,38 @@ impl Rings {
         let i = (prio.wrapping_sub(1) as usize) & (RING_COUNT - 1);
         // SAFETY: as in `reserved`.
         unsafe { core::ptr::addr_of_mut!((*self.states).rings[i].last_event_ns) }
+    }
+
+    /// Tier 2's last BEST stamp with the time it was read (one 64-bit load).
+    #[inline(always)]
+    pub fn hint(&self) -> Tier2Hint {
+        // SAFETY: valid map value; an aligned 8-byte load is single-copy atomic.
+        Tier2Hint(unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*self.states).tier2_hint)) })
+    }
+
+    /// Stores BEST from a tier-2 packet with the coarse time now (one 64-bit store, so a
+    /// reader never pairs a level with another packet's time).
+    #[inline(always)]
+    pub fn record_hint(&self, best: u8) {
+        // SAFETY: the helper has no preconditions.
+        let now = unsafe { bpf_ktime_get_coarse_ns() };
+        // SAFETY: valid map value, aligned 8-byte store.
+        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.states).tier2_hint), Tier2Hint::new(now, best).0) }
+    }
+
+    /// The highest level in `first..=last` whose ring holds a task (reserved > 0), or 0.
+    #[inline(always)]
+    pub fn first_nonempty(&self, first: u32, last: u32) -> u32 {
+        for prio in 1..=RING_COUNT as u32 {
+            if prio < first || prio > last {
+                continue;
+            }
+            // SAFETY: valid map value; a racy read is fine (see `pop`).
+            if unsafe { core::ptr::read_volatile(self.reserved(prio)) } > 0 {
+                return prio;
+            }
+        }
+        0
     }
 
     /// Reserves up to `want` slots in ring `prio` at once; returns how many it got.

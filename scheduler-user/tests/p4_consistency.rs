@@ -17,7 +17,7 @@ use scheduler_common::{
     message_len, Claim, Completion, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester,
     SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_RESUBMIT, KNOWN_HEADER_FLAGS,
     KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR,
-    STATUS_FAILED, TASK_FLAG_EXACTLY_ONCE, VERSION,
+    STATUS_FAILED, SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
 use scheduler_user::queue::{DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 
@@ -756,14 +756,14 @@ fn valid_messages() -> Vec<(Op, Vec<u8>)> {
         out.push((op, buf[..n].to_vec()));
     };
     put(Op::Submit, &|b| encode_submit(b, job, FLAG_RESUBMIT, &tasks).unwrap());
-    put(Op::GetTask, &|b| encode_get_task(b, 2, 0b11, from).unwrap());
-    put(Op::Assign, &|b| encode_assign(b, &entries[1]).unwrap());
-    put(Op::Noop, &|b| encode_noop(b, from).unwrap());
+    put(Op::GetTask, &|b| encode_get_task(b, 2, 0b11, from, false).unwrap());
+    put(Op::Assign, &|b| encode_assign(b, &entries[1], 0).unwrap());
+    put(Op::Noop, &|b| encode_noop(b, from, 0).unwrap());
     put(Op::Complete, &|b| encode_complete(b, &completion).unwrap());
     put(Op::QueueFull, &|b| encode_queue_full(b, job, &tasks).unwrap());
     put(Op::RefillReq, &|b| encode_refill_req(b, 0b1, RefillRequest::new(4, 3)).unwrap());
-    put(Op::Refill, &|b| encode_refill(b, &entries).unwrap());
-    put(Op::Refill, &|b| encode_refill(b, &[]).unwrap());
+    put(Op::Refill, &|b| encode_refill(b, &entries, 0).unwrap());
+    put(Op::Refill, &|b| encode_refill(b, &[], 0).unwrap());
     put(Op::Return, &|b| encode_return(b, &entries).unwrap());
     let claim = Claim::of(&entries[1], 4, 2);
     put(Op::Claim, &|b| encode_claim(b, &claim).unwrap());
@@ -826,7 +826,7 @@ fn front_panel_parser_refuses_what_decode_refuses() {
     let from_decode = header_use(|b| decode(b).is_ok());
     let from_p4 = header_use(|b| runner.run("parse_bolt", b).is_ok());
     assert_eq!(from_p4, from_decode, "header prio/rsrc/flags use per op: bolt.p4 vs decode()");
-    assert_eq!(from_decode["SUBMIT"], (false, false, KNOWN_HEADER_FLAGS));
+    assert_eq!(from_decode["SUBMIT"], (false, false, SUBMIT_FLAGS));
 }
 
 /// What bolt.p4 writes itself must also be what the decoders accept: the REPAIR packets

@@ -65,7 +65,7 @@ fn submit(jid: u32, tasks: &[Task]) -> Vec<u8> {
 }
 
 fn get_task(rtrv_prio: u8, exec_rsrc: u8, seq: u32) -> Vec<u8> {
-    encoded(|b| encode_get_task(b, rtrv_prio, exec_rsrc, Requester::new(2, 1, seq)).unwrap())
+    encoded(|b| encode_get_task(b, rtrv_prio, exec_rsrc, Requester::new(2, 1, seq), false).unwrap())
 }
 
 fn refill_req(node_rsrc: u8, want: u8) -> Vec<u8> {
@@ -78,12 +78,12 @@ fn return_entries(entries: &[Entry]) -> Vec<u8> {
 
 fn output_json(o: &Output) -> Value {
     let (to, op, payload) = match o {
-        Output::Assign { to, entry } => (to, "ASSIGN", encoded(|b| encode_assign(b, entry).unwrap())),
-        Output::Noop { to, who } => (to, "NOOP", encoded(|b| encode_noop(b, *who).unwrap())),
+        Output::Assign { to, entry } => (to, "ASSIGN", encoded(|b| encode_assign(b, entry, 0).unwrap())),
+        Output::Noop { to, who } => (to, "NOOP", encoded(|b| encode_noop(b, *who, 0).unwrap())),
         Output::QueueFull { to, job, tasks } => {
             (to, "QUEUE_FULL", encoded(|b| encode_queue_full(b, *job, tasks).unwrap()))
         }
-        Output::Refill { to, entries } => (to, "REFILL", encoded(|b| encode_refill(b, entries).unwrap())),
+        Output::Refill { to, entries } => (to, "REFILL", encoded(|b| encode_refill(b, entries, 0).unwrap())),
     };
     json!({ "to": to.to_string(), "from": SWITCH.to_string(), "op": op, "payload": hex(&payload) })
 }

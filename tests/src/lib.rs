@@ -53,8 +53,19 @@ pub fn noop_client_in(
     tasks: usize,
     deadline: std::time::Duration,
 ) -> std::thread::JoinHandle<anyhow::Result<(bool, scheduler_user::client::Summary)>> {
-    let spec =
-        scheduler_user::client::TaskSpec::new(scheduler_common::descriptor::Handler::Noop, 1, 0).expect("a valid task");
+    noop_client_of_priority_in(ns, switch, tasks, 1, deadline)
+}
+
+/// [`noop_client_in`] with tasks of priority `prio`.
+pub fn noop_client_of_priority_in(
+    ns: &str,
+    switch: std::net::SocketAddr,
+    tasks: usize,
+    prio: u8,
+    deadline: std::time::Duration,
+) -> std::thread::JoinHandle<anyhow::Result<(bool, scheduler_user::client::Summary)>> {
+    let spec = scheduler_user::client::TaskSpec::new(scheduler_common::descriptor::Handler::Noop, prio, 0)
+        .expect("a valid task");
     client_in(ns, switch, vec![spec; tasks], deadline)
 }
 

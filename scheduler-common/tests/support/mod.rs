@@ -15,9 +15,16 @@ pub enum Owned {
         rtrv_prio: u8,
         exec_rsrc: u8,
         from: Requester,
+        wait: bool,
     },
-    Assign(Entry),
-    Noop(Requester),
+    Assign {
+        entry: Entry,
+        best: u8,
+    },
+    Noop {
+        to: Requester,
+        best: u8,
+    },
     Complete(Completion),
     QueueFull {
         job: JobRef,
@@ -27,10 +34,16 @@ pub enum Owned {
         node_rsrc: u8,
         req: RefillRequest,
     },
-    Refill(Vec<Entry>),
+    Refill {
+        entries: Vec<Entry>,
+        best: u8,
+    },
     Return(Vec<Entry>),
     Claim(Claim),
     ClaimReply(Claim),
+    Hint {
+        best: u8,
+    },
     /// A STEAL_* message without entries (PROBE, LOAD, REQ, ACK, DONE).
     Steal(Op, StealBody),
     StealGrant(StealBody, Vec<Entry>),
@@ -49,18 +62,19 @@ impl Owned {
     pub fn packet(&self) -> Packet<'_> {
         Packet::External(match self {
             Owned::Submit { job, flags, tasks } => Message::Submit { job: *job, flags: *flags, tasks },
-            Owned::GetTask { rtrv_prio, exec_rsrc, from } => {
-                Message::GetTask { rtrv_prio: *rtrv_prio, exec_rsrc: *exec_rsrc, from: *from }
+            Owned::GetTask { rtrv_prio, exec_rsrc, from, wait } => {
+                Message::GetTask { rtrv_prio: *rtrv_prio, exec_rsrc: *exec_rsrc, from: *from, wait: *wait }
             }
-            Owned::Assign(e) => Message::Assign(e),
-            Owned::Noop(r) => Message::Noop(*r),
+            Owned::Assign { entry, best } => Message::Assign { entry, best: *best },
+            Owned::Noop { to, best } => Message::Noop { to: *to, best: *best },
             Owned::Complete(c) => Message::Complete(c),
             Owned::QueueFull { job, tasks } => Message::QueueFull { job: *job, tasks },
             Owned::RefillReq { node_rsrc, req } => Message::RefillReq { node_rsrc: *node_rsrc, req: *req },
-            Owned::Refill(es) => Message::Refill(es),
+            Owned::Refill { entries, best } => Message::Refill { entries, best: *best },
             Owned::Return(es) => Message::Return(es),
             Owned::Claim(c) => Message::Claim(c),
             Owned::ClaimReply(c) => Message::ClaimReply(c),
+            Owned::Hint { best } => Message::Hint { best: *best },
             Owned::Steal(op, b) => match op {
                 Op::StealProbe => Message::StealProbe(*b),
                 Op::StealLoad => Message::StealLoad(*b),

@@ -167,6 +167,13 @@ pub struct AgentArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_backoff_ms: u64,
 
+    /// How long tier 2's BEST stamp (in HINT, REFILL, and the ASSIGN/NOOP it sends to
+    /// executors) is believed, in milliseconds. While it is fresh and names a level
+    /// above every non-empty ring a GET_TASK searches, the request goes to tier 2
+    /// instead of taking a lower-priority task from the rings. 0 turns this off.
+    #[arg(long, value_name = "MS", default_value_t = scheduler_common::maps::DEFAULT_HINT_TTL_NS / 1_000_000)]
+    pub hint_ttl_ms: u64,
+
     /// Nice value of the agent's loop (-20..=19). Negative values keep the rings filled
     /// while executors keep every CPU busy (needs CAP_SYS_NICE).
     #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
@@ -257,6 +264,7 @@ impl AgentArgs {
             log_level: self.xdp_log,
             executors,
             lease_ms: self.lease_ms,
+            hint_ttl_ns: self.hint_ttl_ms.saturating_mul(1_000_000),
             ..XdpSettings::default()
         };
         let policy = RefillPolicy {

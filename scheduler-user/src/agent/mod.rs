@@ -19,6 +19,7 @@
 //! `KeepAttached` leaves the program and its rings pinned and serving, for the next agent.
 
 mod cli;
+pub mod hint;
 pub mod policy;
 pub mod proxy;
 pub mod refill;
@@ -37,8 +38,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use scheduler_common::{
-    decode, encode_assign, encode_refill_req, maps::RING_COUNT, DecodeError, Entry, Message, RefillRequest,
-    MAX_MESSAGE_LEN,
+    decode, encode_assign, encode_refill_req,
+    maps::{Tier2Hint, EVENT_BYPASS, RING_COUNT},
+    DecodeError, Entry, Message, RefillRequest, FLAG_WAIT, MAX_MESSAGE_LEN,
 };
 
 use policy::lease::LeaseKeeper;
@@ -171,6 +173,15 @@ pub struct AgentStats {
     pub steal_foreign: u64,
     /// STEAL messages the socket refused.
     pub steal_send_errors: u64,
+    /// Tier 2's last BEST stamp (0: none, or tier 2 empty) and its age in microseconds
+    /// (null: never heard).
+    pub hint_best: u8,
+    pub hint_age_us: Option<u64>,
+    /// GET_TASKs the XDP program passed on to tier 2 because the hint outranked the
+    /// rings (ring events of that kind read; the program counts them all as `bypass`).
+    pub bypass_events: u64,
+    /// GET_TASKs the agent itself passed on to tier 2 for the same reason.
+    pub bypassed: u64,
 }
 
 /// The agent: tier 1 up, its socket bound, and the refill state.
@@ -297,6 +308,8 @@ impl Agent {
         self.stats.return_errors = self.returner.send_errors;
         self.stats.socket_refill_tasks = self.socket_refills.tasks;
         self.stats.malformed = self.malformed_by_kind.iter().sum();
+        (self.stats.hint_best, self.stats.hint_age_us) =
+            hint::describe(self.tier1.rings.tier2_hint(), hint::coarse_now_ns());
         if let Ok(p) = self.progress() {
             self.stats.refill_tasks = p.tasks;
         }
@@ -586,9 +599,10 @@ impl Agent {
     /// Reads every waiting ring event; true if there were any.
     fn read_events(&mut self) -> bool {
         let Some(events) = &mut self.tier1.events else { return false };
-        let got = events.drain(4096).len() as u64;
+        let got = events.drain(4096);
+        self.stats.events += got.len() as u64;
+        self.stats.bypass_events += got.iter().filter(|e| e.kind == EVENT_BYPASS).count() as u64;
         let rescued = events.take_rescued();
-        self.stats.events += got;
         if !rescued.is_empty() {
             tracing::warn!(tasks = rescued.len(), "the XDP program handed over tasks no queue took; returning them");
             self.stats.rescued += rescued.len() as u64;
@@ -597,7 +611,7 @@ impl Agent {
             }
             self.returner.flush(&self.sock);
         }
-        got > 0
+        !got.is_empty()
     }
 
     /// Handles what waits at the socket. True when a GET_TASK missed (rings need tasks).
@@ -622,7 +636,7 @@ impl Agent {
                 continue;
             };
             match decode(&buf[..n]) {
-                Ok(Message::Refill(entries)) => {
+                Ok(Message::Refill { entries, best }) => {
                     if from.ip() != self.cfg.switch.ip() {
                         self.stats.foreign_refill += 1;
                         tracing::debug!(%from, "REFILL from an address other than the switch dropped");
@@ -633,6 +647,7 @@ impl Agent {
                         tracing::debug!(%from, ?ifindex, "REFILL arriving on an interface other than the uplink dropped");
                         continue;
                     }
+                    self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
                     self.socket_refills.frames += 1;
                     self.socket_refills.tasks += entries.len() as u64;
                     for entry in entries {
@@ -644,7 +659,17 @@ impl Agent {
                     tracing::debug!(%from, "GET_TASK from outside the executor prefix dropped");
                 }
                 Ok(msg) if msg.op().is_steal() => self.on_steal_message(Instant::now(), from, &msg),
-                Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who }) => {
+                Ok(Message::Hint { best }) if from.ip() == self.cfg.switch.ip() => {
+                    self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
+                }
+                Ok(Message::GetTask { rtrv_prio, .. }) if self.tier2_holds_better(rtrv_prio) => {
+                    self.stats.bypassed += 1;
+                    // Without WAIT, as the program does: if tier 2's work is gone by the
+                    // time the request gets there, the executor comes back at once.
+                    buf[7] &= !FLAG_WAIT;
+                    self.forward(from, &buf[..n]);
+                }
+                Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who, .. }) => {
                     let task = if who.node() == self.cfg.node {
                         self.tier1.rings.take_runnable(rtrv_prio, exec_rsrc, &mut unplaced, &mut self.stats.ring_errors)
                     } else {
@@ -677,7 +702,7 @@ impl Agent {
     fn assign(&mut self, to: SocketAddrV4, entry: Entry, unplaced: &mut Vec<Entry>) {
         let mut out = [0u8; MAX_MESSAGE_LEN];
         // The lease stamp stays with the ring; on the wire it is zero.
-        let sent = encode_assign(&mut out, &Entry { pad: [0; 2], ..entry })
+        let sent = encode_assign(&mut out, &Entry { pad: [0; 2], ..entry }, 0)
             .map_err(|e| e.to_string())
             .and_then(|n| self.sock.send_to(&out[..n], to).map_err(|e| e.to_string()));
         match sent {
@@ -704,6 +729,15 @@ impl Agent {
         }
     }
 
+    /// The XDP program's bypass rule, for GET_TASKs served here: tier 2's fresh hint
+    /// names a level this request searches above every non-empty ring.
+    fn tier2_holds_better(&self, rtrv_prio: u8) -> bool {
+        let rings = &self.tier1.rings;
+        let local = hint::local_best(&rings.occupancy(), rtrv_prio, rings.levels());
+        let ttl = self.cfg.tier1.settings.hint_ttl_ns;
+        rings.tier2_hint().outranks_local(rtrv_prio, local, ttl, hint::coarse_now_ns)
+    }
+
     fn relay(&mut self) {
         if self.proxies.is_empty() {
             return;
@@ -711,6 +745,9 @@ impl Agent {
         let t = self.proxies.relay(&self.sock, Instant::now());
         self.stats.relayed += t.relayed;
         self.stats.forward_errors += t.dropped;
+        if let Some(best) = t.last_best {
+            self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
+        }
     }
 
     /// Sleeps until the socket, the event ring, the log ring or an upstream socket is

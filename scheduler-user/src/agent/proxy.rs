@@ -32,6 +32,8 @@ pub struct RelayTally {
     pub relayed: u64,
     /// Datagrams from the switch that were neither ASSIGN nor NOOP, or malformed.
     pub dropped: u64,
+    /// BEST stamp of the last answer relayed.
+    pub last_best: Option<u8>,
 }
 
 /// The upstream sockets, one per executor.
@@ -92,13 +94,16 @@ impl Proxies {
                 };
                 up.last_used = now;
                 match decode(&buf[..n]) {
-                    Ok(Message::Assign(_)) | Ok(Message::Noop(_)) => match main.send_to(&buf[..n], *executor) {
-                        Ok(_) => tally.relayed += 1,
-                        Err(e) => {
-                            tally.dropped += 1;
-                            tracing::warn!(%executor, error = %e, "relaying an answer from the switch failed");
+                    Ok(Message::Assign { best, .. }) | Ok(Message::Noop { best, .. }) => {
+                        tally.last_best = Some(best);
+                        match main.send_to(&buf[..n], *executor) {
+                            Ok(_) => tally.relayed += 1,
+                            Err(e) => {
+                                tally.dropped += 1;
+                                tracing::warn!(%executor, error = %e, "relaying an answer from the switch failed");
+                            }
                         }
-                    },
+                    }
                     _ => tally.dropped += 1,
                 }
             }
@@ -138,7 +143,7 @@ mod tests {
         let mut buf = [0u8; 1024];
         let now = Instant::now();
         for (i, e) in execs.iter().enumerate() {
-            let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, i as u16, 7)).unwrap();
+            let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, i as u16, 7), false).unwrap();
             proxies.forward(v4(e.local_addr().unwrap()), &buf[..n], now).unwrap();
         }
         assert_eq!(proxies.len(), 2);
@@ -151,12 +156,12 @@ mod tests {
             let n = if who.executor() == 0 {
                 let mut t = Task { prio: 1, ..Task::default() };
                 t.set_tid(42);
-                encode_assign(&mut out, &Entry::new(1, 1, t, [127, 0, 0, 1], 9)).unwrap()
+                encode_assign(&mut out, &Entry::new(1, 1, t, [127, 0, 0, 1], 9), 0).unwrap()
             } else {
-                encode_noop(&mut out, who).unwrap()
+                encode_noop(&mut out, who, 2).unwrap()
             };
             switch.send_to(&out[..n], from).unwrap();
-            let n = scheduler_common::encode_refill(&mut out, &[]).unwrap();
+            let n = scheduler_common::encode_refill(&mut out, &[], 0).unwrap();
             switch.send_to(&out[..n], from).unwrap();
         }
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -165,13 +170,15 @@ mod tests {
             let t = proxies.relay(&main, Instant::now());
             total.relayed += t.relayed;
             total.dropped += t.dropped;
+            total.last_best = t.last_best.or(total.last_best);
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(total, RelayTally { relayed: 2, dropped: 2 });
+        assert_eq!((total.relayed, total.dropped), (2, 2));
+        assert!(matches!(total.last_best, Some(0 | 2)), "the BEST stamp of a relayed answer is seen");
         let (n, from) = execs[0].recv_from(&mut buf).unwrap();
         assert_eq!(from, main.local_addr().unwrap());
-        assert!(matches!(decode(&buf[..n]), Ok(Message::Assign(e)) if e.task.tid() == 42));
+        assert!(matches!(decode(&buf[..n]), Ok(Message::Assign { entry: e, .. }) if e.task.tid() == 42));
         let (n, _) = execs[1].recv_from(&mut buf).unwrap();
-        assert!(matches!(decode(&buf[..n]), Ok(Message::Noop(r)) if r.executor() == 1));
+        assert!(matches!(decode(&buf[..n]), Ok(Message::Noop { to: r, .. }) if r.executor() == 1));
     }
 }

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use anyhow::Context as _;
 use scheduler_common::{
-    maps::{ring_stamp, Counter, RING_COUNT},
+    maps::{ring_stamp, Counter, Tier2Hint, RING_COUNT},
     Entry, MAX_PRIORITIES,
 };
 
@@ -36,12 +36,13 @@ pub fn monotonic_ms() -> u64 {
 pub struct MemoryRings {
     rings: Vec<VecDeque<Entry>>,
     capacity: u32,
+    hint: Tier2Hint,
 }
 
 impl MemoryRings {
     pub fn new(levels: u8, capacity: u32) -> MemoryRings {
         let levels = levels.clamp(1, RING_COUNT as u8) as usize;
-        MemoryRings { rings: (0..levels).map(|_| VecDeque::new()).collect(), capacity }
+        MemoryRings { rings: (0..levels).map(|_| VecDeque::new()).collect(), capacity, hint: Tier2Hint::default() }
     }
 }
 
@@ -87,6 +88,22 @@ impl Rings {
                     && (1..=self.levels()).all(|p| matches!(maps.peek_ring(p), Ok(None)))
             }
             Rings::Memory(m) => m.rings.iter().all(|r| r.is_empty()),
+        }
+    }
+
+    /// Tier 2's last BEST stamp: in the program's state map (shared with it), or here.
+    pub fn tier2_hint(&self) -> Tier2Hint {
+        match self {
+            Rings::Bpf(maps) => maps.tier2_hint(),
+            Rings::Memory(m) => m.hint,
+        }
+    }
+
+    /// Records a BEST stamp read from a tier-2 packet.
+    pub fn record_tier2_hint(&mut self, hint: Tier2Hint) {
+        match self {
+            Rings::Bpf(maps) => maps.record_tier2_hint(hint),
+            Rings::Memory(m) => m.hint = hint,
         }
     }
 

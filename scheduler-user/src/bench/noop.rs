@@ -152,11 +152,11 @@ pub fn run(args: &NoopArgs) -> anyhow::Result<NoopResult> {
         for i in 0..n {
             let (bytes, _) = rx.received(i);
             match decode(bytes) {
-                Ok(Message::Assign(_)) => {
+                Ok(Message::Assign { .. }) => {
                     decisions += 1;
                     ask(&mut tx, (decisions % args.executors as u64) as u32, &mut seq);
                 }
-                Ok(Message::Refill(entries)) => {
+                Ok(Message::Refill { entries, .. }) => {
                     decisions += entries.len() as u64;
                     refill_received += entries.len() as u16;
                     if entries.len() < MAX_LIST || refill_received >= args.refill_batch as u16 {
@@ -169,7 +169,7 @@ pub fn run(args: &NoopArgs) -> anyhow::Result<NoopResult> {
                         refill_received = 0;
                     }
                 }
-                Ok(Message::Noop(_)) => {
+                Ok(Message::Noop { .. }) => {
                     noops += 1;
                     waiting.due.push_back(now + backoff);
                 }
@@ -238,7 +238,7 @@ pub fn in_memory_rate(time: Duration) -> f64 {
     let src = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 1);
     let tasks = Submitter::new(src).tasks;
     let mut out = Count(0);
-    let get = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from: Requester::new(1, 1, 1) };
+    let get = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from: Requester::new(1, 1, 1), wait: false };
     let started = Instant::now();
     while started.elapsed() < time {
         // Keep about 4096 tasks queued, as the socket benchmark does.
@@ -267,7 +267,7 @@ fn total_recirculations(s: &switch::SwitchStats) -> u64 {
 fn send_get(tx: &mut Batch, sock: &UdpSocket, to: SocketAddrV4, executor: u32, seq: &mut u32) {
     *seq = seq.wrapping_add(1);
     let who = Requester::new(1, executor as u16, *seq);
-    tx.push(to, |b| encode_get_task(b, 1, 0xff, who).unwrap_or(0));
+    tx.push(to, |b| encode_get_task(b, 1, 0xff, who, false).unwrap_or(0));
     if tx.is_full() {
         tx.flush(sock);
     }

@@ -320,7 +320,7 @@ fn spawn_executor(
         let mut seq = 0u32;
         while !shared.stop.load(Ordering::Relaxed) {
             seq = seq.wrapping_add(1);
-            let n = encode_get_task(&mut tx, 1, 0xff, Requester::new(node, index, seq))?;
+            let n = encode_get_task(&mut tx, 1, 0xff, Requester::new(node, index, seq), false)?;
             let sent = Instant::now();
             sock.send(&tx[..n])?;
             // Wait for this request's answer (or any ASSIGN); bounded by the timeout.
@@ -334,7 +334,7 @@ fn spawn_executor(
                     Err(e) => return Err(e.into()),
                 };
                 match decode(&rx[..len]) {
-                    Ok(Message::Assign(_)) => {
+                    Ok(Message::Assign { .. }) => {
                         let rtt = sent.elapsed();
                         assigned.fetch_add(1, Ordering::Relaxed);
                         r.all_tasks += 1;
@@ -347,7 +347,7 @@ fn spawn_executor(
                         }
                         break;
                     }
-                    Ok(Message::Noop(who)) if who.seq() == seq => {
+                    Ok(Message::Noop { to: who, .. }) if who.seq() == seq => {
                         r.noops += 1;
                         std::thread::sleep(Duration::from_micros(50));
                         break;

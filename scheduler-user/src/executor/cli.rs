@@ -37,7 +37,8 @@ pub struct ExecutorArgs {
     pub noop_backoff_us: u64,
 
     /// How long to wait for ASSIGN or NOOP before resending GET_TASK (the request or
-    /// its answer was lost), in milliseconds. A late ASSIGN is still run.
+    /// its answer was lost), in milliseconds: longer than the switch's --park-ms plus a
+    /// round trip. A late ASSIGN is still run.
     #[arg(long, value_name = "MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     pub get_timeout_ms: u64,
 

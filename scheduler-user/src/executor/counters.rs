@@ -24,6 +24,8 @@ pub struct ExecutorCounters {
     pub stale_noops: AtomicU64,
     /// GET_TASKs that got neither ASSIGN nor NOOP in time and were resent.
     pub get_timeouts: AtomicU64,
+    /// ASSIGNs taken as the late answer to a GET_TASK that had timed out (run all the same).
+    pub late_assigns: AtomicU64,
     /// Well-formed messages this executor does not take (wrong op, another requester,
     /// or from an address other than the switch).
     pub ignored: AtomicU64,
@@ -57,6 +59,7 @@ pub struct CounterSnapshot {
     pub noops: u64,
     pub stale_noops: u64,
     pub get_timeouts: u64,
+    pub late_assigns: u64,
     pub ignored: u64,
     pub complete_errors: u64,
     pub socket_errors: u64,
@@ -88,6 +91,7 @@ impl CounterSnapshot {
         self.noops += r(&c.noops);
         self.stale_noops += r(&c.stale_noops);
         self.get_timeouts += r(&c.get_timeouts);
+        self.late_assigns += r(&c.late_assigns);
         self.ignored += r(&c.ignored);
         self.complete_errors += r(&c.complete_errors);
         self.socket_errors += r(&c.socket_errors);

@@ -1,14 +1,16 @@
 //! Executors: worker threads that pull tasks from the scheduler and run them.
 //!
 //! Each executor owns one blocking UDP socket and loops:
-//! GET_TASK (RTRV_PRIO = 1, EXEC_RSRC = its resources, Requester = node/executor/seq)
+//! GET_TASK (RTRV_PRIO = 1, EXEC_RSRC = its resources, Requester = node/executor/seq,
+//! flag WAIT: tier 2 holds the request until a task arrives or its park time runs out)
 //! → ASSIGN: run the task's handler, send COMPLETE straight to the client named in the
 //!   ENTRY, ask again;
 //! → NOOP echoing this seq: nothing queued it can run; back off (default 50 µs), ask again;
 //! → neither within the GET timeout (a lost packet): ask again with a new seq.
 //!
-//! Any ASSIGN that arrives is run, even one answering an earlier GET that had timed
-//! out, so a late answer never loses a task. On stop an executor finishes its running
+//! At most one GET_TASK is outstanding (see `Worker::run` for how a late answer is told
+//! apart). Any ASSIGN that arrives is run, even one answering an earlier GET that had
+//! timed out, so a late answer never loses a task. On stop an executor finishes its running
 //! task and runs whatever still arrives for GETs already sent before it exits.
 
 mod cli;

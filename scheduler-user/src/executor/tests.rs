@@ -23,7 +23,7 @@ fn recv_get(switch: &UdpSocket) -> (Requester, u8, u8, SocketAddr) {
     let mut buf = [0u8; MAX_MESSAGE_LEN + 1];
     let (n, from) = switch.recv_from(&mut buf).expect("no GET_TASK arrived");
     match decode(&buf[..n]).unwrap() {
-        Message::GetTask { rtrv_prio, exec_rsrc, from: req } => (req, rtrv_prio, exec_rsrc, from),
+        Message::GetTask { rtrv_prio, exec_rsrc, from: req, .. } => (req, rtrv_prio, exec_rsrc, from),
         other => panic!("expected GET_TASK, got {other:?}"),
     }
 }
@@ -39,13 +39,13 @@ fn recv_complete(client: &UdpSocket) -> Completion {
 
 fn send_assign(switch: &UdpSocket, to: SocketAddr, e: &Entry) {
     let mut buf = [0u8; MAX_MESSAGE_LEN];
-    let n = encode_assign(&mut buf, e).unwrap();
+    let n = encode_assign(&mut buf, e, 0).unwrap();
     switch.send_to(&buf[..n], to).unwrap();
 }
 
 fn send_noop(switch: &UdpSocket, to: SocketAddr, r: Requester) {
     let mut buf = [0u8; MAX_MESSAGE_LEN];
-    let n = encode_noop(&mut buf, r).unwrap();
+    let n = encode_noop(&mut buf, r, 0).unwrap();
     switch.send_to(&buf[..n], to).unwrap();
 }
 
@@ -166,6 +166,68 @@ fn a_late_assign_for_a_timed_out_get_is_still_run() {
     };
     assert_eq!(total_before_stop.stale_noops, 1);
     assert_eq!(pool.shutdown().tasks_run, 2);
+}
+
+/// GET_TASKs that arrive at `switch` until `until`, with their arrival time.
+fn gets_until(switch: &UdpSocket, until: Instant) -> Vec<(Instant, Requester, SocketAddr, u8)> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; MAX_MESSAGE_LEN + 1];
+    while let Some(left) = until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+        switch.set_read_timeout(Some(left)).unwrap();
+        let Ok((n, from)) = switch.recv_from(&mut buf) else { continue };
+        if let Ok(Message::GetTask { from: req, .. }) = decode(&buf[..n]) {
+            got.push((Instant::now(), req, from, buf[7]));
+        }
+    }
+    switch.set_read_timeout(Some(RECV_LIMIT)).unwrap();
+    got
+}
+
+#[test]
+fn exactly_one_get_task_outstanding_per_executor_through_lost_and_late_answers() {
+    let (switch, client) = (socket(), socket());
+    let timeout = Duration::from_millis(60);
+    let mut cfg = config(&switch, 0);
+    cfg.executors = 2;
+    cfg.get_timeout = timeout;
+    let pool = spawn(cfg).unwrap();
+    let addrs = pool.local_addrs().to_vec();
+    // Every answer is lost for a while: each executor resends once per timeout, never
+    // more often, and every request asks to wait at the switch.
+    let start = Instant::now();
+    let mut gets = gets_until(&switch, start + 5 * timeout + timeout / 2);
+    // The late answer to executor 0's last timed-out request: run, but its current
+    // request is still outstanding, so it does not ask again before that one times out.
+    send_assign(&switch, addrs[0], &entry(&client, 1, Handler::Noop.encode().unwrap(), 0));
+    assert_eq!(recv_complete(&client).tid(), 1);
+    gets.extend(gets_until(&switch, Instant::now() + timeout + timeout / 2));
+    for exec in &addrs {
+        let mine: Vec<_> = gets.iter().filter(|g| g.2 == *exec).collect();
+        assert!(mine.len() >= 5, "{exec}: {} GET_TASKs", mine.len());
+        assert!(mine.iter().all(|g| g.3 == FLAG_WAIT), "every GET_TASK carries WAIT");
+        for pair in mine.windows(2) {
+            let gap = pair[1].0 - pair[0].0;
+            assert!(gap >= timeout * 9 / 10, "{exec}: two GET_TASKs {gap:?} apart: two outstanding");
+        }
+    }
+    // Recovery: answers flow again. Each request is answered as it arrives; every task
+    // runs, within a timeout or two each (the first answer may be taken for the late
+    // one of a request that had just timed out, and then the next timeout resends).
+    let resumed = Instant::now();
+    for tid in 2..5 {
+        let (req, _, _, from) = recv_get(&switch);
+        send_assign(
+            &switch,
+            from,
+            &entry(&client, tid + 10 * req.executor() as u32, Handler::Noop.encode().unwrap(), 0),
+        );
+        recv_complete(&client);
+    }
+    assert!(resumed.elapsed() < timeout * 7, "recovery took {:?}", resumed.elapsed());
+    let total = pool.shutdown();
+    assert_eq!(total.tasks_run, 4);
+    assert!(total.late_assigns >= 1);
+    assert!(total.get_timeouts >= 8);
 }
 
 #[test]

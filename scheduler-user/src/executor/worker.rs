@@ -48,6 +48,44 @@ enum ClaimAnswer {
     Unanswered,
 }
 
+/// The GET_TASK this executor has outstanding.
+#[derive(Clone, Copy)]
+struct Request {
+    seq: u32,
+    sent: Instant,
+    deadline: Instant,
+}
+
+/// The GET_TASK that last timed out, whose answer may still arrive (delayed rather than
+/// lost) within one more timeout. Older ones are past that; should one still be answered,
+/// its ASSIGN is taken for the current request's (run all the same), and the switch's
+/// NOOP for the request it then replaces sets the count right again.
+#[derive(Default)]
+struct LateAnswer {
+    until: Option<Instant>,
+}
+
+impl LateAnswer {
+    fn expect(&mut self, until: Instant) {
+        self.until = Some(until);
+    }
+
+    fn expire(&mut self, now: Instant) {
+        if self.until.is_some_and(|u| now >= u) {
+            self.until = None;
+        }
+    }
+
+    /// Takes the expected late answer, if one is expected.
+    fn take(&mut self) -> bool {
+        self.until.take().is_some()
+    }
+
+    fn pending(&self) -> u32 {
+        self.until.is_some() as u32
+    }
+}
+
 /// What one receive brought.
 enum Received {
     /// A task to run (copied out of the receive buffer).
@@ -82,76 +120,96 @@ pub(crate) struct Worker {
 impl Worker {
     /// Pulls and runs tasks until `stop` is set, then runs whatever still arrives in
     /// answer to GET_TASKs already sent: no task assigned to this executor is dropped.
+    ///
+    /// At most one GET_TASK is outstanding: a new one goes out only once the current one
+    /// is answered (ASSIGN, or the NOOP echoing its seq) or has timed out. A timed-out
+    /// request may still be answered late; the first ASSIGN arriving within one more
+    /// timeout is taken as that late answer (run, and the current request stays
+    /// outstanding), so a late answer does not make the executor ask twice.
     pub fn run(mut self) {
         let mut rx = [0u8; MAX_MESSAGE_LEN + 1];
         let mut tx = [0u8; MAX_MESSAGE_LEN];
         let mut seq: u32 = 0;
-        // GET_TASKs sent and not yet answered by ASSIGN or NOOP (late answers count too).
-        let mut unanswered: u32 = 0;
+        let mut current: Option<Request> = None;
+        let mut late = LateAnswer::default();
         // GET timeouts in a row, to tell the operator when the scheduler goes silent.
         let mut silent: u32 = 0;
         tracing::debug!(node = self.node, executor = self.index, "executor started");
-        'pull: while !self.stop.load(Ordering::Relaxed) {
-            seq = seq.wrapping_add(1);
-            if !self.send_get(seq, &mut tx) {
-                // The socket refused to send: wait before trying again rather than spin.
-                std::thread::sleep(self.get_timeout);
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            late.expire(now);
+            let request = match current {
+                Some(r) => r,
+                None => {
+                    seq = seq.wrapping_add(1);
+                    if !self.send_get(seq, &mut tx) {
+                        // The socket refused to send: wait before trying again rather than spin.
+                        std::thread::sleep(self.get_timeout);
+                        continue;
+                    }
+                    let sent = Instant::now();
+                    let r = Request { seq, sent, deadline: sent + self.get_timeout };
+                    current = Some(r);
+                    r
+                }
+            };
+            let now = Instant::now();
+            if now >= request.deadline {
+                self.timed_out(request, &mut silent);
+                late.expect(now + self.get_timeout);
+                current = None;
                 continue;
             }
-            unanswered = unanswered.saturating_add(1);
-            let sent = Instant::now();
-            let deadline = sent + self.get_timeout;
-            self.set_read_timeout(self.get_timeout);
-            loop {
-                match self.receive(&mut rx) {
-                    Received::Assign(entry) => {
-                        // Any ASSIGN is work, even one answering an earlier timed-out GET.
-                        unanswered = unanswered.saturating_sub(1);
-                        self.heard_from_switch(&mut silent);
-                        self.record_assignment(&entry, sent.elapsed());
-                        let answers = self.execute_all(entry, &mut tx);
-                        unanswered = unanswered.saturating_sub(answers);
-                        continue 'pull;
+            // Wait only for what is left of this GET's time.
+            self.set_read_timeout(request.deadline - now);
+            match self.receive(&mut rx) {
+                Received::Assign(entry) => {
+                    self.heard_from_switch(&mut silent);
+                    if late.take() {
+                        bump(&self.counters.late_assigns);
+                    } else {
+                        self.record_assignment(&entry, request.sent.elapsed());
+                        current = None;
                     }
-                    Received::Noop(echoed) => {
-                        unanswered = unanswered.saturating_sub(1);
-                        self.heard_from_switch(&mut silent);
-                        if echoed == seq {
-                            bump(&self.counters.noops);
-                            std::thread::sleep(self.noop_backoff);
-                            continue 'pull;
+                    let answers = self.execute_all(entry, &mut tx);
+                    for _ in 0..answers {
+                        if !late.take() {
+                            current = None;
                         }
+                    }
+                }
+                Received::Noop(echoed) => {
+                    self.heard_from_switch(&mut silent);
+                    if echoed == request.seq {
+                        bump(&self.counters.noops);
+                        current = None;
+                        std::thread::sleep(self.noop_backoff);
+                    } else {
                         bump(&self.counters.stale_noops);
-                    }
-                    Received::Ignored => {}
-                    Received::Nothing => {
-                        if self.stop.load(Ordering::Relaxed) {
-                            break 'pull;
-                        }
+                        late.take();
                     }
                 }
-                let now = Instant::now();
-                if now >= deadline {
-                    bump(&self.counters.get_timeouts);
-                    silent = silent.saturating_add(1);
-                    if silent == SILENT_WARN_AFTER {
-                        tracing::warn!(
-                            switch = %self.switch,
-                            node = self.node,
-                            executor = self.index,
-                            timeouts = silent,
-                            "no answer from the scheduler; still asking"
-                        );
-                    }
-                    tracing::debug!(node = self.node, executor = self.index, seq, "GET_TASK timed out; resending");
-                    continue 'pull;
-                }
-                // Wait only for what is left of this GET's time.
-                self.set_read_timeout(deadline - now);
+                Received::Ignored | Received::Nothing => {}
             }
         }
+        let unanswered = current.is_some() as u32 + late.pending();
         self.drain(unanswered, &mut rx, &mut tx);
         tracing::debug!(node = self.node, executor = self.index, "executor stopped");
+    }
+
+    fn timed_out(&self, request: Request, silent: &mut u32) {
+        bump(&self.counters.get_timeouts);
+        *silent = silent.saturating_add(1);
+        if *silent == SILENT_WARN_AFTER {
+            tracing::warn!(
+                switch = %self.switch,
+                node = self.node,
+                executor = self.index,
+                timeouts = *silent,
+                "no answer from the scheduler; still asking"
+            );
+        }
+        tracing::debug!(node = self.node, executor = self.index, seq = request.seq, "GET_TASK timed out; resending");
     }
 
     /// After stop: answers to GET_TASKs already sent may still carry tasks. Run them;
@@ -207,7 +265,9 @@ impl Worker {
 
     fn send_get(&self, seq: u32, tx: &mut [u8]) -> bool {
         let from = Requester::new(self.node, self.index, seq);
-        let n = match encode_get_task(tx, RTRV_PRIO, self.resources, from) {
+        // WAIT: a scheduler with nothing for this executor holds the request and answers
+        // the moment a task arrives, instead of NOOP and a re-poll.
+        let n = match encode_get_task(tx, RTRV_PRIO, self.resources, from, true) {
             Ok(n) => n,
             Err(e) => {
                 // Cannot happen with a MAX_MESSAGE_LEN buffer; report rather than assume.
@@ -264,8 +324,10 @@ impl Worker {
             return Received::Ignored;
         }
         match decode(&rx[..n]) {
-            Ok(Message::Assign(entry)) => Received::Assign(*entry),
-            Ok(Message::Noop(r)) if r.node() == self.node && r.executor() == self.index => Received::Noop(r.seq()),
+            Ok(Message::Assign { entry, .. }) => Received::Assign(*entry),
+            Ok(Message::Noop { to: r, .. }) if r.node() == self.node && r.executor() == self.index => {
+                Received::Noop(r.seq())
+            }
             Ok(other) => {
                 bump(&self.counters.ignored);
                 tracing::debug!(op = other.op().name(), "unexpected message ignored");
@@ -351,11 +413,11 @@ impl Worker {
                             if c.verdict == CLAIM_GRANTED { ClaimAnswer::Granted } else { ClaimAnswer::Denied };
                         return (answer, answers);
                     }
-                    Ok(Message::Assign(e)) if from == self.switch => {
+                    Ok(Message::Assign { entry: e, .. }) if from == self.switch => {
                         answers += 1;
                         self.stash.push(*e);
                     }
-                    Ok(Message::Noop(_)) if from == self.switch => answers += 1,
+                    Ok(Message::Noop { .. }) if from == self.switch => answers += 1,
                     Ok(_) => bump(&self.counters.ignored),
                     Err(e) => bump(&self.counters.decode_errors[e.index()]),
                 }

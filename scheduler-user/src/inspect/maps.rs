@@ -145,6 +145,7 @@ pub struct ConfigView {
     pub ring_capacity: u32,
     pub low_watermark: u32,
     pub event_interval_ns: u64,
+    pub hint_ttl_ns: u64,
 }
 
 impl ConfigView {
@@ -157,6 +158,7 @@ impl ConfigView {
             ring_capacity: c.ring_capacity,
             low_watermark: c.low_watermark,
             event_interval_ns: c.event_interval_ns,
+            hint_ttl_ns: c.hint_ttl_ns,
         }
     }
 }
@@ -354,14 +356,15 @@ fn render_dump(d: &MapDump) -> String {
             format!("{map} ({pin_name}):\n{}", table(&["priority", "reserved"], &rows))
         }
         MapDump::Config { map, pin_name, config } => format!(
-            "{map} ({pin_name}): node {}  port {}  switch {}  levels {}  ring_capacity {}  low_watermark {}  event_interval_ns {}",
+            "{map} ({pin_name}): node {}  port {}  switch {}  levels {}  ring_capacity {}  low_watermark {}  event_interval_ns {}  hint_ttl_ns {}",
             config.node,
             config.port,
             config.switch.as_deref().unwrap_or("none"),
             config.levels,
             config.ring_capacity,
             config.low_watermark,
-            config.event_interval_ns
+            config.event_interval_ns,
+            config.hint_ttl_ns
         ),
     }
 }

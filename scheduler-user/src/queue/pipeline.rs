@@ -239,7 +239,7 @@ impl Pipeline {
                 Packet::Enqueue { list, next: 0, rejected: 0, refusals: Refusals::ToOwners }
             }
             // RTRV_PRIO below the configured levels starts at the lowest level.
-            Message::GetTask { rtrv_prio, exec_rsrc, from } => Packet::Retrieve(retrieval(
+            Message::GetTask { rtrv_prio, exec_rsrc, from, .. } => Packet::Retrieve(retrieval(
                 Asker::Executor { addr: src, who: from },
                 exec_rsrc,
                 rtrv_prio.min(self.config.priorities) - 1,

@@ -32,7 +32,7 @@ fn submit(s: &mut Scheduler, jid: u32, tasks: &[Task]) -> Vec<Output> {
 
 fn get(s: &mut Scheduler, rtrv_prio: u8, exec_rsrc: u8) -> Output {
     let mut out = Collect::default();
-    let msg = Message::GetTask { rtrv_prio, exec_rsrc, from: Requester::new(1, 2, 3) };
+    let msg = Message::GetTask { rtrv_prio, exec_rsrc, from: Requester::new(1, 2, 3), wait: false };
     s.handle(&msg, EXECUTOR, &mut out).unwrap();
     assert_eq!(out.0.len(), 1, "GET_TASK must be answered by exactly one packet: {:?}", out.0);
     out.0.pop().unwrap()
@@ -221,7 +221,7 @@ fn swap_restarts_at_the_head_when_retrieve_ptr_moved() {
     submit(&mut s, 1, &[task(1, 1, 0b10), task(2, 1, 0), task(3, 1, 0b10)]);
     // Start a GET by hand and stop after its first pass: it holds task 1 in a SWAP.
     let mut out = Collect::default();
-    let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0b01, from: Requester::new(1, 1, 1) };
+    let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0b01, from: Requester::new(1, 1, 1), wait: false };
     let pkt = s.pipeline.admit(&msg, EXECUTOR).unwrap();
     let swap = s.pipeline.pass(pkt, &mut out).recirculate.unwrap();
     assert!(matches!(swap, Packet::Swap { .. }));
@@ -295,7 +295,7 @@ fn returned_entries_are_queued_again_or_bounced_to_their_client() {
 fn messages_for_other_components_are_refused() {
     let mut s = Scheduler::new(config(8, 4)).unwrap();
     let mut out = Collect::default();
-    let r = s.handle(&Message::Noop(Requester::new(1, 1, 1)), CLIENT, &mut out);
+    let r = s.handle(&Message::Noop { to: Requester::new(1, 1, 1), best: 0 }, CLIENT, &mut out);
     assert_eq!(r, Err(NotForSwitch::WrongDirection(scheduler_common::Op::Noop)));
     assert!(out.0.is_empty());
 }
@@ -496,7 +496,7 @@ proptest! {
                 }
                 Step::Get { rtrv_prio, rsrc } => {
                     let who = Requester::new(1, 1, 1);
-                    bolt.handle(&Message::GetTask { rtrv_prio, exec_rsrc: rsrc, from: who }, EXECUTOR, &mut out).unwrap();
+                    bolt.handle(&Message::GetTask { rtrv_prio, exec_rsrc: rsrc, from: who, wait: false }, EXECUTOR, &mut out).unwrap();
                     let expect = match reference.take((rtrv_prio.min(priorities) - 1) as usize, rsrc, 1).pop() {
                         Some(entry) => Output::Assign { to: EXECUTOR, entry },
                         None => Output::Noop { to: EXECUTOR, who },
@@ -574,7 +574,7 @@ proptest! {
         while pipe.occupancy().iter().any(|&n| n > 0) {
             polls += 1;
             prop_assert!(polls < 64 * capacity, "queued tasks unreachable: {:?}", pipe.occupancy());
-            let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from: Requester::new(9, 9, 9) };
+            let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from: Requester::new(9, 9, 9), wait: false };
             let mut pkt = Some(pipe.admit(&msg, EXECUTOR).unwrap());
             let mut chain = VecDeque::new();
             while let Some(p) = pkt.take().or_else(|| chain.pop_front()) {
@@ -621,7 +621,7 @@ fn admit(pipe: &mut Pipeline, st: Step, tid: &mut u32, submitted: &mut u32) -> P
             (Message::Submit { job: JobRef::new(1, 1), flags: 0, tasks: &tasks }, CLIENT)
         }
         Step::Get { rtrv_prio, rsrc } => {
-            (Message::GetTask { rtrv_prio, exec_rsrc: rsrc, from: Requester::new(1, 1, 1) }, EXECUTOR)
+            (Message::GetTask { rtrv_prio, exec_rsrc: rsrc, from: Requester::new(1, 1, 1), wait: false }, EXECUTOR)
         }
         Step::Refill { rsrc, want } => (Message::RefillReq { node_rsrc: rsrc, req: RefillRequest::new(1, want) }, host),
     };

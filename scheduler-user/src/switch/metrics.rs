@@ -135,6 +135,8 @@ fn render(r: &SwitchReport) -> String {
          queue_full       {} replies, {} tasks\n\
          refills served   {} packets, {} tasks; returned tasks {}\n\
          over credit      {} returned tasks bounced to their clients\n\
+         parked           {} waiting; {} parked, {} answered with tasks, {} expired, {} refused (full)\n\
+         best level       {}  (hints sent {}, hosts registered {})\n\
          malformed        {}\n",
         r.endpoint,
         r.interval_s,
@@ -156,6 +158,14 @@ fn render(r: &SwitchReport) -> String {
         counter(s, "/queue/refill_tasks"),
         counter(s, "/queue/returned_tasks"),
         counter(s, "/return_over_credit"),
+        counter(s, "/park/waiting"),
+        counter(s, "/park/parked"),
+        counter(s, "/park/answered_from_park"),
+        counter(s, "/park/expired"),
+        counter(s, "/park/refused_park"),
+        counter(s, "/hints/best"),
+        counter(s, "/hints/hints_sent"),
+        counter(s, "/hints/registered_hosts"),
         malformed,
     )
 }

@@ -5,8 +5,11 @@
 
 mod admission;
 mod credit;
+mod levels;
 mod metrics;
+mod park;
 mod server;
+mod tier2;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +25,9 @@ use crate::queue::{QueueConfig, QueueStats, Scheduler};
 pub use admission::{parse_prefix, AccessRules, GetTaskLimit};
 pub use credit::{ReturnCredit, CREDIT_SLOTS};
 pub use metrics::{run_stats, SwitchCli, SwitchCommand, SwitchStatsArgs};
+pub use park::ParkStats;
 pub use server::{run_cli, SwitchArgs};
+pub use tier2::{Answer, HintStats, Tier2, WaitConfig};
 
 /// How to run a software switch.
 #[derive(Clone, Debug)]
@@ -41,6 +46,8 @@ pub struct SwitchConfig {
     /// GET_TASKs per second per source socket (0: no limit), and the burst allowed.
     pub get_task_rate: u32,
     pub get_task_burst: u32,
+    /// Parking of requests that find nothing, and HINT registration.
+    pub wait: WaitConfig,
 }
 
 impl Default for SwitchConfig {
@@ -55,6 +62,7 @@ impl Default for SwitchConfig {
             access: AccessRules::default(),
             get_task_rate: 0,
             get_task_burst: 64,
+            wait: WaitConfig::default(),
         }
     }
 }
@@ -100,6 +108,10 @@ pub struct SwitchStats {
     /// GET_TASKs over their source's rate limit, dropped (a flooding source cannot take
     /// every task).
     pub get_task_limited: u64,
+    /// Parked requests (GET_TASK with WAIT, REFILL_REQ that found nothing).
+    pub park: ParkStats,
+    /// BEST and HINT.
+    pub hints: HintStats,
 }
 
 impl SwitchStats {
@@ -185,9 +197,10 @@ pub fn spawn(config: SwitchConfig) -> anyhow::Result<SwitchHandle> {
     let batch = config.batch;
     let access = config.access.clone();
     let limit = GetTaskLimit::new(config.get_task_rate, config.get_task_burst);
+    let tier2 = Tier2::new(scheduler, config.wait);
     let thread = std::thread::Builder::new()
         .name("bolt-switch".into())
-        .spawn(move || server::packet_loop(sock, scheduler, batch, &access, limit, &thread_shared))?;
+        .spawn(move || server::packet_loop(sock, tier2, batch, &access, limit, &thread_shared))?;
     tracing::info!(
         %local_addr,
         capacity = config.queue_capacity,

@@ -4,79 +4,69 @@ use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use scheduler_common::{
-    decode, encode_assign, encode_noop, encode_queue_full, encode_refill, Entry, Ipv4Prefix, JobRef, Message, Op,
-    Requester, Task,
-};
+use scheduler_common::{decode, Entry, Ipv4Prefix, JobRef, Message};
 
 use super::admission::{parse_prefix, AccessRules, GetTaskLimit};
 use super::credit::ReturnCredit;
+use super::tier2::{Answer, Tier2, WaitConfig};
 use super::{Shared, SwitchConfig, SwitchStats};
 use crate::net::Batch;
-use crate::queue::{origin_index, Scheduler, Sink};
+use crate::queue::origin_index;
 
-/// Encodes pipeline outputs straight into the send batch, flushing when it fills; and
-/// credits every REFILL to the agent it goes to.
-struct UdpSink<'a> {
-    tx: &'a mut Batch,
-    sock: &'a UdpSocket,
-    send_failures: &'a mut u64,
-    credit: &'a mut ReturnCredit,
-    credit_takeovers: &'a mut u64,
-}
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+/// Longest the loop sleeps in recv when nothing is parked (stop flag and publishing).
+const IDLE_WAIT: Duration = Duration::from_millis(50);
 
-impl UdpSink<'_> {
-    #[inline(always)]
-    fn push(&mut self, to: SocketAddrV4, fill: impl FnOnce(&mut [u8]) -> usize) {
-        self.tx.push(to, fill);
-        if self.tx.is_full() {
-            *self.send_failures += self.tx.flush(self.sock) as u64;
+/// Encodes answers into the send batch, flushing when it fills, and credits every REFILL
+/// to the agent it goes to. The encoders cannot fail here: every slot is larger than the
+/// largest message and the pipeline never produces a list longer than MAX_LIST. A failure
+/// would be a bug; it is sent as an empty datagram (counted by the receiver as truncated)
+/// rather than panicking.
+fn send_all(
+    out: &mut Vec<Answer>,
+    tx: &mut Batch,
+    sock: &UdpSocket,
+    credit: &mut ReturnCredit,
+    counters: &mut SwitchStats,
+) {
+    for a in out.drain(..) {
+        if let Answer::Refill { to, entries, .. } = &a {
+            if credit.grant(*to.ip(), entries.len() as u32) {
+                counters.credit_takeovers += 1;
+            }
         }
-    }
-}
-
-// The encoders cannot fail here: every slot is larger than the largest message and the
-// pipeline never produces a list longer than MAX_LIST. A failure would be a bug; it is
-// sent as an empty datagram (counted by the receiver as truncated) rather than panicking.
-impl Sink for UdpSink<'_> {
-    fn assign(&mut self, to: SocketAddrV4, entry: &Entry) {
-        self.push(to, |b| encode_assign(b, entry).unwrap_or(0));
-    }
-    fn noop(&mut self, to: SocketAddrV4, who: Requester) {
-        self.push(to, |b| encode_noop(b, who).unwrap_or(0));
-    }
-    fn queue_full(&mut self, to: SocketAddrV4, job: JobRef, tasks: &[Task]) {
-        self.push(to, |b| encode_queue_full(b, job, tasks).unwrap_or(0));
-    }
-    fn refill(&mut self, to: SocketAddrV4, entries: &[Entry]) {
-        if self.credit.grant(*to.ip(), entries.len() as u32) {
-            *self.credit_takeovers += 1;
+        tx.push(a.to(), |b| a.encode(b).unwrap_or(0));
+        if tx.is_full() {
+            counters.send_failures += tx.flush(sock) as u64;
         }
-        self.push(to, |b| encode_refill(b, entries).unwrap_or(0));
     }
 }
 
 /// The part of a RETURN from `src` that its credit covers (possibly none). Each entry
 /// beyond it goes back to its own client as QUEUE_FULL, as the pipeline bounces a RETURN
 /// entry it cannot queue.
-fn covered_by_credit<'m>(entries: &'m [Entry], src: SocketAddrV4, sink: &mut UdpSink, over: &mut u64) -> &'m [Entry] {
-    let covered = sink.credit.take(*src.ip(), entries.len() as u32) as usize;
+fn covered_by_credit<'m>(
+    entries: &'m [Entry],
+    src: SocketAddrV4,
+    credit: &mut ReturnCredit,
+    out: &mut Vec<Answer>,
+    over: &mut u64,
+) -> &'m [Entry] {
+    let covered = credit.take(*src.ip(), entries.len() as u32) as usize;
     for entry in &entries[covered..] {
-        let client = SocketAddrV4::new(entry.client_ip.into(), entry.client_port());
+        let to = SocketAddrV4::new(entry.client_ip.into(), entry.client_port());
         let job = JobRef::new(entry.uid(), entry.jid());
-        sink.queue_full(client, job, &[entry.task]);
+        out.push(Answer::QueueFull { to, job, tasks: std::iter::once(entry.task).collect() });
     }
     *over += (entries.len() - covered) as u64;
     &entries[..covered]
 }
 
-const PUBLISH_EVERY: Duration = Duration::from_millis(100);
-
-/// Receives a batch, runs every datagram through the pipeline, sends what it produced;
-/// until told to stop.
+/// Receives a batch, runs every datagram through tier 2, sends what it produced, and
+/// answers parked requests whose time ran out; until told to stop.
 pub(super) fn packet_loop(
     sock: UdpSocket,
-    mut scheduler: Scheduler,
+    mut tier2: Tier2,
     batch: usize,
     access: &AccessRules,
     mut limit: Option<GetTaskLimit>,
@@ -84,20 +74,25 @@ pub(super) fn packet_loop(
 ) -> anyhow::Result<()> {
     let mut rx = Batch::new(batch);
     let mut tx = Batch::new(batch);
+    let mut out: Vec<Answer> = Vec::with_capacity(batch * 2);
     let mut credit = ReturnCredit::default();
-    let mut counters = SwitchStats { capacity: scheduler.pipeline().config().capacity, ..SwitchStats::default() };
+    let mut counters =
+        SwitchStats { capacity: tier2.scheduler().pipeline().config().capacity, ..SwitchStats::default() };
     let mut last_publish = Instant::now();
+    let mut read_timeout = IDLE_WAIT;
     while !shared.stop.load(Ordering::Relaxed) {
+        // Sleep no longer than the next parked deadline, so expiry answers are on time.
+        let wait = match tier2.next_deadline() {
+            Some(d) => d.saturating_duration_since(Instant::now()).clamp(Duration::from_micros(100), IDLE_WAIT),
+            None => IDLE_WAIT,
+        };
+        if wait != read_timeout && sock.set_read_timeout(Some(wait)).is_ok() {
+            read_timeout = wait;
+        }
         let n = rx.recv(&sock)?;
         counters.received += n as u64;
-        let mut sink = UdpSink {
-            tx: &mut tx,
-            sock: &sock,
-            send_failures: &mut counters.send_failures,
-            credit: &mut credit,
-            credit_takeovers: &mut counters.credit_takeovers,
-        };
         let now = Instant::now();
+        tier2.expire(now, &mut out);
         for i in 0..n {
             let (bytes, src) = rx.received(i);
             let Some(src) = src else {
@@ -111,40 +106,51 @@ pub(super) fn packet_loop(
                         counters.refused[origin_index(op)] += 1;
                         continue;
                     }
-                    if op == Op::GetTask && limit.as_mut().is_some_and(|l| !l.admit(src, now)) {
+                    if op == scheduler_common::Op::GetTask && limit.as_mut().is_some_and(|l| !l.admit(src, now)) {
                         counters.get_task_limited += 1;
                         continue;
                     }
                     let msg = match msg {
                         Message::Return(entries) => {
-                            let covered = covered_by_credit(entries, src, &mut sink, &mut counters.return_over_credit);
+                            let covered = covered_by_credit(
+                                entries,
+                                src,
+                                &mut credit,
+                                &mut out,
+                                &mut counters.return_over_credit,
+                            );
                             if covered.is_empty() {
+                                send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters);
                                 continue;
                             }
                             Message::Return(covered)
                         }
                         other => other,
                     };
-                    if scheduler.handle(&msg, src, &mut sink).is_err() {
+                    if tier2.handle(&msg, src, now, &mut out).is_err() {
                         counters.wrong_direction += 1;
                     }
                 }
                 Err(e) => counters.malformed[e.index()] += 1,
             }
+            send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters);
         }
+        send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters);
         counters.send_failures += tx.flush(&sock) as u64;
         if n == 0 || last_publish.elapsed() >= PUBLISH_EVERY {
-            publish(&scheduler, &mut counters, shared);
+            publish(&tier2, &mut counters, shared);
             last_publish = Instant::now();
         }
     }
-    publish(&scheduler, &mut counters, shared);
+    publish(&tier2, &mut counters, shared);
     Ok(())
 }
 
-fn publish(scheduler: &Scheduler, counters: &mut SwitchStats, shared: &Shared) {
-    counters.queue = scheduler.stats().clone();
-    counters.queue_depth = scheduler.pipeline().occupancy();
+fn publish(tier2: &Tier2, counters: &mut SwitchStats, shared: &Shared) {
+    counters.queue = tier2.scheduler().stats().clone();
+    counters.queue_depth = tier2.scheduler().pipeline().occupancy();
+    counters.park = tier2.park_stats().clone();
+    counters.hints = tier2.hint_stats();
     if let Ok(mut s) = shared.stats.lock() {
         s.clone_from(counters);
     }
@@ -198,6 +204,18 @@ pub struct SwitchArgs {
     /// Burst of --get-task-rate.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub get_task_burst: u32,
+    /// How long a GET_TASK with WAIT or a REFILL_REQ that finds nothing waits here for a
+    /// task before it is answered NOOP / empty REFILL, in milliseconds (0: never park,
+    /// answer at once). Executors' GET timeout must exceed it.
+    #[arg(long, value_name = "MS", default_value_t = WaitConfig::default().park_for.as_millis() as u64)]
+    pub park_ms: u64,
+    /// Most requests parked at once; beyond it requests are answered at once.
+    #[arg(long, value_name = "N", default_value_t = WaitConfig::default().max_parked)]
+    pub max_parked: usize,
+    /// A host that sent a REFILL_REQ within this many milliseconds gets a HINT when a
+    /// priority level turns non-empty.
+    #[arg(long, value_name = "MS", default_value_t = WaitConfig::default().hint_register.as_millis() as u64)]
+    pub hint_register_ms: u64,
     /// Serve counters over HTTP at this address: /metrics (Prometheus) and /stats (JSON,
     /// what `bolt switch stats` reads). "auto": the --listen IP at port 9171, skipped with a
     /// warning if taken; "off": none.
@@ -227,6 +245,11 @@ pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
         access: args.access_rules(),
         get_task_rate: args.get_task_rate,
         get_task_burst: args.get_task_burst,
+        wait: WaitConfig {
+            park_for: Duration::from_millis(args.park_ms),
+            max_parked: if args.park_ms == 0 { 0 } else { args.max_parked },
+            hint_register: Duration::from_millis(args.hint_register_ms),
+        },
         ..SwitchConfig::default()
     };
     tracing::info!(
@@ -259,6 +282,8 @@ pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
                         refused = now.refused.iter().sum::<u64>(),
                         return_over_credit = now.return_over_credit,
                         get_task_limited = now.get_task_limited,
+                        parked = now.park.waiting,
+                        best = now.hints.best,
                         "switch"
                     );
                     last = now;

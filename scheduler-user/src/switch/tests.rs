@@ -38,15 +38,15 @@ fn submit_then_get_over_udp() {
     // Retry until the SUBMIT has been processed (UDP gives no ordering across sockets).
     let mut got = None;
     for seq in 0..100 {
-        let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, seq)).unwrap();
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, seq), false).unwrap();
         exec.send_to(&buf[..n], sw.local_addr()).unwrap();
         let n = recv(&exec, &mut buf);
         match decode(&buf[..n]).unwrap() {
-            Message::Assign(e) => {
+            Message::Assign { entry: e, .. } => {
                 got = Some(*e);
                 break;
             }
-            Message::Noop(who) => assert_eq!(who.seq(), seq),
+            Message::Noop { to: who, .. } => assert_eq!(who.seq(), seq),
             other => panic!("unexpected {other:?}"),
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -94,15 +94,15 @@ fn bad_input_is_counted_not_fatal() {
     let mut swap = [0u8; 8 + SwapState::LEN];
     swap[..8].copy_from_slice(as_bytes(&Header::new(Op::Swap, 0, 1, 0, 0)));
     s.send_to(&swap, sw.local_addr()).unwrap(); // internal op from outside
-    let n = encode_noop(&mut buf, Requester::new(1, 1, 1)).unwrap();
+    let n = encode_noop(&mut buf, Requester::new(1, 1, 1), 0).unwrap();
     s.send_to(&buf[..n], sw.local_addr()).unwrap(); // wrong direction
     let n = encode_steal(&mut buf, Op::StealProbe, &StealBody::new(1, 1)).unwrap();
     s.send_to(&buf[..n], sw.local_addr()).unwrap(); // between agents, never for a switch
                                                     // The switch still answers afterwards.
-    let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 77)).unwrap();
+    let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, 77), false).unwrap();
     s.send_to(&buf[..n], sw.local_addr()).unwrap();
     let n = recv(&s, &mut buf);
-    assert!(matches!(decode(&buf[..n]), Ok(Message::Noop(r)) if r.seq() == 77));
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Noop { to: r, .. }) if r.seq() == 77));
     let stats = sw.shutdown().unwrap();
     assert_eq!(stats.malformed[DecodeError::Truncated.index()], 1);
     assert_eq!(stats.malformed[DecodeError::BadMagic.index()], 1);
@@ -153,7 +153,7 @@ fn refill_and_return_with_a_test_agent() {
     loop {
         let n = recv(&agent, &mut buf);
         match decode(&buf[..n]).unwrap() {
-            Message::Refill(entries) => {
+            Message::Refill { entries, .. } => {
                 assert!(entries.len() <= MAX_LIST);
                 got.extend_from_slice(entries);
                 if entries.len() < MAX_LIST {
@@ -176,7 +176,7 @@ fn refill_and_return_with_a_test_agent() {
         agent.send_to(&buf[..n], sw.local_addr()).unwrap();
         let mut rb = [0u8; MAX_MESSAGE_LEN];
         let m = recv(&agent, &mut rb);
-        if let Ok(Message::Refill(entries)) = decode(&rb[..m]) {
+        if let Ok(Message::Refill { entries, .. }) = decode(&rb[..m]) {
             again.extend_from_slice(entries);
         }
         if again.len() >= 7 {
@@ -230,7 +230,7 @@ fn access_rules_refuse_and_count_strangers() {
     let submit = buf[..submit].to_vec();
     let get_task = |seq| {
         let mut b = [0u8; MAX_MESSAGE_LEN];
-        let n = encode_get_task(&mut b, 1, 0, Requester::new(1, 1, seq)).unwrap();
+        let n = encode_get_task(&mut b, 1, 0, Requester::new(1, 1, seq), false).unwrap();
         b[..n].to_vec()
     };
     let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(1, 16)).unwrap();
@@ -265,7 +265,7 @@ fn access_rules_refuse_and_count_strangers() {
     for seq in 0..50 {
         executor.send_to(&get_task(seq), sw.local_addr()).unwrap();
         let n = recv(&executor, &mut buf);
-        if let Ok(Message::Assign(e)) = decode(&buf[..n]) {
+        if let Ok(Message::Assign { entry: e, .. }) = decode(&buf[..n]) {
             assert_eq!(e.task.tid(), 1);
             assigned = true;
             break;
@@ -275,7 +275,7 @@ fn access_rules_refuse_and_count_strangers() {
     assert!(assigned, "the registered executor never got the client's task");
     agent.send_to(&refill_req, sw.local_addr()).unwrap();
     let n = recv(&agent, &mut buf);
-    assert!(matches!(decode(&buf[..n]), Ok(Message::Refill(_))));
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Refill { .. })));
 
     let stats = sw.shutdown().unwrap();
     assert_eq!(stats.refused_of(Op::Submit), 3);
@@ -319,7 +319,7 @@ fn a_return_beyond_the_agents_credit_goes_back_to_its_client() {
         let n = encode_refill_req(&mut buf, 0xff, RefillRequest::new(3, 16)).unwrap();
         agent.send_to(&buf[..n], sw.local_addr()).unwrap();
         let n = recv(&agent, &mut buf);
-        if let Ok(Message::Refill(entries)) = decode(&buf[..n]) {
+        if let Ok(Message::Refill { entries, .. }) = decode(&buf[..n]) {
             got.extend_from_slice(entries);
         }
         if got.len() == 2 {
@@ -336,10 +336,10 @@ fn a_return_beyond_the_agents_credit_goes_back_to_its_client() {
     assert!(matches!(decode(&buf[..n]), Ok(Message::QueueFull { tasks, .. }) if tasks == [task(600)]));
     let mut assigned = Vec::new();
     for seq in 0..100 {
-        let n = encode_get_task(&mut buf, 1, 0, Requester::new(3, 1, seq)).unwrap();
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(3, 1, seq), false).unwrap();
         executor.send_to(&buf[..n], sw.local_addr()).unwrap();
         let n = recv(&executor, &mut buf);
-        if let Ok(Message::Assign(e)) = decode(&buf[..n]) {
+        if let Ok(Message::Assign { entry: e, .. }) = decode(&buf[..n]) {
             assigned.push(e.task.tid());
         } else if assigned.len() == 2 {
             break;
@@ -398,7 +398,7 @@ fn a_get_task_flood_does_not_starve_other_executors() {
         std::thread::spawn(move || {
             let s = UdpSocket::bind("127.0.0.1:0").unwrap();
             let mut b = [0u8; MAX_MESSAGE_LEN];
-            let n = encode_get_task(&mut b, 1, 0, Requester::new(66, 66, 0)).unwrap();
+            let n = encode_get_task(&mut b, 1, 0, Requester::new(66, 66, 0), false).unwrap();
             let started = std::time::Instant::now();
             let mut sent = 0u64;
             while started.elapsed() < FLOOD && sent < 50_000_000 {
@@ -413,11 +413,11 @@ fn a_get_task_flood_does_not_starve_other_executors() {
     let (mut polite_requests, mut polite_tasks) = (0u32, 0u32);
     let started = std::time::Instant::now();
     while started.elapsed() < FLOOD / 2 {
-        let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, polite_requests)).unwrap();
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(1, 1, polite_requests), false).unwrap();
         polite.send_to(&buf[..n], sw.local_addr()).unwrap();
         polite_requests += 1;
         if let Ok(n) = polite.recv(&mut buf) {
-            if let Ok(Message::Assign(_)) = decode(&buf[..n]) {
+            if let Ok(Message::Assign { .. }) = decode(&buf[..n]) {
                 polite_tasks += 1;
             }
         }
@@ -436,4 +436,42 @@ fn a_get_task_flood_does_not_starve_other_executors() {
     assert!(flood_tasks <= allowed, "the flood took {flood_tasks} tasks, more than its {allowed}");
     assert!(polite_requests >= 20, "the polite executor asked only {polite_requests} times");
     assert_eq!(polite_tasks, polite_requests, "a polite request was not answered with a task");
+}
+
+#[test]
+fn a_waiting_executor_is_answered_when_a_task_arrives_and_noop_when_its_time_runs_out() {
+    let park_for = Duration::from_millis(200);
+    let cfg = SwitchConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        wait: WaitConfig { park_for, ..WaitConfig::default() },
+        ..SwitchConfig::default()
+    };
+    let sw = spawn(cfg).unwrap();
+    let (client, exec) = (client_socket(), client_socket());
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    // Nothing queued: the request waits at the switch, no NOOP comes back.
+    let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, 1), true).unwrap();
+    exec.send_to(&buf[..n], sw.local_addr()).unwrap();
+    exec.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    assert!(exec.recv(&mut buf).is_err(), "answered at once instead of parked");
+    // A task arrives: the parked request is answered with it, well before its deadline.
+    let mut t = Task { prio: 2, ..Task::default() };
+    t.set_tid(5);
+    let n = encode_submit(&mut buf, JobRef::new(1, 1), 0, &[t]).unwrap();
+    let submitted = std::time::Instant::now();
+    client.send_to(&buf[..n], sw.local_addr()).unwrap();
+    exec.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let n = recv(&exec, &mut buf);
+    assert!(submitted.elapsed() < park_for / 2, "ASSIGN after {:?}", submitted.elapsed());
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Assign { entry, best: 0 }) if entry.task.tid() == 5));
+    // Waiting again with nothing queued: NOOP (its own seq) once the park time is over.
+    let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, 2), true).unwrap();
+    let asked = std::time::Instant::now();
+    exec.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let n = recv(&exec, &mut buf);
+    let waited = asked.elapsed();
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Noop { to, .. }) if to.seq() == 2));
+    assert!(waited >= park_for && waited < park_for * 2, "NOOP after {waited:?}");
+    let stats = sw.shutdown().unwrap();
+    assert_eq!((stats.park.parked, stats.park.answered_from_park, stats.park.expired), (2, 1, 1));
 }

@@ -84,7 +84,7 @@ fn entry(tid: u32, prio: u8) -> Entry {
 
 fn refill_frame(switch_leg: &Endpoints, entries: &[Entry]) -> anyhow::Result<Vec<u8>> {
     let mut buf = [0u8; MAX_MESSAGE_LEN];
-    let n = encode_refill(&mut buf, entries)?;
+    let n = encode_refill(&mut buf, entries, 0)?;
     Ok(udp_frame(switch_leg, Ipv4Fields::default(), &buf[..n]))
 }
 
@@ -97,7 +97,7 @@ pub fn run(opts: BenchOptions) -> anyhow::Result<XdpBenchReport> {
     let mut switch_leg = exec.reversed();
     switch_leg.dst.set_port(scheduler_common::DEFAULT_PORT);
     let mut get = [0u8; 16];
-    encode_get_task(&mut get, 1, 0, Requester::new(0, 1, 1))?;
+    encode_get_task(&mut get, 1, 0, Requester::new(0, 1, 1), false)?;
     let get_task = udp_frame(&exec, Ipv4Fields::default(), &get);
     let levels = scheduler_common::DEFAULT_PRIORITIES;
 

@@ -4,7 +4,7 @@
 use std::{
     os::fd::{AsFd, AsRawFd},
     ptr::NonNull,
-    sync::atomic::{AtomicI64, Ordering},
+    sync::atomic::{AtomicI64, AtomicU64, Ordering},
 };
 
 use aya::maps::MapData;
@@ -60,6 +60,14 @@ impl MappedRingStates {
         // SAFETY: within the mapping (one SharedStates at offset 0, page aligned); the i64
         // is 8-aligned and the kernel side only uses atomic instructions on it too.
         unsafe { AtomicI64::from_ptr(&raw mut (*self.base.as_ptr()).rings[prio as usize - 1].reserved) }
+    }
+
+    /// Tier 2's last BEST stamp with the time it was read ([`SharedStates::tier2_hint`]),
+    /// shared with the program: either side may record one.
+    pub fn tier2_hint(&self) -> &AtomicU64 {
+        // SAFETY: within the mapping, 8-aligned; the program reads and writes it as one
+        // 64-bit word too.
+        unsafe { AtomicU64::from_ptr(&raw mut (*self.base.as_ptr()).tier2_hint) }
     }
 
     pub fn load(&self, prio: u8) -> i64 {

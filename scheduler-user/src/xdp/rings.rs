@@ -12,7 +12,8 @@ use aya::{
 };
 use scheduler_common::{
     maps::{
-        Counters, XdpConfig, CONFIG_MAP, COUNTERS_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_COUNT, RING_MAPS, RING_STATE_MAP,
+        Counters, Tier2Hint, XdpConfig, CONFIG_MAP, COUNTERS_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_COUNT, RING_MAPS,
+        RING_STATE_MAP,
     },
     Entry, MAX_PRIORITIES,
 };
@@ -175,6 +176,16 @@ impl XdpMaps {
     /// Slots reserved in ring `prio`: the tasks queued there plus any in flight.
     pub fn reserved(&self, prio: u8) -> i64 {
         self.states.load(prio)
+    }
+
+    /// Tier 2's last BEST stamp as the program (or the agent) recorded it.
+    pub fn tier2_hint(&self) -> Tier2Hint {
+        Tier2Hint(self.states.tier2_hint().load(Ordering::Acquire))
+    }
+
+    /// Records a BEST stamp the agent read from a tier-2 packet on its socket.
+    pub fn record_tier2_hint(&self, hint: Tier2Hint) {
+        self.states.tier2_hint().store(hint.0, Ordering::Release);
     }
 
     /// [`XdpMaps::reserved`] of every ring, index 0 = priority 1.

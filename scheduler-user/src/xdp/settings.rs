@@ -4,8 +4,8 @@ use std::net::Ipv4Addr;
 
 use scheduler_common::{
     maps::{
-        XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_LEASE_MS, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY,
-        MAX_LEASE_MS, MAX_UPLINKS, RING_COUNT,
+        XdpConfig, DEFAULT_EVENT_INTERVAL_NS, DEFAULT_HINT_TTL_NS, DEFAULT_LEASE_MS, DEFAULT_OVERFLOW_CAPACITY,
+        DEFAULT_RING_CAPACITY, MAX_LEASE_MS, MAX_UPLINKS, RING_COUNT,
     },
     Ipv4Prefix, DEFAULT_PORT, DEFAULT_PRIORITIES,
 };
@@ -39,6 +39,8 @@ pub struct XdpSettings {
     pub uplink_ifindex: [u32; MAX_UPLINKS],
     /// Lease of a prefetched task in milliseconds (0 = none; see `XdpConfig::lease_ms`).
     pub lease_ms: u16,
+    /// How long tier 2's BEST stamp is believed (0: GET_TASK never bypasses the rings).
+    pub hint_ttl_ns: u64,
 }
 
 /// The ifindex of `lo` in every network namespace.
@@ -67,6 +69,7 @@ impl Default for XdpSettings {
             executors: Ipv4Prefix::ANY,
             uplink_ifindex: [0; MAX_UPLINKS],
             lease_ms: DEFAULT_LEASE_MS,
+            hint_ttl_ns: DEFAULT_HINT_TTL_NS,
         }
     }
 }
@@ -101,6 +104,7 @@ impl XdpSettings {
             executor_net: self.executors.network(),
             event_interval_ns: self.event_interval_ns,
             uplink_ifindex: self.uplink_ifindex,
+            hint_ttl_ns: self.hint_ttl_ns,
         }
     }
 }

@@ -1,0 +1,50 @@
+//! BEST stamps on the other packets tier 2 sends towards this host: HINT (to the agent),
+//! and ASSIGN and NOOP passing through to an executor. REFILL records its own (see
+//! refill.rs). The stamp is stored with the time it was read, for the GET_TASK bypass
+//! rule; the packet itself always goes on to the stack untouched.
+
+use aya_ebpf::{bindings::xdp_action, programs::XdpContext};
+use scheduler_common::{
+    maps::{Counter, XdpConfig},
+    message_len, Header, Op, MAX_PRIORITIES,
+};
+
+use crate::{
+    counters::Tally,
+    frame::{at, BoltFrame, Ipv4Hdr, IP_OFF},
+    rings::Rings,
+};
+
+const HINT_LEN: usize = message_len(Op::Hint, 0);
+const NOOP_LEN: usize = message_len(Op::Noop, 0);
+const ASSIGN_LEN: usize = message_len(Op::Assign, 1);
+
+#[inline(always)]
+pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally: &mut Tally) -> u32 {
+    let h: Header = bolt.header;
+    let len = match op {
+        Op::Hint => HINT_LEN,
+        Op::Noop => NOOP_LEN,
+        _ => ASSIGN_LEN,
+    };
+    let count = if op == Op::Assign { 1 } else { 0 };
+    if bolt.message_len != len || h.count != count || h.prio > MAX_PRIORITIES || h.rsrc | h.flags != 0 {
+        tally.add(Counter::Malformed);
+        return xdp_action::XDP_PASS;
+    }
+    let Some(ip) = at::<Ipv4Hdr>(ctx, IP_OFF) else {
+        tally.add(Counter::Truncated);
+        return xdp_action::XDP_PASS;
+    };
+    // Only the switch's word counts: anyone else's stamp is ignored (the packet still
+    // goes on; its receiver applies its own rules). SAFETY: bounds checked by `at`.
+    if cfg.switch_ipv4 == [0; 4] || unsafe { (*ip).src } != cfg.switch_ipv4 {
+        tally.add(Counter::OtherOp);
+        return xdp_action::XDP_PASS;
+    }
+    if let Some(rings) = Rings::get() {
+        rings.record_hint(h.prio);
+        tally.add(Counter::Tier2Stamps);
+    }
+    xdp_action::XDP_PASS
+}

@@ -1,0 +1,562 @@
+//! Tier 2 around the queue pipeline: what the switch adds to the thesis algorithm so that
+//! two levels beat one. Every answer carries BEST (the highest level it holds tasks in,
+//! less the levels the requester just found nothing to run in); registered hosts get a
+//! HINT when a level turns non-empty; a GET_TASK with WAIT or a REFILL_REQ that finds
+//! every level it searches empty is parked and answered when a task arrives.
+//!
+//! The pipeline itself is untouched: this runs a message through it, collects what it
+//! sends, and then decides (park, stamp, serve parked requests) from the pipeline's
+//! pointers. A parked request is served by running it through the pipeline again, so the
+//! queue algorithm stays the one implementation of who gets which task.
+
+use std::collections::HashMap;
+use std::net::SocketAddrV4;
+use std::time::{Duration, Instant};
+
+use arrayvec::ArrayVec;
+use scheduler_common::{
+    encode_assign, encode_hint, encode_noop, encode_queue_full, encode_refill, EncodeError, Entry, JobRef, Message,
+    Requester, Task, MAX_LIST,
+};
+
+use super::levels::Levels;
+use super::park::{ParkStats, ParkTable, Parked, Wanted};
+use crate::queue::{NotForSwitch, Scheduler, Sink};
+
+/// One datagram the switch sends. Kept inline (lists up to 16 entries) in a reused Vec:
+/// boxing the large variants would allocate per packet.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Assign { to: SocketAddrV4, entry: Entry, best: u8 },
+    Noop { to: SocketAddrV4, who: Requester, best: u8 },
+    QueueFull { to: SocketAddrV4, job: JobRef, tasks: ArrayVec<Task, MAX_LIST> },
+    Refill { to: SocketAddrV4, entries: ArrayVec<Entry, MAX_LIST>, best: u8 },
+    Hint { to: SocketAddrV4, best: u8 },
+}
+
+impl Answer {
+    pub fn to(&self) -> SocketAddrV4 {
+        match self {
+            Answer::Assign { to, .. }
+            | Answer::Noop { to, .. }
+            | Answer::QueueFull { to, .. }
+            | Answer::Refill { to, .. }
+            | Answer::Hint { to, .. } => *to,
+        }
+    }
+
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
+        match self {
+            Answer::Assign { entry, best, .. } => encode_assign(buf, entry, *best),
+            Answer::Noop { who, best, .. } => encode_noop(buf, *who, *best),
+            Answer::QueueFull { job, tasks, .. } => encode_queue_full(buf, *job, tasks),
+            Answer::Refill { entries, best, .. } => encode_refill(buf, entries, *best),
+            Answer::Hint { best, .. } => encode_hint(buf, *best),
+        }
+    }
+
+    fn set_best(&mut self, b: u8) {
+        match self {
+            Answer::Assign { best, .. } | Answer::Noop { best, .. } | Answer::Refill { best, .. } => *best = b,
+            Answer::QueueFull { .. } | Answer::Hint { .. } => {}
+        }
+    }
+
+    /// An answer that hands out work (an ASSIGN, or a REFILL listing tasks).
+    fn has_tasks(&self) -> bool {
+        match self {
+            Answer::Assign { .. } => true,
+            Answer::Refill { entries, .. } => !entries.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// The answer a parked request gets when it leaves the table empty-handed.
+    fn empty_for(p: &Parked, best: u8) -> Answer {
+        match p.wanted {
+            Wanted::Task { who, .. } => Answer::Noop { to: p.addr, who, best },
+            Wanted::Refill { .. } => Answer::Refill { to: p.addr, entries: ArrayVec::new(), best },
+        }
+    }
+}
+
+/// Collects the pipeline's outputs of one run, unstamped.
+struct Collected<'a>(&'a mut Vec<Answer>);
+
+impl Sink for Collected<'_> {
+    fn assign(&mut self, to: SocketAddrV4, entry: &Entry) {
+        self.0.push(Answer::Assign { to, entry: *entry, best: 0 });
+    }
+    fn noop(&mut self, to: SocketAddrV4, who: Requester) {
+        self.0.push(Answer::Noop { to, who, best: 0 });
+    }
+    fn queue_full(&mut self, to: SocketAddrV4, job: JobRef, tasks: &[Task]) {
+        self.0.push(Answer::QueueFull { to, job, tasks: tasks.iter().copied().collect() });
+    }
+    fn refill(&mut self, to: SocketAddrV4, entries: &[Entry]) {
+        self.0.push(Answer::Refill { to, entries: entries.iter().copied().collect(), best: 0 });
+    }
+}
+
+/// How long requests park, how many may, and how long a host stays registered for HINT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitConfig {
+    pub park_for: Duration,
+    pub max_parked: usize,
+    pub hint_register: Duration,
+}
+
+impl Default for WaitConfig {
+    fn default() -> Self {
+        WaitConfig { park_for: Duration::from_millis(10), max_parked: 4096, hint_register: Duration::from_secs(5) }
+    }
+}
+
+/// Counters of BEST and HINT.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HintStats {
+    /// BEST as of the last answer (0: every level believed empty).
+    pub best: u8,
+    /// HINT datagrams sent.
+    pub hints_sent: u64,
+    /// Hosts known for HINT: every node that sent a REFILL_REQ, until a HINT finds its
+    /// last one older than the registration time.
+    pub registered_hosts: u64,
+}
+
+pub struct Tier2 {
+    scheduler: Scheduler,
+    levels: Levels,
+    park: ParkTable,
+    /// Node → (agent address, last REFILL_REQ): who gets a HINT.
+    hosts: HashMap<u16, (SocketAddrV4, Instant)>,
+    hint_register: Duration,
+    /// The pipeline's outputs of the run in progress (reused: no allocation once warm).
+    collected: Vec<Answer>,
+    hints: HintStats,
+}
+
+impl Tier2 {
+    pub fn new(scheduler: Scheduler, wait: WaitConfig) -> Tier2 {
+        Tier2 {
+            scheduler,
+            levels: Levels::default(),
+            park: ParkTable::new(wait.max_parked, wait.park_for),
+            hosts: HashMap::new(),
+            hint_register: wait.hint_register,
+            collected: Vec::with_capacity(MAX_LIST + 2),
+            hints: HintStats::default(),
+        }
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// BEST as the next answer would carry it.
+    pub fn best(&self) -> u8 {
+        self.levels.best()
+    }
+
+    pub fn park_stats(&self) -> &ParkStats {
+        &self.park.stats
+    }
+
+    pub fn hint_stats(&self) -> HintStats {
+        HintStats { best: self.best(), registered_hosts: self.hosts.len() as u64, ..self.hints.clone() }
+    }
+
+    /// When the earliest parked request expires.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.park.next_deadline()
+    }
+
+    /// Handles one message from `src` at `now`; what the switch sends goes to `out`.
+    pub fn handle(
+        &mut self,
+        msg: &Message<'_>,
+        src: SocketAddrV4,
+        now: Instant,
+        out: &mut Vec<Answer>,
+    ) -> Result<(), NotForSwitch> {
+        self.collected.clear();
+        self.scheduler.handle(msg, src, &mut Collected(&mut self.collected))?;
+        let priorities = self.scheduler.pipeline().config().priorities;
+        match *msg {
+            Message::Submit { tasks, .. } => self.after_enqueue(tasks.iter().map(|t| t.prio), now, out),
+            Message::Return(entries) => self.after_enqueue(entries.iter().map(|e| e.task.prio), now, out),
+            Message::GetTask { rtrv_prio, exec_rsrc, from, wait } => {
+                let wanted = Wanted::Task { who: from, rtrv_prio, exec_rsrc };
+                let first = wanted.first_level(priorities);
+                self.levels.after_retrieval(first, self.scheduler.pipeline());
+                // An executor asking again gives up its older parked request.
+                if let Some(old) = self.park.take_same(src, &wanted) {
+                    out.push(self.empty_for(&old));
+                }
+                if wait && self.found_nothing_in_empty_levels(first) {
+                    self.try_park(src, wanted, now, out);
+                }
+                self.stamp_into(&wanted, out);
+            }
+            Message::RefillReq { node_rsrc, req } => {
+                self.hosts.insert(req.node(), (src, now));
+                self.levels.after_retrieval(0, self.scheduler.pipeline());
+                let wanted = Wanted::Refill { req, node_rsrc };
+                // A newer REFILL_REQ from the node supersedes its parked one, unanswered:
+                // the host waits for one answer only.
+                self.park.take_same(src, &wanted);
+                if self.found_nothing_in_empty_levels(0) {
+                    self.try_park(src, wanted, now, out);
+                }
+                self.stamp_into(&wanted, out);
+            }
+            _ => out.append(&mut self.collected),
+        }
+        Ok(())
+    }
+
+    /// Answers every parked request whose deadline is at or before `now`, empty.
+    pub fn expire(&mut self, now: Instant, out: &mut Vec<Answer>) {
+        while let Some(p) = self.park.pop_expired(now) {
+            out.push(self.empty_for(&p));
+        }
+    }
+
+    /// A retrieval that got nothing from levels that hold nothing: it may wait for a
+    /// task. One that got nothing from levels still holding tasks (none it can run) is
+    /// answered at once: it may have come from a host that bypassed runnable work of its
+    /// own on tier 2's word, and its answer's BEST sends it back to that work.
+    fn found_nothing_in_empty_levels(&self, first: usize) -> bool {
+        !self.collected.iter().any(Answer::has_tasks) && !self.levels.any_from(first)
+    }
+
+    /// BEST for the requester of `wanted` after its retrieval: the levels it searched and
+    /// found nothing it can run in are left out (all it searched, if it got less than it
+    /// asked for; those above the last task it got, otherwise). So a host is never sent
+    /// to tier 2 for work its executors cannot run, nor for work below what it holds.
+    fn best_for(&self, wanted: &Wanted, got: &[Answer]) -> u8 {
+        let priorities = self.scheduler.pipeline().config().priorities;
+        let all = priorities as usize;
+        let first = wanted.first_level(priorities);
+        let level = |e: &Entry| (e.task.prio.clamp(1, priorities) - 1) as usize;
+        let mut taken = 0usize;
+        let mut last = None;
+        for a in got {
+            match a {
+                Answer::Assign { entry, .. } => {
+                    taken += 1;
+                    last = Some(level(entry));
+                }
+                Answer::Refill { entries, .. } => {
+                    taken += entries.len();
+                    last = entries.last().map(level).or(last);
+                }
+                _ => {}
+            }
+        }
+        let wanted_count = match wanted {
+            Wanted::Task { .. } => 1,
+            Wanted::Refill { req, .. } => req.want as usize,
+        };
+        match last {
+            Some(l) if taken >= wanted_count => self.levels.best_excluding(first, l),
+            _ => self.levels.best_excluding(first, all),
+        }
+    }
+
+    /// The answer a parked request gets when it leaves the table empty-handed.
+    fn empty_for(&self, p: &Parked) -> Answer {
+        Answer::empty_for(p, self.best_for(&p.wanted, &[]))
+    }
+
+    /// After a SUBMIT or RETURN of tasks of priorities `prios`: marks their levels, sends
+    /// what the pipeline answered, serves parked requests, and sends HINTs if a level was
+    /// empty before.
+    fn after_enqueue(&mut self, prios: impl Iterator<Item = u8>, now: Instant, out: &mut Vec<Answer>) {
+        let priorities = self.scheduler.pipeline().config().priorities;
+        let mut rose = false;
+        for p in prios {
+            let l = (p.clamp(1, priorities) - 1) as usize;
+            rose |= self.levels.after_enqueue(l, self.scheduler.pipeline());
+        }
+        // QUEUE_FULL answers only: nothing to stamp.
+        out.append(&mut self.collected);
+        self.serve_parked(now, out);
+        if rose {
+            self.send_hints(now, out);
+        }
+    }
+
+    /// Parks the request whose empty answer is in `collected` (dropping that answer),
+    /// unless the table is full: then the empty answer goes out as it is.
+    fn try_park(&mut self, src: SocketAddrV4, wanted: Wanted, now: Instant, out: &mut Vec<Answer>) {
+        if let Ok(replaced) = self.park.park(src, wanted, now) {
+            self.collected.retain(|a| !is_empty_answer_to(a, src));
+            if let Some(old) = replaced {
+                out.push(self.empty_for(&old));
+            }
+        }
+    }
+
+    /// Moves the collected answers to `wanted`'s retrieval to `out`, stamped with BEST
+    /// for that requester.
+    fn stamp_into(&mut self, wanted: &Wanted, out: &mut Vec<Answer>) {
+        let best = self.best_for(wanted, &self.collected);
+        for mut a in self.collected.drain(..) {
+            a.set_best(best);
+            out.push(a);
+        }
+    }
+
+    /// After an enqueue: runs parked requests, in arrival order, through the pipeline
+    /// again while levels they search hold tasks. One that gets tasks leaves the table
+    /// with its answer; one that does not (its resources match nothing queued) stays.
+    /// Each parked request is tried at most once per enqueue.
+    fn serve_parked(&mut self, now: Instant, out: &mut Vec<Answer>) {
+        if self.park.is_empty() {
+            return;
+        }
+        let priorities = self.scheduler.pipeline().config().priorities;
+        let mut i = 0;
+        for _ in 0..self.park.len() {
+            if self.levels.best() == 0 {
+                return;
+            }
+            let Some(&p) = self.park.get(i) else { return };
+            let first = p.wanted.first_level(priorities);
+            // An expired request takes nothing: the expiry sweep answers it empty.
+            if p.deadline <= now || !self.levels.any_from(first) {
+                i += 1;
+                continue;
+            }
+            self.collected.clear();
+            if self.scheduler.handle(&p.wanted.message(), p.addr, &mut Collected(&mut self.collected)).is_err() {
+                i += 1;
+                continue;
+            }
+            self.levels.after_retrieval(first, self.scheduler.pipeline());
+            if self.collected.iter().any(Answer::has_tasks) {
+                self.park.answered(i);
+                self.stamp_into(&p.wanted, out);
+            } else {
+                self.collected.clear();
+                i += 1;
+            }
+        }
+    }
+
+    /// HINT to every host registered within the registration time; forgets the others.
+    fn send_hints(&mut self, now: Instant, out: &mut Vec<Answer>) {
+        let best = self.levels.best();
+        if best == 0 {
+            return;
+        }
+        let window = self.hint_register;
+        self.hosts.retain(|_, (_, seen)| now.saturating_duration_since(*seen) <= window);
+        for (addr, _) in self.hosts.values() {
+            out.push(Answer::Hint { to: *addr, best });
+            self.hints.hints_sent += 1;
+        }
+    }
+}
+
+/// The NOOP or empty REFILL the pipeline sent to `src`.
+fn is_empty_answer_to(a: &Answer, src: SocketAddrV4) -> bool {
+    match a {
+        Answer::Noop { to, .. } => *to == src,
+        Answer::Refill { to, entries, .. } => *to == src && entries.is_empty(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::QueueConfig;
+    use scheduler_common::{RefillRequest, Task};
+    use std::net::Ipv4Addr;
+
+    const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9000);
+    const MS: Duration = Duration::from_millis(1);
+
+    fn exec(port: u16) -> SocketAddrV4 {
+        SocketAddrV4::new(Ipv4Addr::new(10, 0, 1, 1), port)
+    }
+
+    fn tier2(max_parked: usize) -> Tier2 {
+        let s = Scheduler::new(QueueConfig { capacity: 64, ..QueueConfig::default() }).unwrap();
+        Tier2::new(s, WaitConfig { park_for: 10 * MS, max_parked, hint_register: 1000 * MS })
+    }
+
+    fn task(tid: u32, prio: u8, rsrc: u8) -> Task {
+        let mut t = Task { prio, rsrc, ..Task::default() };
+        t.set_tid(tid);
+        t
+    }
+
+    fn submit(t2: &mut Tier2, tasks: &[Task], now: Instant) -> Vec<Answer> {
+        let mut out = Vec::new();
+        t2.handle(&Message::Submit { job: JobRef::new(1, 1), flags: 0, tasks }, CLIENT, now, &mut out).unwrap();
+        out
+    }
+
+    fn get(t2: &mut Tier2, from: SocketAddrV4, seq: u32, rsrc: u8, wait: bool, now: Instant) -> Vec<Answer> {
+        let mut out = Vec::new();
+        let who = Requester::new(1, from.port(), seq);
+        t2.handle(&Message::GetTask { rtrv_prio: 1, exec_rsrc: rsrc, from: who, wait }, from, now, &mut out).unwrap();
+        out
+    }
+
+    fn refill_req(t2: &mut Tier2, node: u16, from: SocketAddrV4, now: Instant) -> Vec<Answer> {
+        let mut out = Vec::new();
+        let msg = Message::RefillReq { node_rsrc: 0xff, req: RefillRequest::new(node, 8) };
+        t2.handle(&msg, from, now, &mut out).unwrap();
+        out
+    }
+
+    fn assigned(out: &[Answer]) -> Vec<(SocketAddrV4, u32, u8)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Answer::Assign { to, entry, best } => Some((*to, entry.task.tid(), *best)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_waiting_get_task_is_parked_and_answered_once_when_a_task_arrives() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        assert_eq!(get(&mut t2, exec(1), 1, 0, true, t0), vec![], "parked, no NOOP");
+        let out = submit(&mut t2, &[task(7, 2, 0)], t0 + MS);
+        assert_eq!(assigned(&out), vec![(exec(1), 7, 0)], "BEST 0: the only task left");
+        // Nothing more for it: a second task stays queued, the expired sweep sends nothing.
+        let out = submit(&mut t2, &[task(8, 2, 0)], t0 + 2 * MS);
+        assert!(assigned(&out).is_empty(), "one ASSIGN per wait");
+        let mut out = Vec::new();
+        t2.expire(t0 + 100 * MS, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(t2.best(), 2);
+        let s = t2.park_stats();
+        assert_eq!((s.parked, s.answered_from_park, s.expired, s.waiting), (1, 1, 0, 0));
+    }
+
+    #[test]
+    fn expired_requests_get_noop_and_take_no_task() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        get(&mut t2, exec(1), 5, 0, true, t0);
+        // A task arriving at the deadline does not go to the expired request.
+        let out = submit(&mut t2, &[task(1, 1, 0)], t0 + 10 * MS);
+        assert!(assigned(&out).is_empty());
+        let mut out = Vec::new();
+        t2.expire(t0 + 10 * MS, &mut out);
+        // BEST 0 for this executor: its wait covered every level it searches (a task
+        // arriving exactly at the deadline is the one exception, and stays queued).
+        assert_eq!(out, vec![Answer::Noop { to: exec(1), who: Requester::new(1, 1, 5), best: 0 }]);
+        assert_eq!(t2.best(), 1);
+        assert_eq!(t2.park_stats().expired, 1);
+    }
+
+    #[test]
+    fn without_wait_or_with_a_full_table_the_answer_is_immediate() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(1);
+        let noop = |port, seq| Answer::Noop { to: exec(port), who: Requester::new(1, port, seq), best: 0 };
+        assert_eq!(get(&mut t2, exec(1), 1, 0, false, t0), vec![noop(1, 1)]);
+        assert_eq!(get(&mut t2, exec(2), 1, 0, true, t0), vec![]);
+        assert_eq!(get(&mut t2, exec(3), 1, 0, true, t0), vec![noop(3, 1)], "table full");
+        assert_eq!(t2.park_stats().refused_park, 1);
+    }
+
+    #[test]
+    fn an_executor_asking_again_gives_up_its_parked_request() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        get(&mut t2, exec(1), 1, 0, true, t0);
+        // Its resend: the old request is answered NOOP (its seq), the new one parks.
+        let out = get(&mut t2, exec(1), 2, 0, true, t0 + MS);
+        assert_eq!(out, vec![Answer::Noop { to: exec(1), who: Requester::new(1, 1, 1), best: 0 }]);
+        let out = submit(&mut t2, &[task(3, 1, 0), task(4, 1, 0)], t0 + 2 * MS);
+        assert_eq!(assigned(&out), vec![(exec(1), 3, 1)], "one ASSIGN, BEST 1: task 4 is left");
+    }
+
+    #[test]
+    fn parked_requests_are_served_in_arrival_order_among_those_that_can_run_the_task() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        get(&mut t2, exec(1), 1, 0b00, true, t0);
+        get(&mut t2, exec(2), 1, 0b01, true, t0 + MS);
+        get(&mut t2, exec(3), 1, 0b01, true, t0 + 2 * MS);
+        // Needs resource 1: executor 1 cannot run it; 2 arrived before 3.
+        let out = submit(&mut t2, &[task(9, 3, 0b01)], t0 + 3 * MS);
+        assert_eq!(assigned(&out), vec![(exec(2), 9, 0)]);
+        let out = submit(&mut t2, &[task(10, 4, 0)], t0 + 4 * MS);
+        assert_eq!(assigned(&out), vec![(exec(1), 10, 0)]);
+        assert_eq!(t2.park_stats().waiting, 1);
+    }
+
+    #[test]
+    fn a_request_finding_only_tasks_it_cannot_run_is_answered_at_once_with_best_for_it() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        submit(&mut t2, &[task(1, 1, 0b10)], t0);
+        assert_eq!(t2.best(), 1);
+        // The executor lacks resource 2: not parked (its host may hold work of its own,
+        // which it bypassed on the strength of BEST 1), and told BEST 0.
+        let out = get(&mut t2, exec(1), 1, 0b01, true, t0 + MS);
+        assert_eq!(out, vec![Answer::Noop { to: exec(1), who: Requester::new(1, 1, 1), best: 0 }]);
+        // A level-3 task it can run, handed out past the level-1 one it cannot: BEST 0
+        // for it, not 1 (it would only be sent back to tier 2 for nothing).
+        submit(&mut t2, &[task(2, 3, 0b01)], t0 + 2 * MS);
+        let out = get(&mut t2, exec(1), 2, 0b01, true, t0 + 3 * MS);
+        assert_eq!(assigned(&out), vec![(exec(1), 2, 0)]);
+        // One that can run it gets it, with the level below still counted.
+        submit(&mut t2, &[task(3, 4, 0)], t0 + 4 * MS);
+        let out = get(&mut t2, exec(2), 1, 0b11, true, t0 + 5 * MS);
+        assert_eq!(assigned(&out), vec![(exec(2), 1, 4)]);
+        assert_eq!(t2.park_stats().parked, 0);
+    }
+
+    #[test]
+    fn a_refill_req_that_finds_nothing_waits_one_per_node() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        let agent = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 7171);
+        assert_eq!(refill_req(&mut t2, 4, agent, t0), vec![], "parked, no empty REFILL");
+        assert_eq!(refill_req(&mut t2, 4, agent, t0 + MS), vec![], "replaced, unanswered");
+        let out = submit(&mut t2, &[task(1, 2, 0), task(2, 2, 0)], t0 + 2 * MS);
+        let refills: Vec<_> = out.iter().filter(|a| matches!(a, Answer::Refill { .. })).collect();
+        assert_eq!(refills.len(), 1);
+        let Answer::Refill { to, entries, best } = refills[0] else { unreachable!() };
+        assert_eq!((*to, entries.len(), *best), (agent, 2, 0));
+        // Expiry: the empty REFILL of version 1.
+        refill_req(&mut t2, 4, agent, t0 + 3 * MS);
+        let mut out = Vec::new();
+        t2.expire(t0 + 13 * MS, &mut out);
+        assert_eq!(out, vec![Answer::Refill { to: agent, entries: ArrayVec::new(), best: 0 }]);
+        assert_eq!(t2.park_stats().replaced, 1);
+    }
+
+    #[test]
+    fn registered_hosts_get_a_hint_when_a_level_turns_non_empty() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(0);
+        let agent = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 7171);
+        let out = refill_req(&mut t2, 4, agent, t0);
+        assert_eq!(out, vec![Answer::Refill { to: agent, entries: ArrayVec::new(), best: 0 }], "no parking");
+        let hints =
+            |out: &[Answer]| out.iter().filter(|a| matches!(a, Answer::Hint { .. })).cloned().collect::<Vec<_>>();
+        let out = submit(&mut t2, &[task(1, 3, 0)], t0 + MS);
+        assert_eq!(hints(&out), vec![Answer::Hint { to: agent, best: 3 }]);
+        assert!(hints(&submit(&mut t2, &[task(2, 3, 0)], t0 + 2 * MS)).is_empty(), "level 3 was set already");
+        assert_eq!(hints(&submit(&mut t2, &[task(3, 1, 0)], t0 + 3 * MS)), vec![Answer::Hint { to: agent, best: 1 }]);
+        // BEST on answers follows the queues: level 1 drained, level 3 holds two.
+        let out = get(&mut t2, exec(1), 1, 0, false, t0 + 4 * MS);
+        assert_eq!(assigned(&out), vec![(exec(1), 3, 3)]);
+        // Registration lapses.
+        assert!(hints(&submit(&mut t2, &[task(4, 1, 0)], t0 + 2000 * MS)).is_empty());
+        assert_eq!(t2.hint_stats().hints_sent, 2);
+    }
+}
