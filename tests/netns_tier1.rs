@@ -195,7 +195,18 @@ fn a_host_does_not_serve_low_priority_tasks_while_tier_2_holds_higher_ones() {
     }
     let rig = Rig::new(1);
     // A long hint lifetime: the test takes its steps at leisure.
-    let agent = rig.agent_in_process(&["--low-watermark", "8", "--batch", "8", "--hint-ttl-ms", "60000"]);
+    let agent = rig.agent_in_process(&[
+        "--low-watermark",
+        "8",
+        "--min-prefetch",
+        "8",
+        "--batch",
+        "8",
+        "--lease-ms",
+        "0",
+        "--hint-ttl-ms",
+        "60000",
+    ]);
     // Eight priority-4 tasks go to the host's rings (the agent asks for 8, then has enough).
     let low = client_of_priority(&rig, 8, 4);
     assert_eq!(rig.wait_for_rings(8), 8);
