@@ -364,6 +364,7 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         ("return_one", Owned::Return(vec![ring_entry()])),
         ("return_sixteen", Owned::Return(refill_entries(16))),
         ("claim", Owned::Claim(claim(CLAIM_ASK))),
+        ("claim_renew", Owned::Claim(claim(CLAIM_RENEW))),
         ("claim_granted", Owned::ClaimReply(claim(CLAIM_GRANTED))),
         ("claim_denied", Owned::ClaimReply(claim(CLAIM_DENIED))),
     ]
@@ -463,6 +464,7 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("claim_verdict_set", ext, with("claim", &[(H + 16, CLAIM_GRANTED)]), BadField),
         ("claim_reply_verdict_ask", ext, with("claim_granted", &[(H + 16, CLAIM_ASK)]), BadField),
         ("claim_reply_verdict_3", ext, with("claim_denied", &[(H + 16, 3)]), BadField),
+        ("claim_renew_verdict_4", ext, with("claim_renew", &[(H + 16, 4)]), BadField),
         ("claim_pad_set", ext, with("claim", &[(H + 19, 1)]), BadField),
         ("claim_reply_cut_short", ext, cut("claim_granted", 27), Truncated),
         ("refill_req_want_0", ext, with("refill_req", &[(H + 2, 0)]), BadField),

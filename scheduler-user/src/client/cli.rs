@@ -68,6 +68,13 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub exactly_once: bool,
 
+    /// How long a claim on an exactly-once task holds without a renewal, in
+    /// milliseconds (at least 750). An executor renews every 250 ms while it runs the
+    /// task; when the lease lapses (the executor died) the task is resent at once.
+    #[arg(long, value_name = "MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(scheduler_common::MIN_CLAIM_LEASE_MS..))]
+    pub claim_lease_ms: u64,
+
     /// Number of jobs to submit.
     #[arg(long, value_name = "J", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: u32,
@@ -115,8 +122,10 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Serve the running summary (scheduling delay percentiles, tasks done) over HTTP at
-    /// this address, /stats (JSON) and /metrics (Prometheus), for `bolt top --client`.
+    /// Serve the running summary (scheduling delay percentiles, tasks done) and the job
+    /// queue (tasks per state and per resource, failure alarm, scale-up signal) over HTTP
+    /// at this address, /stats (JSON) and /metrics (Prometheus), for `bolt top --client`
+    /// and `bolt jobs`.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
 }
@@ -155,6 +164,7 @@ impl SubmitArgs {
         tracker.window = self.window as usize;
         tracker.queue_full_backoff = Duration::from_micros(self.queue_full_backoff_us);
         tracker.max_queue_full_bounces = self.max_queue_full_bounces;
+        tracker.claim_lease = Duration::from_millis(self.claim_lease_ms);
         ClientConfig { switch: self.switch, bind: self.bind.map(|ip| SocketAddr::new(ip, 0)), tracker }
     }
 }
@@ -194,15 +204,15 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
         }
     });
     let progress = progress_bar(total);
-    let published = Arc::new(Mutex::new(client.summary()));
+    let published = Arc::new(Mutex::new((client.summary(), client.tracker().jobs_report())));
     let _metrics = match &args.metrics {
         Some(addr) => {
             let at = crate::metrics::parse_endpoint(addr, crate::metrics::CLIENT_PORT)?
                 .ok_or_else(|| anyhow::anyhow!("--metrics off: leave it out instead"))?;
             let source = published.clone();
             let source: crate::metrics::StatsSource = Arc::new(move || {
-                let summary = source.lock().map(|s| s.clone()).ok();
-                serde_json::json!({ "client": summary })
+                let (summary, jobs) = source.lock().map(|s| s.clone()).ok().unzip();
+                serde_json::json!({ "client": summary, "jobs": jobs })
             });
             crate::metrics::serve(Some(at), false, source)?
         }
@@ -212,7 +222,7 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
         update(bar, client);
         if _metrics.is_some() {
             if let Ok(mut p) = published.lock() {
-                *p = client.summary();
+                *p = (client.summary(), client.tracker().jobs_report());
             }
         }
     };
