@@ -14,6 +14,7 @@
 mod cli;
 mod counters;
 mod handlers;
+mod lease;
 mod worker;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};

@@ -14,6 +14,7 @@ use scheduler_common::{
 
 use super::counters::{bump, ExecutorCounters};
 use super::handlers::{Handlers, Outcome, Refusal};
+use super::lease::LeaseRenewer;
 
 /// RTRV_PRIO of every GET_TASK: search from the highest priority level down.
 pub const RTRV_PRIO: u8 = 1;
@@ -315,6 +316,13 @@ impl Worker {
                 );
                 return answers;
             }
+            // Keep the claim's lease while the task runs (renewals stop when this drops).
+            let _lease = self.client_of(entry).map(|client| {
+                let ip = self.socket.local_addr().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
+                LeaseRenewer::start(&Claim::of(entry, self.node, self.index), client, ip, self.counters.clone())
+            });
+            self.run_and_report(entry, tx);
+            return answers;
         }
         self.run_and_report(entry, tx);
         answers
