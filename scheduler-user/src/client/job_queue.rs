@@ -56,19 +56,20 @@ impl ResourceIndex {
         &self.needs[bit]
     }
 
-    /// ⋁ R_r over the bits set in `resources`.
-    fn union_of(&self, resources: u8) -> RoaringBitmap {
-        bits(resources).fold(RoaringBitmap::new(), |acc, bit| acc | &self.needs[bit])
-    }
-
     /// Affinity: the tasks of `candidates` that need at least one resource the agent has.
+    /// Each R_r is intersected with the candidates before the union, so the work follows
+    /// the candidates (a recent id range), not the whole history R_r spans.
     pub fn affinity(&self, candidates: &RoaringBitmap, agent: u8) -> RoaringBitmap {
-        self.union_of(agent) & candidates
+        bits(agent).fold(RoaringBitmap::new(), |acc, bit| acc | (&self.needs[bit] & candidates))
     }
 
-    /// Feasibility: the tasks of `candidates` that need no resource the agent lacks.
+    /// Feasibility: the tasks of `candidates` that need no resource the agent lacks
+    /// (the candidates less each R_r the agent lacks, in place).
     pub fn feasible(&self, candidates: &RoaringBitmap, agent: u8) -> RoaringBitmap {
-        candidates - self.union_of(!agent)
+        bits(!agent).fold(candidates.clone(), |mut acc, bit| {
+            acc -= &self.needs[bit];
+            acc
+        })
     }
 
     /// How many of `candidates` need resource bit `bit`, for every bit.
@@ -78,14 +79,26 @@ impl ResourceIndex {
 
     /// The design's selection: up to `k` Pending tasks with affinity to `agent`, oldest
     /// first; when there are none, the first Pending task.
+    ///
+    /// The affinity query runs over windows of Pending from its oldest id, the first of
+    /// 2^16 ids and each next one twice as wide, and stops once `k` are found: a small
+    /// selection costs a few containers, not the whole Pending vector.
     pub fn select(&self, pending: &RoaringBitmap, agent: u8, k: usize) -> Selection {
-        let chosen: Vec<u32> = self.affinity(pending, agent).iter().take(k).collect();
-        if !chosen.is_empty() {
-            return Selection::Affinity(chosen);
+        let (Some(first), Some(last)) = (pending.min(), pending.max()) else { return Selection::Empty };
+        let mut chosen = Vec::new();
+        let (mut lo, mut span) = (first as u64, 1u64 << 16);
+        while lo <= last as u64 && chosen.len() < k {
+            let hi = (lo + span).min(last as u64 + 1);
+            let mut window = RoaringBitmap::new();
+            window.insert_range(lo as u32..=(hi - 1) as u32);
+            window &= pending;
+            chosen.extend(self.affinity(&window, agent).iter().take(k - chosen.len()));
+            (lo, span) = (hi, span * 2);
         }
-        match pending.min() {
-            Some(tid) => Selection::FirstPending(tid),
-            None => Selection::Empty,
+        if chosen.is_empty() {
+            Selection::FirstPending(first)
+        } else {
+            Selection::Affinity(chosen)
         }
     }
 
@@ -145,6 +158,19 @@ mod tests {
         // No affinity left: the greedy fallback hands out the oldest Pending task.
         assert_eq!(index.select(&pending, APPLE, 16), Selection::FirstPending(9));
         assert_eq!(index.select(&RoaringBitmap::new(), APPLE, 16), Selection::Empty);
+    }
+
+    /// Selections that span several windows, and ids at the very top of the id space.
+    #[test]
+    fn selection_crosses_windows_in_id_order() {
+        let mut index = ResourceIndex::new();
+        let tids = [3, 70_000, 200_000, 1_000_000, u32::MAX - 1, u32::MAX];
+        // Apple is bit 0; `register` takes half-open ranges, which cannot hold u32::MAX.
+        index.needs[0].extend(tids);
+        let pending: RoaringBitmap = (0..10).chain(tids).collect();
+        assert_eq!(index.select(&pending, APPLE, 3), Selection::Affinity(vec![3, 70_000, 200_000]));
+        assert_eq!(index.select(&pending, APPLE, 100), Selection::Affinity(tids.to_vec()));
+        assert_eq!(index.select(&pending, CHERRY, 1), Selection::FirstPending(0));
     }
 
     #[test]
