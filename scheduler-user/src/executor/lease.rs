@@ -1,16 +1,18 @@
-//! Keeping a claim's lease while its task runs: a thread beside the handler sends a
-//! CLAIM_RENEW to the task's client every `CLAIM_RENEW_INTERVAL_MS` until the task ends.
-//! It has its own socket, so the answers never mix with the executor's GET_TASK traffic
-//! (the client knows the claim by node and executor, not by address).
+//! Keeping a claim's lease while its task runs: each executor has one renewer thread,
+//! started with its first claimed task, that sends CLAIM_RENEW to the task's client every
+//! `CLAIM_RENEW_INTERVAL_MS` while the executor holds a claimed task. It has its own
+//! socket, so the answers never mix with the executor's GET_TASK traffic (the client
+//! knows the claim by node and executor, not by address). A task shorter than the
+//! interval costs two lock operations and no packet.
 //!
 //! A DENIED renewal means the lease lapsed and the task may have been handed to another
 //! executor. The handler is not interrupted (handlers cannot be stopped safely halfway);
-//! the renewer counts the loss, logs it and stops renewing, and the COMPLETE still goes
-//! out: the client takes the first OK COMPLETE of a task and counts later ones as
-//! duplicates.
+//! the renewer counts the loss, logs it and stops renewing that claim, and the COMPLETE
+//! still goes out: the client takes the first OK COMPLETE of a task and counts later
+//! ones as duplicates.
 
-use std::net::{SocketAddr, UdpSocket};
-use std::sync::{Arc, Condvar, Mutex};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -18,88 +20,150 @@ use scheduler_common::{decode, encode_claim, Claim, Message, CLAIM_GRANTED, CLAI
 
 use super::counters::{bump, ExecutorCounters};
 
-/// Renews one claim until dropped.
-pub(crate) struct LeaseRenewer {
-    done: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
+/// The claim an executor holds now.
+#[derive(Clone, Copy)]
+struct Held {
+    renewal: Claim,
+    client: SocketAddr,
+    /// Bumped per claim, so the renewer tells a new claim from the one it renews.
+    generation: u64,
+    since: Instant,
 }
 
-impl LeaseRenewer {
-    /// Starts renewing `claim` (granted by `client`) from a new socket on `local_ip`.
-    /// Without a socket or a thread nothing renews: counted, and the lease lapses.
-    pub fn start(
-        claim: &Claim,
-        client: SocketAddr,
-        local_ip: std::net::IpAddr,
-        counters: Arc<ExecutorCounters>,
-    ) -> LeaseRenewer {
-        let done = Arc::new((Mutex::new(false), Condvar::new()));
-        let socket = match UdpSocket::bind(SocketAddr::new(local_ip, 0)) {
-            Ok(s) => s,
-            Err(e) => {
-                bump(&counters.socket_errors);
-                tracing::warn!(error = %e, "no socket to renew a claim's lease from");
-                return LeaseRenewer { done, thread: None };
-            }
-        };
-        let renewal = claim.renewal();
-        let thread_done = done.clone();
-        let thread = std::thread::Builder::new()
-            .name("bolt-lease".into())
-            .spawn(move || renew_until_done(&socket, client, &renewal, &thread_done, &counters));
-        LeaseRenewer { done, thread: thread.ok() }
+#[derive(Default)]
+struct Keep {
+    held: Option<Held>,
+    generation: u64,
+    stop: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    keep: Mutex<Keep>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Keep> {
+        self.keep.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-impl Drop for LeaseRenewer {
+/// One executor's lease renewer.
+pub(crate) struct LeaseKeeper {
+    shared: Arc<Shared>,
+    counters: Arc<ExecutorCounters>,
+    thread: OnceLock<Option<JoinHandle<()>>>,
+}
+
+/// While this lives, the claim it was made for is renewed.
+pub(crate) struct LeaseHold<'a> {
+    keeper: &'a LeaseKeeper,
+}
+
+impl LeaseKeeper {
+    pub fn new(counters: Arc<ExecutorCounters>) -> LeaseKeeper {
+        LeaseKeeper { shared: Arc::default(), counters, thread: OnceLock::new() }
+    }
+
+    /// Renews `claim` (granted by `client`) until the hold is dropped. The renewer's
+    /// socket is bound on `local_ip` the first time. Without a socket or a thread
+    /// nothing renews: counted, and the lease lapses.
+    pub fn hold(&self, claim: &Claim, client: SocketAddr, local_ip: IpAddr) -> LeaseHold<'_> {
+        self.thread.get_or_init(|| self.spawn(local_ip));
+        let mut keep = self.shared.lock();
+        keep.generation += 1;
+        keep.held = Some(Held { renewal: claim.renewal(), client, generation: keep.generation, since: Instant::now() });
+        drop(keep);
+        self.shared.wake.notify_all();
+        LeaseHold { keeper: self }
+    }
+
+    fn spawn(&self, local_ip: IpAddr) -> Option<JoinHandle<()>> {
+        let socket = match UdpSocket::bind(SocketAddr::new(local_ip, 0)) {
+            Ok(s) => s,
+            Err(e) => {
+                bump(&self.counters.socket_errors);
+                tracing::warn!(error = %e, "no socket to renew claim leases from");
+                return None;
+            }
+        };
+        let (shared, counters) = (self.shared.clone(), self.counters.clone());
+        let spawned = std::thread::Builder::new()
+            .name("bolt-lease".into())
+            .spawn(move || renew_while_held(&socket, &shared, &counters));
+        if let Err(e) = &spawned {
+            bump(&self.counters.socket_errors);
+            tracing::warn!(error = %e, "no thread to renew claim leases");
+        }
+        spawned.ok()
+    }
+}
+
+impl Drop for LeaseHold<'_> {
     fn drop(&mut self) {
-        let (lock, wake) = &*self.done;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        wake.notify_all();
-        if let Some(t) = self.thread.take() {
+        self.keeper.shared.lock().held = None;
+        self.keeper.shared.wake.notify_all();
+    }
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_all();
+        if let Some(Some(t)) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn renew_until_done(
-    socket: &UdpSocket,
-    client: SocketAddr,
-    renewal: &Claim,
-    done: &(Mutex<bool>, Condvar),
-    counters: &ExecutorCounters,
-) {
+/// The renewer thread: for the claim held, a renewal every interval from the time it
+/// was granted, until the claim is released, lost or the keeper stops.
+fn renew_while_held(socket: &UdpSocket, shared: &Shared, counters: &ExecutorCounters) {
     let interval = Duration::from_millis(CLAIM_RENEW_INTERVAL_MS);
     let mut tx = [0u8; MAX_MESSAGE_LEN];
     let mut rx = [0u8; MAX_MESSAGE_LEN + 1];
-    let Ok(n) = encode_claim(&mut tx, renewal) else { return };
-    let (lock, wake) = done;
-    let mut next = Instant::now() + interval;
+    // The claim being renewed: its generation and when its next renewal is due.
+    let mut current: Option<(u64, Instant)> = None;
+    let mut lost_generation = 0;
     loop {
-        // Sleep until the next renewal or until the task ends.
-        let mut finished = lock.lock().unwrap_or_else(|e| e.into_inner());
-        while !*finished {
-            let Some(left) = next.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else { break };
-            finished = wake.wait_timeout(finished, left).unwrap_or_else(|e| e.into_inner()).0;
-        }
-        if *finished {
-            return;
-        }
-        drop(finished);
-        next += interval;
-        if socket.send_to(&tx[..n], client).is_err() {
+        let mut keep = shared.lock();
+        let held = loop {
+            if keep.stop {
+                return;
+            }
+            match keep.held {
+                Some(h) if h.generation != lost_generation => {
+                    let due = match current {
+                        Some((generation, due)) if generation == h.generation => due,
+                        _ => h.since + interval,
+                    };
+                    current = Some((h.generation, due));
+                    let Some(left) = due.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
+                        break h;
+                    };
+                    keep = shared.wake.wait_timeout(keep, left).unwrap_or_else(|e| e.into_inner()).0;
+                }
+                _ => keep = shared.wake.wait(keep).unwrap_or_else(|e| e.into_inner()),
+            }
+        };
+        drop(keep);
+        let next = Instant::now() + interval;
+        current = Some((held.generation, next));
+        let Ok(n) = encode_claim(&mut tx, &held.renewal) else { return };
+        if socket.send_to(&tx[..n], held.client).is_err() {
             bump(&counters.socket_errors);
             continue;
         }
-        if !await_answer(socket, client, renewal, &mut rx, next, counters) {
+        if !await_answer(socket, held.client, &held.renewal, &mut rx, next, counters) {
             bump(&counters.leases_lost);
+            lost_generation = held.generation;
             tracing::warn!(
-                uid = renewal.uid(),
-                jid = renewal.jid(),
-                tid = renewal.tid(),
+                uid = held.renewal.uid(),
+                jid = held.renewal.jid(),
+                tid = held.renewal.tid(),
                 "claim lease lost (renewal denied); the task may run elsewhere too"
             );
-            return;
         }
     }
 }
@@ -187,24 +251,33 @@ mod tests {
     fn renews_while_the_task_runs_and_stops_when_denied() {
         let counters = Arc::new(ExecutorCounters::default());
         let (client, answered) = fake_client(2);
-        let renewer = LeaseRenewer::start(&claim(), client, "127.0.0.1".parse().unwrap(), counters.clone());
+        let keeper = LeaseKeeper::new(counters.clone());
+        let hold = keeper.hold(&claim(), client, "127.0.0.1".parse().unwrap());
         // Two renewals granted, the third denied: about three intervals.
         let deadline = Instant::now() + Duration::from_secs(10);
         while read(&counters.leases_lost) == 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        drop(renewer);
+        // A lost lease is not renewed again.
+        std::thread::sleep(Duration::from_millis(CLAIM_RENEW_INTERVAL_MS * 2));
+        drop(hold);
+        drop(keeper);
         assert_eq!(answered.join().unwrap(), 3);
         assert_eq!((read(&counters.leases_renewed), read(&counters.leases_lost)), (2, 1));
     }
 
     #[test]
-    fn a_short_task_sends_no_renewal() {
+    fn short_tasks_send_no_renewal() {
         let counters = Arc::new(ExecutorCounters::default());
         let (client, _answered) = fake_client(100);
-        let renewer = LeaseRenewer::start(&claim(), client, "127.0.0.1".parse().unwrap(), counters.clone());
-        std::thread::sleep(Duration::from_millis(CLAIM_RENEW_INTERVAL_MS / 5));
-        drop(renewer);
+        let keeper = LeaseKeeper::new(counters.clone());
+        for _ in 0..5 {
+            let _hold = keeper.hold(&claim(), client, "127.0.0.1".parse().unwrap());
+            std::thread::sleep(Duration::from_millis(CLAIM_RENEW_INTERVAL_MS / 5));
+        }
+        // Five short tasks in a row, longer than an interval together: no renewal.
+        std::thread::sleep(Duration::from_millis(CLAIM_RENEW_INTERVAL_MS * 2));
+        drop(keeper);
         assert_eq!((read(&counters.leases_renewed), read(&counters.leases_lost)), (0, 0));
     }
 }

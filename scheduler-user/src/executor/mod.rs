@@ -136,6 +136,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             noop_backoff: cfg.noop_backoff,
             get_timeout: cfg.get_timeout,
             handlers: handlers.clone(),
+            lease: lease::LeaseKeeper::new(counters.clone()),
             counters,
             stop: stop.clone(),
             read_timeout: cfg.get_timeout,
