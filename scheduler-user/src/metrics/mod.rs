@@ -63,7 +63,7 @@ pub fn get_json(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Resu
 }
 
 /// Fields whose value is a level rather than a running count.
-const GAUGES: [&str; 13] = [
+const GAUGES: [&str; 14] = [
     "queue_depth",
     "capacity",
     "queued",
@@ -77,6 +77,7 @@ const GAUGES: [&str; 13] = [
     "pending_by_resource",
     "oldest_pending",
     "scale_up",
+    "pending_growth_streak",
     "vector_bytes",
 ];
 

@@ -530,3 +530,37 @@ fn resource_lists_count_cancel_and_size_the_backlog() {
     }
     check_invariants(&t);
 }
+
+/// The monitor sees the tracker's vectors on every tick: failures in a burst raise the
+/// alarm, and a client adding work faster than its window drains raises the scale-up
+/// signal.
+#[test]
+fn ticks_feed_the_failure_alarm_and_the_scale_up_signal() {
+    let mut now = Instant::now();
+    let mut c = cfg();
+    c.max_attempts = 1;
+    c.window = 10;
+    // Nothing times out here: the only failures are the burst below.
+    c.task_timeout = Duration::from_secs(10);
+    c.monitor = MonitorConfig { interval: 100 * MS, failed_surge: 5, pending_growth: 20, sustain: 3 };
+    let mut t = Tracker::new(c);
+    let jid = t.add_job(&specs(10), now).unwrap();
+    t.on_tick(now);
+    drain(&mut t, now);
+    for tid in 0..10 {
+        t.on_complete(&complete(7, jid, tid, STATUS_FAILED, 1), now);
+    }
+    now += 100 * MS;
+    t.on_tick(now);
+    assert_eq!(t.jobs_report().monitor.failed_surge_alarms, 1);
+    // 30 more tasks per interval, the window full: Pending grows for three intervals.
+    for _ in 0..3 {
+        t.add_job(&specs(30), now).unwrap();
+        drain(&mut t, now);
+        now += 100 * MS;
+        t.on_tick(now);
+    }
+    let m = t.jobs_report().monitor;
+    assert_eq!((m.scale_up, m.scale_up_signals, m.failed_surge_alarms), (1, 1, 1));
+    check_invariants(&t);
+}
