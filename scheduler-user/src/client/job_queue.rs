@@ -9,7 +9,8 @@
 //!   lacks (what a Bolt executor may run: a task runs only where every bit it needs is
 //!   offered).
 //! - When affinity finds nothing, the design's greedy fallback: the first Pending task
-//!   (the oldest id), and the agent takes on that task's resources.
+//!   (the oldest id). (The design then associates the agent with that task's resources;
+//!   the client keeps no per-agent state, so that part is left to whoever dispatches.)
 //!
 //! Ids are never reused and bits are never cleared from R_r: every query is intersected
 //! with a state vector, so a finished task's resource bits cost a few compressed bytes
