@@ -62,6 +62,12 @@ impl StateMonitor {
         self.report
     }
 
+    /// True when [`StateMonitor::observe`] would take a sample (so the caller counts
+    /// the vectors only then).
+    pub fn is_due(&self, now: Instant) -> bool {
+        self.last_sample.is_none_or(|(at, _, _)| now.saturating_duration_since(at) >= self.cfg.interval)
+    }
+
     /// Takes a sample if an interval has passed since the last one.
     pub fn observe(&mut self, now: Instant, pending: u64, failed: u64) {
         let Some((at, last_pending, last_failed)) = self.last_sample else {

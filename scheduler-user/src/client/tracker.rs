@@ -639,7 +639,9 @@ impl Tracker {
     /// Expires attempts past their timeout and releases bounced tasks whose back-off
     /// is over. Call whenever time has passed.
     pub fn on_tick(&mut self, now: Instant) {
-        self.monitor.observe(now, self.states.count(TaskState::Pending), self.states.count(TaskState::Failed));
+        if self.monitor.is_due(now) {
+            self.monitor.observe(now, self.states.count(TaskState::Pending), self.states.count(TaskState::Failed));
+        }
         while let Some(&Reverse((deadline, tid, stamp))) = self.timeouts.peek() {
             if deadline > now {
                 break;
