@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use scheduler_common::descriptor::{valid_exec_name, Handler};
 
+use super::monitor::MonitorConfig;
 use super::{Client, ClientConfig, Summary, TaskSpec, TrackerConfig};
 use crate::executor::{parse_addr, parse_resources};
 
@@ -74,6 +75,23 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "MS", default_value_t = 1_000,
           value_parser = clap::value_parser!(u64).range(scheduler_common::MIN_CLAIM_LEASE_MS..))]
     pub claim_lease_ms: u64,
+
+    /// Failure alarm: Failed tasks added within one monitoring interval that raise it
+    /// (a warning log line and the metric `failed_surge_alarms`).
+    #[arg(long, value_name = "N", default_value_t = MonitorConfig::default().failed_surge)]
+    pub alarm_failed: u64,
+
+    /// Scale-up signal: Pending growth within one monitoring interval that counts as sharp.
+    #[arg(long, value_name = "N", default_value_t = MonitorConfig::default().pending_growth)]
+    pub scale_up_growth: u64,
+
+    /// Scale-up signal: sharp intervals in a row that raise it.
+    #[arg(long, value_name = "N", default_value_t = MonitorConfig::default().sustain)]
+    pub scale_up_intervals: u32,
+
+    /// The monitoring interval, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub monitor_interval_ms: u64,
 
     /// Number of jobs to submit.
     #[arg(long, value_name = "J", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -165,6 +183,12 @@ impl SubmitArgs {
         tracker.queue_full_backoff = Duration::from_micros(self.queue_full_backoff_us);
         tracker.max_queue_full_bounces = self.max_queue_full_bounces;
         tracker.claim_lease = Duration::from_millis(self.claim_lease_ms);
+        tracker.monitor = MonitorConfig {
+            interval: Duration::from_millis(self.monitor_interval_ms),
+            failed_surge: self.alarm_failed,
+            pending_growth: self.scale_up_growth,
+            sustain: self.scale_up_intervals,
+        };
         ClientConfig { switch: self.switch, bind: self.bind.map(|ip| SocketAddr::new(ip, 0)), tracker }
     }
 }
@@ -338,6 +362,16 @@ mod tests {
         assert_eq!(Handler::decode(&t.descriptor).unwrap(), Handler::Spin { micros: 250 });
         let e = parse(&["--tasks", "1", "--handler", "exec", "--command", "wc"]).unwrap();
         assert_eq!(Handler::decode(&e.task().unwrap().descriptor).unwrap(), Handler::Exec { name: b"wc" });
+    }
+
+    #[test]
+    fn lease_and_monitor_flags_reach_the_tracker() {
+        let a =
+            parse(&["--tasks", "1", "--handler", "noop", "--claim-lease-ms", "2000", "--alarm-failed", "7"]).unwrap();
+        let t = a.to_config().tracker;
+        assert_eq!(t.claim_lease, Duration::from_secs(2));
+        assert_eq!((t.monitor.failed_surge, t.monitor.sustain), (7, MonitorConfig::default().sustain));
+        assert!(parse(&["--tasks", "1", "--handler", "noop", "--claim-lease-ms", "100"]).is_err(), "below the minimum");
     }
 
     #[test]
