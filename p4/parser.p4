@@ -170,12 +170,13 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* CLAIM: verdict CLAIM_ASK (0); CLAIM_REPLY: CLAIM_GRANTED (1) or CLAIM_DENIED (2);
-     * the pad zero. */
+    /* CLAIM: verdict CLAIM_ASK (0) or CLAIM_RENEW (3, a lease renewal); CLAIM_REPLY:
+     * CLAIM_GRANTED (1) or CLAIM_DENIED (2); the pad zero. */
     state parse_claim {
         pkt.extract(hdr.claim);
         transition select(hdr.bolt.op, hdr.claim.verdict, hdr.claim.pad) {
             (OP_CLAIM, 0, 0)            : accept;
+            (OP_CLAIM, 3, 0)            : accept;
             (OP_CLAIM_REPLY, 1 .. 2, 0) : accept;
             default                     : bad_field;
         }

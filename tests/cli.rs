@@ -264,6 +264,13 @@ fn the_switch_serves_metrics_over_http_and_switch_stats_reads_them() {
     assert_schema("client /stats", &summary);
     let client_text = metrics::get(client_http, "/metrics", t).unwrap();
     assert_same_names(&summary, &client_text);
+    // `bolt jobs` reads the same endpoint: 3 tasks of no resource, none final yet.
+    let jobs = bolt_json(Command::new(BOLT).args(["jobs", "--client", &client_http.to_string(), "--json"]));
+    assert_schema("jobs", &jobs);
+    assert_eq!(jobs["pending"].as_u64().unwrap() + jobs["running"].as_u64().unwrap(), 3, "{jobs}");
+    assert_eq!(jobs["pending_by_resource"], serde_json::json!([0, 0, 0, 0, 0, 0, 0, 0]));
+    let text = stdout(&bolt(&["jobs", "--client", &client_http.to_string()]));
+    assert!(text.contains("pending by resource: none needs a resource"), "{text}");
     let o = bolt(&["top", "--once", "--interval", "0.2", "--switch", &endpoint, "--client", &client_http.to_string()]);
     let drawn = stdout(&o);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -26,10 +26,10 @@ pub enum DecodeError {
     BadPriority(u8),
     /// A field outside its allowed values: a header byte the op does not use (prio,
     /// rsrc) or a pad byte that is not zero, a COMPLETE status above 2, a REFILL_REQ
-    /// want of 0, a REPAIR target other than 0 or 1, a CLAIM verdict other than 0, a
-    /// CLAIM_REPLY verdict other than 1 or 2, a STEAL body field the op does not use
-    /// that is not 0, a STEAL_REQ want outside 1..=16, a STEAL_DONE verdict other than 1
-    /// or 2.
+    /// want of 0, a REPAIR target other than 0 or 1, a CLAIM verdict other than 0 or 3
+    /// (RENEW), a CLAIM_REPLY verdict other than 1 or 2, a STEAL body field the op does not
+    /// use that is not 0, a STEAL_REQ want outside 1..=16, a STEAL_DONE verdict other than
+    /// 1 or 2.
     BadField,
 }
 

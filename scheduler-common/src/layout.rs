@@ -360,16 +360,28 @@ impl Completion {
     be_field!(start_unix_ns, set_start_unix_ns, start_unix_ns, u64);
 }
 
-/// CLAIM verdicts: 0 in a CLAIM (a question); GRANTED or DENIED in a CLAIM_REPLY.
+/// CLAIM verdicts: ASK or RENEW in a CLAIM (a question); GRANTED or DENIED in a
+/// CLAIM_REPLY.
 pub const CLAIM_ASK: u8 = 0;
 /// Run it: this executor holds the task's only claim for the current attempt.
 pub const CLAIM_GRANTED: u8 = 1;
 /// Do not run it: it is claimed already, Done, or unknown to the client.
 pub const CLAIM_DENIED: u8 = 2;
+/// Version 2: the holder of a claim asks to extend its lease (GRANTED: extended by the
+/// client's lease period; DENIED: the lease is gone, expired or the task final).
+pub const CLAIM_RENEW: u8 = 3;
+/// How often an executor renews the lease of a claimed task while it runs it. A client
+/// must grant leases of at least [`MIN_CLAIM_LEASE_MS`], so two renewals in a row can
+/// be lost before a live executor loses its lease.
+pub const CLAIM_RENEW_INTERVAL_MS: u64 = 250;
+/// The shortest lease a client grants: three renewal intervals.
+pub const MIN_CLAIM_LEASE_MS: u64 = 3 * CLAIM_RENEW_INTERVAL_MS;
 
 /// CLAIM and CLAIM_REPLY body (20 bytes): an executor asks the client that owns task
 /// (uid, jid, tid) for the right to run it; the client answers with the same body and
-/// its verdict. The claim is per attempt: a resubmission after a timeout opens a new one.
+/// its verdict. The claim is per attempt (a resubmission opens a new one) and leased: it
+/// lapses unless its holder renews it (CLAIM_RENEW), and a lapsed claim can be granted
+/// again.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Claim {
@@ -378,7 +390,7 @@ pub struct Claim {
     pub tid: [u8; 4],
     pub node: [u8; 2],
     pub executor: [u8; 2],
-    /// CLAIM_ASK in a CLAIM, CLAIM_GRANTED or CLAIM_DENIED in a CLAIM_REPLY.
+    /// CLAIM_ASK or CLAIM_RENEW in a CLAIM, CLAIM_GRANTED or CLAIM_DENIED in a CLAIM_REPLY.
     pub verdict: u8,
     pub pad: [u8; 3],
 }
@@ -402,6 +414,11 @@ impl Claim {
             verdict: CLAIM_ASK,
             pad: [0; 3],
         }
+    }
+
+    /// The renewal of this claim's lease.
+    pub fn renewal(&self) -> Claim {
+        Claim { verdict: CLAIM_RENEW, ..*self }
     }
 
     /// The same claim answered with `verdict`.

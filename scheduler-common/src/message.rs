@@ -285,7 +285,7 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
         Op::Claim | Op::ClaimReply => {
             let c = view::<Claim>(fixed).ok_or_else(bad)?;
             let verdict_ok = match op {
-                Op::Claim => c.verdict == CLAIM_ASK,
+                Op::Claim => c.verdict == CLAIM_ASK || c.verdict == CLAIM_RENEW,
                 _ => c.verdict == CLAIM_GRANTED || c.verdict == CLAIM_DENIED,
             };
             if !verdict_ok || c.pad != [0; 3] {
@@ -460,7 +460,8 @@ pub fn encode_return(buf: &mut [u8], entries: &[Entry]) -> Result<usize, EncodeE
     put(buf, Header::new(Op::Return, n, 0, 0, 0), &[], slice_as_bytes(entries))
 }
 
-/// A CLAIM: the executor asks the task's client for the right to run it (verdict CLAIM_ASK).
+/// A CLAIM: the executor asks the task's client for the right to run it (verdict CLAIM_ASK)
+/// or to extend the lease of a claim it holds (CLAIM_RENEW).
 pub fn encode_claim(buf: &mut [u8], c: &Claim) -> Result<usize, EncodeError> {
     put(buf, Header::new(Op::Claim, 0, 0, 0, 0), as_bytes(c), &[])
 }

@@ -31,6 +31,9 @@ pub enum Command {
     Executor(executor::ExecutorArgs),
     /// Submit jobs of tasks to the switch, track them to completion and report latencies.
     Submit(client::SubmitArgs),
+    /// The job queue of a running `bolt submit --metrics`: tasks per state, Pending per
+    /// resource, the oldest Pending task, the failure alarm and the scale-up signal.
+    Jobs(client::JobsArgs),
     /// Run the software switch (tier 2's global priority queues over UDP), or read a
     /// running one's counters (`bolt switch stats`).
     Switch(switch::SwitchCli),
@@ -86,6 +89,7 @@ pub fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Executor(args) => executor::run(args),
         Command::Submit(args) => client::run(args),
+        Command::Jobs(args) => client::run_jobs(args),
         Command::Switch(switch::SwitchCli { command: Some(switch::SwitchCommand::Stats(args)), .. }) => {
             switch::run_stats(args, out)
         }

@@ -767,6 +767,7 @@ fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     put(Op::Return, &|b| encode_return(b, &entries).unwrap());
     let claim = Claim::of(&entries[1], 4, 2);
     put(Op::Claim, &|b| encode_claim(b, &claim).unwrap());
+    put(Op::Claim, &|b| encode_claim(b, &claim.renewal()).unwrap());
     put(Op::ClaimReply, &|b| encode_claim_reply(b, &claim.answered(CLAIM_DENIED)).unwrap());
     out
 }

@@ -1,6 +1,7 @@
 //! `bolt bench`: the measurements behind docs/benchmarks.md. Each experiment runs alone
 //! and prints a table or, with --json, one JSON object.
 
+pub mod bitvectors;
 pub mod claims;
 pub mod cluster;
 pub mod constraints;
@@ -38,6 +39,9 @@ pub enum Experiment {
     /// What exactly-once execution (claim before run) costs: tasks/s and submit→start
     /// latency with and without it, in alternating rounds of one run.
     Claims(claims::ClaimsArgs),
+    /// The client's job queue at scale: bytes per task and selection latency of the
+    /// state and resource bit vectors against a plain per-task array, at 10^6..10^8 ids.
+    Bitvectors(bitvectors::BitvectorsArgs),
     /// Bolt against Dask, Ray, Celery with Redis and a plain Redis pull queue, in one
     /// run on loopback: throughput and scheduling delay, and their ratios to Bolt.
     Peers(peers::PeersArgs),
@@ -84,6 +88,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Tiers(a) => return tiers::print(&tiers::run(&a)?, a.json),
         Experiment::Xdp(a) => return run_xdp(&a),
         Experiment::Claims(a) => return claims::print(&claims::run(&a)?, a.json),
+        Experiment::Bitvectors(a) => return bitvectors::print(&bitvectors::run(&a)?, a.json),
         Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
         Experiment::Steal(a) => return steal::print(&steal::run(&a)?, a.json),
         Experiment::All(a) => a,

@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use scheduler_common::descriptor::{valid_exec_name, Handler};
 
+use super::monitor::MonitorConfig;
 use super::{Client, ClientConfig, Summary, TaskSpec, TrackerConfig};
 use crate::executor::{parse_addr, parse_resources};
 
@@ -68,6 +69,30 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub exactly_once: bool,
 
+    /// How long a claim on an exactly-once task holds without a renewal, in
+    /// milliseconds (at least 750). An executor renews every 250 ms while it runs the
+    /// task; when the lease lapses (the executor died) the task is resent at once.
+    #[arg(long, value_name = "MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(scheduler_common::MIN_CLAIM_LEASE_MS..))]
+    pub claim_lease_ms: u64,
+
+    /// Failure alarm: Failed tasks added within one monitoring interval that raise it
+    /// (a warning log line and the metric `failed_surge_alarms`).
+    #[arg(long, value_name = "N", default_value_t = MonitorConfig::default().failed_surge)]
+    pub alarm_failed: u64,
+
+    /// Scale-up signal: Pending growth within one monitoring interval that counts as sharp.
+    #[arg(long, value_name = "N", default_value_t = MonitorConfig::default().pending_growth)]
+    pub scale_up_growth: u64,
+
+    /// Scale-up signal: sharp intervals in a row that raise it.
+    #[arg(long, value_name = "N", default_value_t = MonitorConfig::default().sustain)]
+    pub scale_up_intervals: u32,
+
+    /// The monitoring interval, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub monitor_interval_ms: u64,
+
     /// Number of jobs to submit.
     #[arg(long, value_name = "J", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: u32,
@@ -116,8 +141,10 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Serve the running summary (scheduling delay percentiles, tasks done) over HTTP at
-    /// this address, /stats (JSON) and /metrics (Prometheus), for `bolt top --client`.
+    /// Serve the running summary (scheduling delay percentiles, tasks done) and the job
+    /// queue (tasks per state and per resource, failure alarm, scale-up signal) over HTTP
+    /// at this address, /stats (JSON) and /metrics (Prometheus), for `bolt top --client`
+    /// and `bolt jobs`.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
 }
@@ -156,6 +183,13 @@ impl SubmitArgs {
         tracker.window = self.window as usize;
         tracker.queue_full_backoff = Duration::from_micros(self.queue_full_backoff_us);
         tracker.max_queue_full_bounces = self.max_queue_full_bounces;
+        tracker.claim_lease = Duration::from_millis(self.claim_lease_ms);
+        tracker.monitor = MonitorConfig {
+            interval: Duration::from_millis(self.monitor_interval_ms),
+            failed_surge: self.alarm_failed,
+            pending_growth: self.scale_up_growth,
+            sustain: self.scale_up_intervals,
+        };
         ClientConfig { switch: self.switch, bind: self.bind.map(|ip| SocketAddr::new(ip, 0)), tracker }
     }
 }
@@ -195,15 +229,15 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
         }
     });
     let progress = progress_bar(total);
-    let published = Arc::new(Mutex::new(client.summary()));
+    let published = Arc::new(Mutex::new((client.summary(), client.tracker().jobs_report())));
     let _metrics = match &args.metrics {
         Some(addr) => {
             let at = crate::metrics::parse_endpoint(addr, crate::metrics::CLIENT_PORT)?
                 .ok_or_else(|| anyhow::anyhow!("--metrics off: leave it out instead"))?;
             let source = published.clone();
             let source: crate::metrics::StatsSource = Arc::new(move || {
-                let summary = source.lock().map(|s| s.clone()).ok();
-                serde_json::json!({ "client": summary })
+                let (summary, jobs) = source.lock().map(|s| s.clone()).ok().unzip();
+                serde_json::json!({ "client": summary, "jobs": jobs })
             });
             crate::metrics::serve(Some(at), false, source)?
         }
@@ -213,7 +247,7 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
         update(bar, client);
         if _metrics.is_some() {
             if let Ok(mut p) = published.lock() {
-                *p = client.summary();
+                *p = (client.summary(), client.tracker().jobs_report());
             }
         }
     };
@@ -329,6 +363,16 @@ mod tests {
         assert_eq!(Handler::decode(&t.descriptor).unwrap(), Handler::Spin { micros: 250 });
         let e = parse(&["--tasks", "1", "--handler", "exec", "--command", "wc"]).unwrap();
         assert_eq!(Handler::decode(&e.task().unwrap().descriptor).unwrap(), Handler::Exec { name: b"wc" });
+    }
+
+    #[test]
+    fn lease_and_monitor_flags_reach_the_tracker() {
+        let a =
+            parse(&["--tasks", "1", "--handler", "noop", "--claim-lease-ms", "2000", "--alarm-failed", "7"]).unwrap();
+        let t = a.to_config().tracker;
+        assert_eq!(t.claim_lease, Duration::from_secs(2));
+        assert_eq!((t.monitor.failed_surge, t.monitor.sustain), (7, MonitorConfig::default().sustain));
+        assert!(parse(&["--tasks", "1", "--handler", "noop", "--claim-lease-ms", "100"]).is_err(), "below the minimum");
     }
 
     #[test]

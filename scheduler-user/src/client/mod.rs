@@ -21,6 +21,9 @@
 //! ```
 
 mod cli;
+pub mod job_queue;
+mod jobs_cli;
+pub mod monitor;
 mod state;
 mod stats;
 mod tracker;
@@ -40,9 +43,12 @@ use tokio::net::UdpSocket;
 use crate::executor::unix_now_ns;
 
 pub use cli::{run, HandlerKind, SubmitArgs};
+pub use jobs_cli::{run_jobs, JobsArgs};
 pub use state::{TaskState, TaskStates};
 pub use stats::{ClientStats, Latencies};
-pub use tracker::{CompletionEffect, JobProgress, JobReport, Packet, TaskRecord, TaskSpec, Tracker, TrackerConfig};
+pub use tracker::{
+    CompletionEffect, JobProgress, JobReport, JobsReport, Packet, TaskRecord, TaskSpec, Tracker, TrackerConfig,
+};
 
 /// Where a client sends and how it tracks.
 #[derive(Clone, Debug)]
@@ -197,6 +203,12 @@ impl Client {
         self.tracker.cancel_job(jid, Instant::now())
     }
 
+    /// Cancels every unfinished task that needs any of the resource bits `resources`
+    /// (see [`Tracker::cancel_needing`]).
+    pub fn cancel_needing(&mut self, resources: u8) -> u32 {
+        self.tracker.cancel_needing(resources, Instant::now())
+    }
+
     /// Records of tasks completed since the last call (with `record_tasks` on).
     pub fn take_records(&mut self) -> Vec<TaskRecord> {
         self.tracker.take_records()
@@ -302,7 +314,7 @@ impl Client {
                 self.tracker.on_queue_full(job, tasks, now);
             }
             Ok(Message::Claim(c)) => {
-                let verdict = if self.tracker.on_claim(c) { CLAIM_GRANTED } else { CLAIM_DENIED };
+                let verdict = if self.tracker.on_claim(c, now) { CLAIM_GRANTED } else { CLAIM_DENIED };
                 let reply = c.answered(verdict);
                 let sent =
                     encode_claim_reply(&mut self.tx, &reply).map(|len| self.socket.try_send_to(&self.tx[..len], from));

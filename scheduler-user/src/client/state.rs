@@ -101,6 +101,20 @@ impl TaskStates {
         true
     }
 
+    /// Moves every task of `tids` that is in `from` to `to` at once (set algebra, not one
+    /// id at a time). Returns how many moved; nothing moves out of a final state.
+    pub(crate) fn transition_range(&mut self, tids: Range<u32>, from: TaskState, to: TaskState) -> u64 {
+        if from.is_final() || from == to {
+            return 0;
+        }
+        let mut moving = RoaringBitmap::new();
+        moving.insert_range(tids);
+        moving &= &self.vectors[from.index()];
+        self.vectors[from.index()] -= &moving;
+        self.vectors[to.index()] |= &moving;
+        moving.len()
+    }
+
     /// Bytes the five vectors take when serialized (a measure of their compressed size).
     pub fn serialized_bytes(&self) -> usize {
         self.vectors.iter().map(|v| v.serialized_size()).sum()
@@ -153,6 +167,20 @@ mod tests {
         // Ids cannot be registered twice.
         assert!(s.add_pending(2..5).is_err());
         assert_eq!(s.count(TaskState::Pending), 2);
+    }
+
+    #[test]
+    fn a_range_moves_only_what_is_in_the_source_state() {
+        let mut s = TaskStates::new();
+        s.add_pending(0..10).unwrap();
+        assert!(s.transition(3, TaskState::Pending, TaskState::Canceled));
+        assert_eq!(s.transition_range(0..8, TaskState::Pending, TaskState::Running), 7);
+        assert_eq!(s.state_of(3), Some(TaskState::Canceled));
+        assert_eq!(s.transition_range(0..10, TaskState::Canceled, TaskState::Pending), 0);
+        assert_eq!((s.count(TaskState::Running), s.count(TaskState::Pending)), (7, 2));
+        for tid in 0..10 {
+            assert!(in_exactly_one(&s, tid), "task {tid}");
+        }
     }
 
     #[test]

@@ -57,6 +57,14 @@ pub struct ClientStats {
     /// CLAIMs granted (the executor runs the task) and denied (it drops it unrun).
     pub claims_granted: u64,
     pub claims_denied: u64,
+    /// Claims granted on an attempt whose earlier claim had lapsed (its holder died or
+    /// went silent for longer than the lease).
+    pub claims_regranted: u64,
+    /// CLAIM_RENEWs granted (lease extended) and denied (the lease had lapsed).
+    pub leases_renewed: u64,
+    pub renewals_denied: u64,
+    /// Leases that lapsed without COMPLETE or renewal; the task was resent at once.
+    pub leases_expired: u64,
 }
 
 /// Latency distributions and the time span of the work, for the summary.

@@ -23,10 +23,12 @@ use std::time::{Duration, Instant};
 
 use scheduler_common::descriptor::Handler;
 use scheduler_common::{
-    Claim, Completion, JobRef, Task, FLAG_RESUBMIT, MAX_LIST, MAX_PRIORITIES, STATUS_OK, STATUS_REFUSED,
-    TASK_FLAG_EXACTLY_ONCE,
+    Claim, Completion, JobRef, Task, CLAIM_RENEW, FLAG_RESUBMIT, MAX_LIST, MAX_PRIORITIES, MIN_CLAIM_LEASE_MS,
+    STATUS_OK, STATUS_REFUSED, TASK_FLAG_EXACTLY_ONCE,
 };
 
+use super::job_queue::{ResourceIndex, RESOURCE_BITS};
+use super::monitor::{MonitorConfig, MonitorReport, StateMonitor};
 use super::state::{TaskState, TaskStates};
 use super::stats::{ClientStats, Latencies};
 
@@ -51,6 +53,12 @@ pub struct TrackerConfig {
     /// per-task latencies (priority, node, time of completion). Off by default: the
     /// log grows with the number of tasks.
     pub record_tasks: bool,
+    /// How long a granted claim holds without a renewal (at least
+    /// [`MIN_CLAIM_LEASE_MS`]). While it holds, the attempt does not time out; when it
+    /// lapses the task is resent at once (or failed, on its last attempt).
+    pub claim_lease: Duration,
+    /// Thresholds of the failure alarm and the scale-up signal.
+    pub monitor: MonitorConfig,
 }
 
 impl TrackerConfig {
@@ -64,6 +72,8 @@ impl TrackerConfig {
             queue_full_backoff_max: Duration::from_millis(20),
             max_queue_full_bounces: 1000,
             record_tasks: false,
+            claim_lease: Duration::from_secs(1),
+            monitor: MonitorConfig::default(),
         }
     }
 }
@@ -155,6 +165,23 @@ pub enum CompletionEffect {
     Ignored,
 }
 
+/// The job queue at a glance (`bolt jobs`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct JobsReport {
+    pub pending: u64,
+    pub running: u64,
+    pub done: u64,
+    pub failed: u64,
+    pub canceled: u64,
+    /// Pending tasks that need resource bit i, for i in 0..8.
+    pub pending_by_resource: [u64; RESOURCE_BITS],
+    /// The lowest Pending task id (the oldest: ids grow in submission order).
+    pub oldest_pending: Option<u32>,
+    pub monitor: MonitorReport,
+    /// Bytes of the state and resource vectors, serialized.
+    pub vector_bytes: u64,
+}
+
 /// A SUBMIT to send: the job, header flags and the first `count` tasks of the buffer
 /// passed to [`Tracker::next_packet`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,8 +203,12 @@ struct Slot {
     /// Bumped on every send, so a timeout entry can tell whether it is still current.
     send_stamp: u32,
     /// The `send_stamp` of the attempt an executor holds the claim of (0: none): one
-    /// claim per attempt, so the table of claims is this field of the bounded slot table.
+    /// live claim per attempt, so the table of claims is these fields of the bounded
+    /// slot table.
     claimed_stamp: u32,
+    /// Who holds that claim (node << 16 | executor) and until when.
+    lease_owner: u32,
+    lease_until: Instant,
 }
 
 #[derive(Clone, Debug)]
@@ -213,6 +244,9 @@ fn attempt_timeout(task_timeout: Duration, attempt: u8) -> Duration {
 pub struct Tracker {
     cfg: TrackerConfig,
     states: TaskStates,
+    /// Which tasks need which resource, beside the state vectors.
+    resources: ResourceIndex,
+    monitor: StateMonitor,
     /// Per-task data of unfinished jobs, indexed by `tid - base_tid`. Finished jobs at
     /// the front are dropped; their ids stay in the final state vectors.
     slots: VecDeque<Slot>,
@@ -226,7 +260,7 @@ pub struct Tracker {
     ready: VecDeque<u32>,
     /// Bounced tasks and when they may go out again.
     backoff: BinaryHeap<Reverse<(Instant, u32)>>,
-    /// (deadline, tid, send stamp) per attempt, earliest first.
+    /// (deadline, tid, send stamp) per attempt and per claim lease, earliest first.
     timeouts: BinaryHeap<Reverse<(Instant, u32, u32)>>,
     running: usize,
     finished: Vec<JobReport>,
@@ -240,8 +274,10 @@ impl Tracker {
     pub fn new(cfg: TrackerConfig) -> Tracker {
         let rng = 0x2545_F491_4F6C_DD1D ^ (cfg.uid as u64) << 17 | 1;
         Tracker {
+            monitor: StateMonitor::new(cfg.monitor.clone()),
             cfg,
             states: TaskStates::new(),
+            resources: ResourceIndex::new(),
             slots: VecDeque::new(),
             base_tid: 0,
             next_tid: 0,
@@ -318,6 +354,9 @@ impl Tracker {
     /// Adds a job; its tasks are Pending until [`Tracker::next_packet`] sends them.
     /// Returns the job id.
     pub fn add_job(&mut self, specs: &[TaskSpec], now: Instant) -> anyhow::Result<u32> {
+        if self.cfg.claim_lease < Duration::from_millis(MIN_CLAIM_LEASE_MS) {
+            anyhow::bail!("a claim lease must be at least {MIN_CLAIM_LEASE_MS} ms");
+        }
         if specs.is_empty() {
             anyhow::bail!("a job needs at least one task");
         }
@@ -341,6 +380,7 @@ impl Tracker {
                 ..Task::default()
             };
             task.set_tid(tid);
+            self.resources.register(tid..tid + 1, spec.resources);
             self.slots.push_back(Slot {
                 task,
                 jid,
@@ -349,6 +389,8 @@ impl Tracker {
                 bounces: 0,
                 send_stamp: 0,
                 claimed_stamp: 0,
+                lease_owner: 0,
+                lease_until: now,
             });
             self.ready.push_back(tid);
         }
@@ -411,28 +453,62 @@ impl Tracker {
         task
     }
 
-    /// Decides an executor's CLAIM on a task (exactly-once execution): granted only for a
-    /// task of this client that is Running and whose current attempt nobody has claimed.
-    /// A duplicate delivery of the same attempt, a task Done, Failed, Canceled or waiting
-    /// to be resent, and an unknown task are denied, so the executor drops them unrun. A
-    /// resubmission (after a timeout, say of an executor that claimed and died) is a new
-    /// attempt and can be claimed again.
-    pub fn on_claim(&mut self, c: &Claim) -> bool {
-        let granted = c.uid() == self.cfg.uid
-            && self.states.state_of(c.tid()) == Some(TaskState::Running)
-            && match self.slot_mut(c.tid()) {
-                Some(slot) if slot.jid == c.jid() && slot.claimed_stamp != slot.send_stamp => {
-                    slot.claimed_stamp = slot.send_stamp;
-                    true
-                }
-                _ => false,
-            };
-        if granted {
+    /// Decides an executor's CLAIM on a task (exactly-once execution with leases).
+    ///
+    /// A CLAIM_ASK is granted for a task of this client that is Running when nobody
+    /// holds a live claim on its current attempt: the first claim, or one made after the
+    /// holder's lease lapsed (the holder died or went silent). The grant names the
+    /// claimant as owner and leases it for `claim_lease`. A duplicate delivery while the
+    /// lease lives, a task Done, Failed, Canceled or waiting to be resent, and an unknown
+    /// task are denied, so the executor drops them unrun.
+    ///
+    /// A CLAIM_RENEW is granted only to the owner of the live claim and extends the lease
+    /// by `claim_lease` from now; otherwise it is denied (the lease lapsed: the task was
+    /// resent or re-granted, or it is final).
+    pub fn on_claim(&mut self, c: &Claim, now: Instant) -> bool {
+        let lease = self.cfg.claim_lease;
+        let owner = (c.node() as u32) << 16 | c.executor() as u32;
+        let renew = c.verdict == CLAIM_RENEW;
+        let running = c.uid() == self.cfg.uid && self.states.state_of(c.tid()) == Some(TaskState::Running);
+        let mut regranted = false;
+        let mut granted_until = None;
+        if let Some(slot) = self.slot_mut(c.tid()).filter(|s| running && s.jid == c.jid()) {
+            let claimed = slot.claimed_stamp == slot.send_stamp;
+            let live = claimed && slot.lease_until > now;
+            if renew && live && slot.lease_owner == owner {
+                slot.lease_until = now + lease;
+            } else if !renew && !live {
+                regranted = claimed;
+                slot.claimed_stamp = slot.send_stamp;
+                slot.lease_owner = owner;
+                slot.lease_until = now + lease;
+                granted_until = Some((slot.lease_until, slot.send_stamp));
+            } else {
+                return self.deny_claim(renew);
+            }
+        } else {
+            return self.deny_claim(renew);
+        }
+        if let Some((until, stamp)) = granted_until {
+            // The lease's own expiry, so a claimant that dies is noticed at once.
+            self.timeouts.push(Reverse((until, c.tid(), stamp)));
             self.stats.claims_granted += 1;
+        } else {
+            self.stats.leases_renewed += 1;
+        }
+        if regranted {
+            self.stats.claims_regranted += 1;
+        }
+        true
+    }
+
+    fn deny_claim(&mut self, renew: bool) -> bool {
+        if renew {
+            self.stats.renewals_denied += 1;
         } else {
             self.stats.claims_denied += 1;
         }
-        granted
+        false
     }
 
     /// Applies a COMPLETE.
@@ -563,6 +639,9 @@ impl Tracker {
     /// Expires attempts past their timeout and releases bounced tasks whose back-off
     /// is over. Call whenever time has passed.
     pub fn on_tick(&mut self, now: Instant) {
+        if self.monitor.is_due(now) {
+            self.monitor.observe(now, self.states.count(TaskState::Pending), self.states.count(TaskState::Failed));
+        }
         while let Some(&Reverse((deadline, tid, stamp))) = self.timeouts.peek() {
             if deadline > now {
                 break;
@@ -575,8 +654,19 @@ impl Tracker {
             if slot.send_stamp != stamp {
                 continue;
             }
+            let claimed = slot.claimed_stamp == stamp;
+            if claimed && slot.lease_until > now {
+                // A live lease outlasts the attempt's timeout: wake again at its expiry.
+                self.timeouts.push(Reverse((slot.lease_until, tid, stamp)));
+                continue;
+            }
             self.running -= 1;
-            self.stats.timeouts += 1;
+            if claimed {
+                self.stats.leases_expired += 1;
+                tracing::debug!(tid, owner = slot.lease_owner, "claim lease lapsed; resending the task");
+            } else {
+                self.stats.timeouts += 1;
+            }
             if slot.attempts >= self.cfg.max_attempts {
                 self.stats.lost += 1;
                 self.states.transition(tid, TaskState::Running, TaskState::Failed);
@@ -620,20 +710,64 @@ impl Tracker {
     pub fn cancel_job(&mut self, jid: u32, now: Instant) -> u32 {
         let Some(job) = self.jobs.get(&jid) else { return 0 };
         let range = job.first_tid..job.first_tid + job.tasks;
-        let mut canceled = 0;
-        for tid in range {
-            let from = match self.states.state_of(tid) {
-                Some(s @ (TaskState::Pending | TaskState::Running)) => s,
-                _ => continue,
-            };
-            self.states.transition(tid, from, TaskState::Canceled);
-            if from == TaskState::Running {
-                self.running -= 1;
-            }
-            canceled += 1;
-            self.finish_task(jid, TaskState::Canceled, now);
+        range.filter(|&tid| self.cancel_task(tid, now)).count() as u32
+    }
+
+    /// Cancels every unfinished task that needs any of the resource bits in `resources`
+    /// (affinity of the unfinished tasks to those resources), as [`Tracker::cancel_job`]
+    /// does. Returns how many tasks were canceled.
+    pub fn cancel_needing(&mut self, resources: u8, now: Instant) -> u32 {
+        let doomed = self.resources.affinity(&self.unfinished(), resources);
+        doomed.iter().filter(|&tid| self.cancel_task(tid, now)).count() as u32
+    }
+
+    fn cancel_task(&mut self, tid: u32, now: Instant) -> bool {
+        let from = match self.states.state_of(tid) {
+            Some(s @ (TaskState::Pending | TaskState::Running)) => s,
+            _ => return false,
+        };
+        let Some(jid) = self.slot(tid).map(|s| s.jid) else { return false };
+        self.states.transition(tid, from, TaskState::Canceled);
+        if from == TaskState::Running {
+            self.running -= 1;
         }
-        canceled
+        self.finish_task(jid, TaskState::Canceled, now);
+        true
+    }
+
+    /// Pending ∨ Running: the tasks not final yet.
+    fn unfinished(&self) -> roaring::RoaringBitmap {
+        self.states.vector(TaskState::Pending) | self.states.vector(TaskState::Running)
+    }
+
+    /// The resource inverted lists.
+    pub fn resources(&self) -> &ResourceIndex {
+        &self.resources
+    }
+
+    /// The backlog an executor offering `offered` could take: unfinished tasks (Pending
+    /// at the client, or Running: queued at a switch or executing) that need nothing it
+    /// lacks. For a provisioner choosing which resource class of executor to start.
+    pub fn backlog_for(&self, offered: u8) -> u64 {
+        self.resources.feasible(&self.unfinished(), offered).len()
+    }
+
+    /// What `bolt jobs` shows: the state counts, Pending per resource, the oldest
+    /// Pending task and the monitor's signals.
+    pub fn jobs_report(&self) -> JobsReport {
+        let s = &self.states;
+        let pending = s.vector(TaskState::Pending);
+        JobsReport {
+            pending: s.count(TaskState::Pending),
+            running: s.count(TaskState::Running),
+            done: s.count(TaskState::Done),
+            failed: s.count(TaskState::Failed),
+            canceled: s.count(TaskState::Canceled),
+            pending_by_resource: self.resources.count_per_resource(pending),
+            oldest_pending: pending.min(),
+            monitor: self.monitor.report(),
+            vector_bytes: (s.serialized_bytes() + self.resources.serialized_bytes()) as u64,
+        }
     }
 
     fn finish_task(&mut self, jid: u32, outcome: TaskState, now: Instant) {

@@ -39,6 +39,10 @@ pub struct ExecutorCounters {
     pub claims_granted: AtomicU64,
     pub claims_denied: AtomicU64,
     pub claims_unanswered: AtomicU64,
+    /// Lease renewals of running claimed tasks the client granted, and leases lost (a
+    /// renewal denied: the lease had lapsed).
+    pub leases_renewed: AtomicU64,
+    pub leases_lost: AtomicU64,
     /// Malformed input, one counter per kind (see [`DecodeError::NAMES`]).
     pub decode_errors: [AtomicU64; DecodeError::KINDS],
 }
@@ -66,6 +70,8 @@ pub struct CounterSnapshot {
     pub claims_granted: u64,
     pub claims_denied: u64,
     pub claims_unanswered: u64,
+    pub leases_renewed: u64,
+    pub leases_lost: u64,
     pub decode_errors: u64,
     /// Malformed input by kind, for the kinds seen.
     pub decode_errors_by_kind: Vec<(&'static str, u64)>,
@@ -98,6 +104,8 @@ impl CounterSnapshot {
         self.claims_granted += r(&c.claims_granted);
         self.claims_denied += r(&c.claims_denied);
         self.claims_unanswered += r(&c.claims_unanswered);
+        self.leases_renewed += r(&c.leases_renewed);
+        self.leases_lost += r(&c.leases_lost);
         for (i, a) in c.decode_errors.iter().enumerate() {
             let n = r(a);
             if n == 0 {

@@ -16,6 +16,7 @@
 mod cli;
 mod counters;
 mod handlers;
+mod lease;
 mod worker;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -137,6 +138,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             noop_backoff: cfg.noop_backoff,
             get_timeout: cfg.get_timeout,
             handlers: handlers.clone(),
+            lease: lease::LeaseKeeper::new(counters.clone()),
             counters,
             stop: stop.clone(),
             read_timeout: cfg.get_timeout,

@@ -14,6 +14,7 @@ use scheduler_common::{
 
 use super::counters::{bump, ExecutorCounters};
 use super::handlers::{Handlers, Outcome, Refusal};
+use super::lease::LeaseKeeper;
 
 /// RTRV_PRIO of every GET_TASK: search from the highest priority level down.
 pub const RTRV_PRIO: u8 = 1;
@@ -115,6 +116,8 @@ pub(crate) struct Worker {
     pub stash: Vec<Entry>,
     /// Where assignments are recorded, if they are.
     pub assignments: Option<Arc<Mutex<Vec<AssignmentRecord>>>>,
+    /// Renews the lease of the claimed task running now.
+    pub lease: LeaseKeeper,
 }
 
 impl Worker {
@@ -377,6 +380,13 @@ impl Worker {
                 );
                 return answers;
             }
+            // Keep the claim's lease while the task runs (renewals stop when this drops).
+            let _lease = self.client_of(entry).map(|client| {
+                let ip = self.socket.local_addr().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
+                self.lease.hold(&Claim::of(entry, self.node, self.index), client, ip)
+            });
+            self.run_and_report(entry, tx);
+            return answers;
         }
         self.run_and_report(entry, tx);
         answers

@@ -63,7 +63,23 @@ pub fn get_json(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Resu
 }
 
 /// Fields whose value is a level rather than a running count.
-const GAUGES: [&str; 7] = ["queue_depth", "capacity", "queued", "reserved", "ring_capacity", "unfinished", "elapsed_s"];
+const GAUGES: [&str; 14] = [
+    "queue_depth",
+    "capacity",
+    "queued",
+    "reserved",
+    "ring_capacity",
+    "unfinished",
+    "elapsed_s",
+    // The client's job queue (`jobs`): state levels and the scale-up level.
+    "pending",
+    "running",
+    "pending_by_resource",
+    "oldest_pending",
+    "scale_up",
+    "pending_growth_streak",
+    "vector_bytes",
+];
 
 /// A level (gauge) rather than a running count: sizes, occupancy, percentiles, rates.
 fn is_gauge(field: &str) -> bool {
@@ -83,6 +99,7 @@ fn array_label(field: &str, i: usize) -> (&'static str, String) {
             "kind",
             scheduler_common::DecodeError::NAMES.get(i).map(|n| n.to_string()).unwrap_or_else(|| i.to_string()),
         ),
+        "pending_by_resource" => ("resource", i.to_string()),
         _ => ("priority", (i + 1).to_string()),
     }
 }

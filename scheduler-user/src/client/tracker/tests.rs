@@ -413,21 +413,32 @@ fn claims_are_granted_once_per_attempt() {
         c.set_tid(tid);
         c
     };
-    assert!(t.on_claim(&claim(7, 0)));
-    assert!(!t.on_claim(&claim(7, 0)), "a second claim on the same attempt");
-    assert!(!t.on_claim(&claim(8, 1)), "another client's uid");
-    assert!(!t.on_claim(&claim(7, 99)), "an unknown task");
-    // Task 0 times out (its claimant died): its next attempt can be claimed.
-    now += 100 * MS;
+    assert!(t.on_claim(&claim(7, 0), now));
+    assert!(!t.on_claim(&claim(7, 0), now), "a second claim on the same attempt");
+    assert!(!t.on_claim(&claim(8, 1), now), "another client's uid");
+    assert!(!t.on_claim(&claim(7, 99), now), "an unknown task");
+    // Task 0's lease lapses (its claimant died): it is resent, and its next attempt can
+    // be claimed.
+    now += t.config().claim_lease;
     t.on_tick(now);
-    assert!(!t.on_claim(&claim(7, 0)), "waiting to be resent");
+    assert!(!t.on_claim(&claim(7, 0), now), "waiting to be resent");
     drain(&mut t, now);
-    assert!(t.on_claim(&claim(7, 0)), "the resubmission is a new attempt");
-    assert!(t.on_claim(&claim(7, 1)));
+    assert!(t.on_claim(&claim(7, 0), now), "the resubmission is a new attempt");
+    assert!(t.on_claim(&claim(7, 1), now));
     assert_eq!(t.on_complete(&complete(7, jid, 1, STATUS_OK, 1), now), CompletionEffect::Done);
-    assert!(!t.on_claim(&claim(7, 1)), "a task Done");
+    assert!(!t.on_claim(&claim(7, 1), now), "a task Done");
     assert_eq!((t.stats().claims_granted, t.stats().claims_denied), (3, 5));
     check_invariants(&t);
+}
+
+fn claim_by(jid: u32, tid: u32, node: u16, executor: u16) -> Claim {
+    let mut c = Claim::default();
+    c.set_uid(7);
+    c.set_jid(jid);
+    c.set_tid(tid);
+    c.set_node(node);
+    c.set_executor(executor);
+    c
 }
 
 /// A delivery lost on the way (an ASSIGN the XDP program sent and the link dropped) makes
@@ -442,26 +453,144 @@ fn a_late_copy_of_an_earlier_attempt_and_the_resubmission_run_once_between_them(
     let mut t = Tracker::new(cfg());
     let jid = t.add_job(&specs(2), now).unwrap();
     drain(&mut t, now);
-    let claim = |tid: u32| {
-        let mut c = Claim::default();
-        c.set_uid(7);
-        c.set_jid(jid);
-        c.set_tid(tid);
-        c
-    };
+    // The late first copy reached executor (1, 1), the resubmission's copy (2, 2).
+    let (late, resent) = (|tid| claim_by(jid, tid, 1, 1), |tid| claim_by(jid, tid, 2, 2));
     // Neither first delivery reached an executor; both tasks time out.
     now += 100 * MS;
     t.on_tick(now);
-    assert!(!t.on_claim(&claim(0)), "the late first copy, while the task waits to be resent");
+    assert!(!t.on_claim(&late(0), now), "the late first copy, while the task waits to be resent");
     drain(&mut t, now);
     // Task 0: the late first copy claims before the resubmission's copy.
-    assert!(t.on_claim(&claim(0)), "the first copy to claim the current attempt runs");
-    assert!(!t.on_claim(&claim(0)), "the resubmission's copy is dropped unrun");
+    assert!(t.on_claim(&late(0), now), "the first copy to claim the current attempt runs");
+    assert!(!t.on_claim(&resent(0), now), "the resubmission's copy is dropped unrun");
     // Task 1: the other way round.
-    assert!(t.on_claim(&claim(1)), "the resubmission's copy runs");
-    assert!(!t.on_claim(&claim(1)), "the late first copy is dropped unrun");
+    assert!(t.on_claim(&resent(1), now), "the resubmission's copy runs");
+    assert!(!t.on_claim(&late(1), now), "the late first copy is dropped unrun");
     assert_eq!(t.on_complete(&complete(7, jid, 0, STATUS_OK, 1), now), CompletionEffect::Done);
-    assert!(!t.on_claim(&claim(0)), "a copy arriving after the task is Done");
+    assert!(!t.on_claim(&late(0), now), "a copy arriving after the task is Done");
     assert_eq!((t.stats().claims_granted, t.stats().claims_denied), (2, 4));
+}
+
+/// A lease holds past the task timeout while its owner renews it; only the owner may
+/// renew; once it lapses another executor's claim on the same attempt is granted, and
+/// with nobody claiming the task is resent at the lease's expiry.
+#[test]
+fn leases_are_renewed_by_their_owner_and_regranted_after_they_lapse() {
+    let mut now = Instant::now();
+    let mut c = cfg();
+    c.claim_lease = Duration::from_millis(MIN_CLAIM_LEASE_MS);
+    let lease = c.claim_lease;
+    let mut t = Tracker::new(c);
+    let jid = t.add_job(&specs(1), now).unwrap();
+    drain(&mut t, now);
+    let owner = claim_by(jid, 0, 1, 1);
+    let other = claim_by(jid, 0, 2, 5);
+    assert!(t.on_claim(&owner, now));
+    assert!(!t.on_claim(&other, now), "the lease is live");
+    // Renewed for ten task timeouts: the attempt neither times out nor is resent.
+    for _ in 0..10 {
+        now += 100 * MS;
+        t.on_tick(now);
+        assert!(t.on_claim(&owner.renewal(), now));
+        assert!(!t.on_claim(&other.renewal(), now), "not the owner");
+    }
+    assert_eq!(t.states().state_of(0), Some(TaskState::Running));
+    assert_eq!((t.stats().timeouts, t.stats().resubmitted), (0, 0));
+    // The owner goes silent: after the lease, another executor's claim is granted
+    // (a duplicate copy of the same attempt), and the old owner's renewal is denied.
+    now += lease;
+    assert!(t.on_claim(&other, now));
+    assert!(!t.on_claim(&owner.renewal(), now));
+    assert_eq!(t.stats().claims_regranted, 1);
+    // The new owner dies too: at its lease's expiry the client resends the task itself.
+    now += lease;
+    t.on_tick(now);
+    assert_eq!(t.states().state_of(0), Some(TaskState::Pending));
+    assert_eq!(t.stats().leases_expired, 1);
+    let resent = drain(&mut t, now);
+    assert_eq!(resent.len(), 1);
+    assert_eq!(resent[0].1, FLAG_RESUBMIT);
+    assert!(t.on_claim(&owner, now), "the resubmission is a new attempt");
+    assert_eq!(t.on_complete(&complete(7, jid, 0, STATUS_OK, 1), now), CompletionEffect::Done);
+    assert!(!t.on_claim(&owner.renewal(), now), "a task Done");
+    assert_eq!(t.stats().renewals_denied, 12);
+    check_invariants(&t);
+}
+
+/// The last attempt's lease lapsing fails the task as lost, like a timeout.
+#[test]
+fn a_lapsed_lease_on_the_last_attempt_fails_the_task() {
+    let mut now = Instant::now();
+    let mut c = cfg();
+    c.max_attempts = 1;
+    let lease = c.claim_lease;
+    let mut t = Tracker::new(c);
+    let jid = t.add_job(&specs(1), now).unwrap();
+    drain(&mut t, now);
+    assert!(t.on_claim(&claim_by(jid, 0, 1, 1), now));
+    now += lease;
+    t.on_tick(now);
+    assert_eq!(t.states().state_of(0), Some(TaskState::Failed));
+    assert_eq!((t.stats().lost, t.stats().leases_expired), (1, 1));
+    check_invariants(&t);
+}
+
+/// Resource lists in the tracker: Pending per resource, cancel by resource, and the
+/// backlog an executor class could take.
+#[test]
+fn resource_lists_count_cancel_and_size_the_backlog() {
+    let now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    // Resources cycle 0, 1, 2 (bit 0, bit 1): tasks 1, 4, 7 need bit 0; 2, 5, 8 bit 1.
+    t.add_job(&specs(9), now).unwrap();
+    let report = t.jobs_report();
+    assert_eq!(report.pending, 9);
+    assert_eq!(&report.pending_by_resource[..3], &[3, 3, 0]);
+    assert_eq!(report.oldest_pending, Some(0));
+    assert_eq!(t.backlog_for(0), 3);
+    assert_eq!(t.backlog_for(0b01), 6);
+    assert_eq!(t.backlog_for(0b11), 9);
+    assert_eq!(t.cancel_needing(0b10, now), 3);
+    assert_eq!(t.backlog_for(0b11), 6);
+    let report = t.jobs_report();
+    assert_eq!((report.pending, report.canceled), (6, 3));
+    assert_eq!(&report.pending_by_resource[..2], &[3, 0]);
+    for tid in [2, 5, 8] {
+        assert_eq!(t.states().state_of(tid), Some(TaskState::Canceled));
+    }
+    check_invariants(&t);
+}
+
+/// The monitor sees the tracker's vectors on every tick: failures in a burst raise the
+/// alarm, and a client adding work faster than its window drains raises the scale-up
+/// signal.
+#[test]
+fn ticks_feed_the_failure_alarm_and_the_scale_up_signal() {
+    let mut now = Instant::now();
+    let mut c = cfg();
+    c.max_attempts = 1;
+    c.window = 10;
+    // Nothing times out here: the only failures are the burst below.
+    c.task_timeout = Duration::from_secs(10);
+    c.monitor = MonitorConfig { interval: 100 * MS, failed_surge: 5, pending_growth: 20, sustain: 3 };
+    let mut t = Tracker::new(c);
+    let jid = t.add_job(&specs(10), now).unwrap();
+    t.on_tick(now);
+    drain(&mut t, now);
+    for tid in 0..10 {
+        t.on_complete(&complete(7, jid, tid, STATUS_FAILED, 1), now);
+    }
+    now += 100 * MS;
+    t.on_tick(now);
+    assert_eq!(t.jobs_report().monitor.failed_surge_alarms, 1);
+    // 30 more tasks per interval, the window full: Pending grows for three intervals.
+    for _ in 0..3 {
+        t.add_job(&specs(30), now).unwrap();
+        drain(&mut t, now);
+        now += 100 * MS;
+        t.on_tick(now);
+    }
+    let m = t.jobs_report().monitor;
+    assert_eq!((m.scale_up, m.scale_up_signals, m.failed_surge_alarms), (1, 1, 1));
     check_invariants(&t);
 }
