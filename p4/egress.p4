@@ -2,11 +2,13 @@
  * Part of bolt.p4, which includes the parts in this order. */
 
 /* ------------------------------------------------------------------------------------
- * Egress: tells the two copies of a fork apart and turns a spawned copy with a repair
- * into a REPAIR packet (op REPAIR, RepairState after the Bolt header).
+ * Egress: tells the two copies of a fork apart, turns a spawned copy with a repair into
+ * a REPAIR packet (op REPAIR, RepairState after the Bolt header), and tells a mirror
+ * copy (a bounce, or the search after a full REFILL batch) what it is.
  * ---------------------------------------------------------------------------------- */
 
 struct egress_headers_t {
+    bolt_mirror_h  mirror;
     bolt_pass_h    pass;
     ethernet_h     ethernet;
     ipv4_h         ipv4;
@@ -21,6 +23,13 @@ parser BoltEgressParser(packet_in pkt,
                         out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
         pkt.extract(eg_intr_md);
+        transition select(pkt.lookahead<bit<8>>()) {
+            PASS_MIRRORED : parse_mirror;
+            default       : parse_pass;
+        }
+    }
+    state parse_mirror { pkt.extract(hdr.mirror); transition parse_pass; }
+    state parse_pass {
         pkt.extract(hdr.pass);
         transition select(hdr.pass.recirculate, hdr.pass.flags) {
             (1, PF_SPAWN_REPAIR &&& PF_SPAWN_REPAIR) : parse_ethernet;
@@ -40,12 +49,29 @@ control BoltEgress(inout egress_headers_t hdr,
                    inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                    inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
     apply {
-        if (hdr.pass.recirculate == 0) {
+        if (hdr.mirror.isValid()) {
+            /* a mirror copy, cut by its session, back to the recirculation port */
+            hdr.mirror.setInvalid();
+            hdr.pass.recirculate = 1;
+            if ((hdr.pass.flags & PF_MIRROR_SEARCH) != 0) {
+                /* the search after a full batch: cut back to the request, nothing found */
+                hdr.pass.copy = PASS_CONTINUE;
+                hdr.pass.step = STEP_RETRIEVE;
+                hdr.pass.listed = 0;
+                hdr.pass.parse_path = PP_REFILL;
+                hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST);
+            } else {
+                /* a bounce: the QUEUE_FULL of the one item it was cut after */
+                hdr.pass.copy = PASS_SPAWN;
+                hdr.pass.parse_path = hdr.pass.spawn_path;
+                hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST | PF_MIRROR_BOUNCE);
+            }
+        } else if (hdr.pass.recirculate == 0) {
             hdr.pass.setInvalid();
         } else {
             if (eg_intr_md.egress_rid == RID_SPAWN) {
                 hdr.pass.copy = PASS_SPAWN;
-                hdr.pass.parse_path = hdr.pass.spawn_path;
+                hdr.pass.parse_path = PP_REPAIR;
             } else if (eg_intr_md.egress_rid == RID_CONTINUE) {
                 hdr.pass.copy = PASS_CONTINUE;
             }
@@ -61,6 +87,8 @@ control BoltEgress(inout egress_headers_t hdr,
                 hdr.repair_state.target = hdr.pass.repair_target;
                 hdr.repair_state.pad = 0;
                 hdr.repair_state.value = hdr.pass.repair_value;
+                /* a mirror copy of the same pass carries the bounce, not this one */
+                hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST | PF_SPAWN_REPAIR);
             }
         }
     }
