@@ -132,11 +132,11 @@ const bit<16> RID_SPAWN    = 2;
  * "One list item per pass"). The copy comes back as PASS_SPAWN (a bounce) or
  * PASS_CONTINUE (the search after a full REFILL batch). */
 const MirrorType_t MIRROR_TYPE_BOLT   = 1;
-const MirrorId_t MIRROR_SUBMIT_BOUNCE = 1;   /* 16 + 50 + JobRef 8 + TASK 24 = 98 B */
-const MirrorId_t MIRROR_RETURN_BOUNCE = 2;   /* 16 + 50 + ENTRY 40 = 106 B */
-const MirrorId_t MIRROR_HELD_GET      = 3;   /* 16 + 50 + SwapState 8 + ENTRY 40 + Requester 8 = 122 B */
-const MirrorId_t MIRROR_HELD_REFILL   = 4;   /* 16 + 50 + SwapState 8 + ENTRY 40 + RefillRequest 4 = 118 B */
-const MirrorId_t MIRROR_SEARCH_ON     = 5;   /* 16 + 50 + RefillRequest 4 = 70 B */
+const MirrorId_t MIRROR_SUBMIT_BOUNCE = 1;   /* 20 + 50 + JobRef 8 + TASK 24 = 102 B */
+const MirrorId_t MIRROR_RETURN_BOUNCE = 2;   /* 20 + 50 + ENTRY 40 = 110 B */
+const MirrorId_t MIRROR_HELD_GET      = 3;   /* 20 + 50 + SwapState 8 + ENTRY 40 + Requester 8 = 126 B */
+const MirrorId_t MIRROR_HELD_REFILL   = 4;   /* 20 + 50 + SwapState 8 + ENTRY 40 + RefillRequest 4 = 122 B */
+const MirrorId_t MIRROR_SEARCH_ON     = 5;   /* 20 + 50 + RefillRequest 4 = 74 B */
 
 /* op_passes index = origin << 2 | kind */
 const bit<2> PASS_KIND_FIRST = 0;  /* QueueStats cost.packets */
@@ -284,7 +284,7 @@ header repair_state_h {
     bit<32> value;
 }
 
-/* Retrieval and chain state that the wire format does not carry (16 B). */
+/* Retrieval and chain state that the wire format does not carry (20 B). */
 header bolt_pass_h {
     bit<8>  copy;          /* PASS_* */
     bit<8>  recirculate;   /* 1: egress keeps this header; 0: egress strips it */

@@ -1296,3 +1296,35 @@ fn the_pass_plan_is_the_models() {
         assert!(consts[step] > consts["STEP_DELIVER"], "{step} collides with a STEP_*");
     }
 }
+
+/// A bounce and the search after a full REFILL batch leave a pass as ingress mirror
+/// copies that the control plane cuts to a fixed length: setup.py's lengths are the sizes
+/// of the headers bolt.p4 puts before the cut, so a copy holds one item and nothing after.
+#[test]
+fn mirror_sessions_cut_each_copy_after_its_one_item() {
+    let p4 = P4::load();
+    let size = |h: &str| p4.header(h).iter().map(|(_, bits)| *bits as usize).sum::<usize>() / 8;
+    let front =
+        ["bolt_mirror_h", "bolt_pass_h", "ethernet_h", "ipv4_h", "udp_h", "bolt_h"].map(size).iter().sum::<usize>();
+    let layouts = [
+        ("MIRROR_SUBMIT_BOUNCE", size("job_ref_h") + size("task_h")),
+        ("MIRROR_RETURN_BOUNCE", size("entry_h")),
+        ("MIRROR_HELD_GET", size("swap_state_h") + size("entry_h") + size("requester_h")),
+        ("MIRROR_HELD_REFILL", size("swap_state_h") + size("entry_h") + size("refill_request_h")),
+        ("MIRROR_SEARCH_ON", size("refill_request_h")),
+    ];
+    assert_eq!(front, 1 + 20 + 14 + 20 + 8 + Header::LEN);
+    let setup = read("control/setup.py");
+    let consts = p4.consts();
+    for (name, body) in layouts {
+        let line = setup
+            .lines()
+            .find(|l| l.contains(&format!("# {name}:")))
+            .unwrap_or_else(|| panic!("setup.py configures no {name}"));
+        let (sid, sum) = line.split_once(':').unwrap();
+        assert_eq!(parse_int(sid.trim()), consts[name], "{name}: session id");
+        let sum = sum.split('#').next().unwrap().trim().trim_end_matches(',');
+        let len: usize = sum.split('+').map(|t| parse_int(t.trim()) as usize).sum();
+        assert_eq!(len, front + body, "{name}: the copy is cut after its one item");
+    }
+}
