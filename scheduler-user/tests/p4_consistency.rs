@@ -1328,3 +1328,27 @@ fn mirror_sessions_cut_each_copy_after_its_one_item() {
         assert_eq!(len, front + body, "{name}: the copy is cut after its one item");
     }
 }
+
+/// The two list answers as docs/protocol.md defines them: every QUEUE_FULL bolt.p4 makes
+/// lists one task, and a REFILL's newest entry (`entry_out`) is emitted after the
+/// RefillRequest and every other header, so it lands in front of the entries found
+/// before, which follow as payload.
+#[test]
+fn queue_full_lists_one_task_and_a_refill_is_built_newest_first() {
+    let p4 = P4::load();
+    let sites: Vec<&str> = p4.src.match_indices("answer_header(OP_QUEUE_FULL,").map(|(i, _)| &p4.src[i..]).collect();
+    assert!(sites.len() >= 3, "QUEUE_FULL answers: {}", sites.len());
+    for site in sites {
+        let count = site["answer_header(OP_QUEUE_FULL,".len()..].split(')').next().unwrap().trim();
+        assert_eq!(count, "1", "a QUEUE_FULL of {count} tasks");
+    }
+    let dep = &p4.src[p4.src.find("control BoltIngressDeparser").expect("no ingress deparser")..];
+    let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
+    let emitted: Vec<&str> = dep
+        .match_indices("pkt.emit(hdr.")
+        .map(|(i, _)| dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap())
+        .collect();
+    assert_eq!(emitted.last(), Some(&"entry_out"), "the entry found is emitted last: {emitted:?}");
+    let at = |h: &str| emitted.iter().position(|e| *e == h).unwrap_or_else(|| panic!("{h} not emitted"));
+    assert!(at("refill_request") < at("entry_out"));
+}
