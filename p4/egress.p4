@@ -23,6 +23,7 @@ parser BoltEgressParser(packet_in pkt,
                         out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
         pkt.extract(eg_intr_md);
+        eg_md.out_len = 0;
         transition select(pkt.lookahead<bit<8>>()) {
             PASS_MIRRORED : parse_mirror;
             default       : parse_pass;
@@ -33,6 +34,7 @@ parser BoltEgressParser(packet_in pkt,
         pkt.extract(hdr.pass);
         transition select(hdr.pass.recirculate, hdr.pass.flags) {
             (1, PF_SPAWN_REPAIR &&& PF_SPAWN_REPAIR) : parse_ethernet;
+            (0, PF_ANSWER &&& PF_ANSWER)             : parse_ethernet;
             default                                   : accept;
         }
     }
@@ -48,6 +50,21 @@ control BoltEgress(inout egress_headers_t hdr,
                    in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                    inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                    inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    /* message_len(op, count) (message.rs) of an answer, sized here rather than at the
+     * end of the ingress pass that decided it. */
+    action set_out_length(bit<16> len) { eg_md.out_len = len; }
+    table message_length_out {
+        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
+        actions = { set_out_length; NoAction; }
+        default_action = NoAction();
+        size = 128;
+        const entries = {
+#define set_message_length set_out_length
+#include "message_lengths.p4inc"
+#undef set_message_length
+        }
+    }
+
     apply {
         if (hdr.mirror.isValid()) {
             /* a mirror copy, cut by its session, back to the recirculation port */
@@ -67,6 +84,11 @@ control BoltEgress(inout egress_headers_t hdr,
                 hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST | PF_MIRROR_BOUNCE);
             }
         } else if (hdr.pass.recirculate == 0) {
+            if ((hdr.pass.flags & PF_ANSWER) != 0) {
+                message_length_out.apply();
+                hdr.udp.length = eg_md.out_len + 8;
+                hdr.ipv4.total_len = eg_md.out_len + 28;
+            }
             hdr.pass.setInvalid();
         } else {
             if (eg_intr_md.egress_rid == RID_SPAWN) {
@@ -98,7 +120,14 @@ control BoltEgressDeparser(packet_out pkt,
                            inout egress_headers_t hdr,
                            in egress_md_t eg_md,
                            in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_checksum;
+
     apply {
+        /* an answer's lengths changed here */
+        hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+            hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
         pkt.emit(hdr.pass);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);

@@ -104,6 +104,7 @@ const bit<8> PF_SPAWN_REPAIR  = 0x04;  /* the fork's spawned copy is a REPAIR */
 const bit<8> PF_MIRROR_BOUNCE = 0x08;  /* the mirrored copy is a QUEUE_FULL of one task */
 const bit<8> PF_MIRROR_SEARCH = 0x10;  /* the mirrored copy searches on after a full batch */
 const bit<8> PF_HOST          = 0x20;  /* the retrieval answers a host (REFILL_REQ) */
+const bit<8> PF_ANSWER        = 0x40;  /* leaves as an answer: the egress sizes it */
 
 /* bolt_pass_h.parse_path: the layout after the Bolt header on the next pass. At most one
  * list item is ever extracted: the rest of a list is payload the pass does not parse. */
@@ -356,7 +357,6 @@ struct ingress_md_t {
     bit<2>  ingress_pipe;
     PortId_t steer_port;
     bit<16> expected_len;
-    bit<16> out_len;
     /* configuration (queue_config) */
     bit<8>  priorities;
     bit<16> max_passes;
@@ -426,4 +426,6 @@ struct ingress_md_t {
     bit<1>  forward;          /* plain L2/L3 forwarding */
 }
 
-struct egress_md_t {}
+struct egress_md_t {
+    bit<16> out_len;          /* message_len(op, count) of the answer the egress sizes */
+}

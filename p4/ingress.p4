@@ -760,19 +760,6 @@ control BoltAnswer(inout headers_t hdr,
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) answers;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) swaps;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) budget_exhausted;
-    /* The same lengths for the answer this pass sends. */
-    action set_out_length(bit<16> len) { ig_md.out_len = len; }
-    table message_length_out {
-        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
-        actions = { set_out_length; NoAction; }
-        default_action = NoAction();
-        size = 128;
-        const entries = {
-#define set_message_length set_out_length
-#include "message_lengths.p4inc"
-#undef set_message_length
-        }
-    }
     /* L3 forwarding, and L2 for what is not IPv4. */
     action route(PortId_t port, bit<48> dst_mac, bit<48> src_mac) {
         ig_tm_md.ucast_egress_port = port;
@@ -1162,9 +1149,8 @@ control BoltAnswer(inout headers_t hdr,
                     ig_md.answer_port = hdr.udp.src_port;
                 }
                 address_answer(ig_md.answer_ip, ig_md.answer_port);
-                message_length_out.apply();
-                hdr.udp.length = ig_md.out_len + 8;
-                hdr.ipv4.total_len = ig_md.out_len + 28;
+                /* the lengths are the egress's (message_length_out), off this chain */
+                hdr.pass.flags = hdr.pass.flags | PF_ANSWER;
                 hdr.entry_cur.setInvalid();
                 ig_md.forward = 1;
             } else if (ig_md.route == 2) {

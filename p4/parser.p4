@@ -21,7 +21,7 @@ parser BoltIngressParser(packet_in pkt,
          * and a pass reads some fields (at, got_task_word, ...) only on some paths. */
         ig_md.malformed = 0; ig_md.decode_error = 0; ig_md.service = 0; ig_md.forged = 0; ig_md.first_look = 0; ig_md.allowed = 0;
         ig_md.steer = 0; ig_md.ingress_pipe = 0; ig_md.steer_port = 0;
-        ig_md.expected_len = 0; ig_md.out_len = 0; ig_md.priorities = 0;
+        ig_md.expected_len = 0; ig_md.priorities = 0;
         ig_md.max_passes = 0; ig_md.recirc_port = 0; ig_md.fork_group = 0; ig_md.step = 0; ig_md.plan_step = 0;
         ig_md.pass_kind = 0; ig_md.origin_index = 0; ig_md.level8 = 0; ig_md.level = 0;
         ig_md.task_prio = 0; ig_md.clamped = 0; ig_md.exec_rsrc = 0; ig_md.add_op = 0;
