@@ -1,4 +1,4 @@
-/* egress.p4: The egress: fork copies told apart, REPAIR bodies written.
+/* egress.p4: The egress: fork and mirror copies told apart, REPAIR bodies and answer lengths written.
  * Part of bolt.p4, which includes the parts in this order. */
 
 /* ------------------------------------------------------------------------------------
