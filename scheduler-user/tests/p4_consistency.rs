@@ -1352,3 +1352,89 @@ fn queue_full_lists_one_task_and_a_refill_is_built_newest_first() {
     let at = |h: &str| emitted.iter().position(|e| *e == h).unwrap_or_else(|| panic!("{h} not emitted"));
     assert!(at("refill_request") < at("entry_out"));
 }
+
+/// The ternary entries a range `lo..=hi` of a parser keyset takes: its minimal cover by
+/// aligned power-of-two blocks.
+fn ternary_cover(mut lo: u64, hi: u64) -> u64 {
+    let mut rows = 0;
+    while lo <= hi {
+        let mut size = 1;
+        while lo % (size * 2) == 0 && lo + size * 2 - 1 <= hi {
+            size *= 2;
+        }
+        lo += size;
+        rows += 1;
+    }
+    rows
+}
+
+/// The counts p4/README.md ("Resource budget") gives, by the method it gives, against
+/// the chips' limits: parser TCAM rows (one per select arm, ranges split into their
+/// ternary cover, one per state without select, one more per 32 bytes a state extracts
+/// or skips beyond the first 32, the intrinsic and port metadata at Tofino 2's sizes)
+/// against 256; ingress deparser entries (one per 4-byte
+/// container, Tofino) against 192 and chunks (one per 8 bytes, Tofino 2) against 128;
+/// and the bytes of every ingress header at once against the 640 B of PHV the smaller
+/// chip has.
+#[test]
+fn parser_rows_and_deparser_entries_fit_both_chips() {
+    let p4 = P4::load();
+    let runner = ParserRunner::load();
+    let bytes_of = |ty: &str| p4.header(ty).iter().map(|(_, bits)| *bits as u64).sum::<u64>() / 8;
+    let mut rows = 0;
+    for (name, state) in &runner.states {
+        let arms: u64 = state
+            .arms
+            .iter()
+            .map(|(keyset, _)| {
+                keyset
+                    .iter()
+                    .map(|k| match k.split_once("..") {
+                        Some((lo, hi)) if !k.contains("&&&") => ternary_cover(runner.value(lo), runner.value(hi)),
+                        _ => 1,
+                    })
+                    .product::<u64>()
+            })
+            .sum();
+        let window: u64 = state
+            .stmts
+            .iter()
+            .map(|st| {
+                if let Some(h) = st.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')) {
+                    bytes_of(&runner.members[h])
+                } else if st == "pkt.extract(ig_intr_md)" {
+                    16 // Tofino 2's; 8 on Tofino
+                } else if st == "pkt.advance(PORT_METADATA_SIZE)" {
+                    24 // Tofino 2's; 8 on Tofino
+                } else if let Some(bits) = st.strip_prefix("pkt.advance(").and_then(|b| b.strip_suffix(')')) {
+                    parse_int(bits) / 8
+                } else {
+                    0
+                }
+            })
+            .sum();
+        let state_rows = arms.max(1) + window.div_ceil(32).saturating_sub(1);
+        assert!(state_rows <= 32, "parser state {name}: {state_rows} rows");
+        rows += state_rows;
+    }
+    let dep = &p4.src[p4.src.find("control BoltIngressDeparser").expect("no ingress deparser")..];
+    let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
+    let emitted: Vec<u64> = dep
+        .match_indices("pkt.emit(hdr.")
+        .map(|(i, _)| bytes_of(&runner.members[dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap()]))
+        .collect();
+    let (bytes, entries, chunks): (u64, u64, u64) = (
+        emitted.iter().sum(),
+        emitted.iter().map(|b| b.div_ceil(4)).sum(),
+        emitted.iter().map(|b| b.div_ceil(8)).sum(),
+    );
+    println!(
+        "{} parser states, {rows} TCAM rows; ingress deparser: {} headers, {bytes} B, {entries} entries (Tofino), {chunks} chunks (Tofino 2)",
+        runner.states.len(),
+        emitted.len()
+    );
+    assert!(rows <= 256, "{rows} parser TCAM rows, 256 on either chip");
+    assert!(entries <= 192, "{entries} deparser entries, 192 on Tofino");
+    assert!(chunks <= 128, "{chunks} deparser chunks, 128 on Tofino 2");
+    assert!(bytes <= 640, "{bytes} B of headers");
+}
