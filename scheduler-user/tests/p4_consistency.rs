@@ -1359,7 +1359,7 @@ fn ternary_cover(mut lo: u64, hi: u64) -> u64 {
     let mut rows = 0;
     while lo <= hi {
         let mut size = 1;
-        while lo % (size * 2) == 0 && lo + size * 2 - 1 <= hi {
+        while lo.is_multiple_of(size * 2) && lo + size * 2 - 1 <= hi {
             size *= 2;
         }
         lo += size;
