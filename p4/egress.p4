@@ -1,12 +1,14 @@
-/* egress.p4: The egress: fork copies told apart, REPAIR bodies written.
+/* egress.p4: The egress: fork and mirror copies told apart, REPAIR bodies and answer lengths written.
  * Part of bolt.p4, which includes the parts in this order. */
 
 /* ------------------------------------------------------------------------------------
- * Egress: tells the two copies of a fork apart and turns a spawned copy with a repair
- * into a REPAIR packet (op REPAIR, RepairState after the Bolt header).
+ * Egress: tells the two copies of a fork apart, turns a spawned copy with a repair into
+ * a REPAIR packet (op REPAIR, RepairState after the Bolt header), and tells a mirror
+ * copy (a bounce, or the search after a full REFILL batch) what it is.
  * ---------------------------------------------------------------------------------- */
 
 struct egress_headers_t {
+    bolt_mirror_h  mirror;
     bolt_pass_h    pass;
     ethernet_h     ethernet;
     ipv4_h         ipv4;
@@ -21,9 +23,18 @@ parser BoltEgressParser(packet_in pkt,
                         out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
         pkt.extract(eg_intr_md);
+        eg_md.out_len = 0;
+        transition select(pkt.lookahead<bit<8>>()) {
+            PASS_MIRRORED : parse_mirror;
+            default       : parse_pass;
+        }
+    }
+    state parse_mirror { pkt.extract(hdr.mirror); transition parse_pass; }
+    state parse_pass {
         pkt.extract(hdr.pass);
         transition select(hdr.pass.recirculate, hdr.pass.flags) {
             (1, PF_SPAWN_REPAIR &&& PF_SPAWN_REPAIR) : parse_ethernet;
+            (0, PF_ANSWER &&& PF_ANSWER)             : parse_ethernet;
             default                                   : accept;
         }
     }
@@ -39,13 +50,50 @@ control BoltEgress(inout egress_headers_t hdr,
                    in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                    inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                    inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    /* message_len(op, count) (message.rs) of an answer, sized here rather than at the
+     * end of the ingress pass that decided it. */
+    action set_out_length(bit<16> len) { eg_md.out_len = len; }
+    table message_length_out {
+        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
+        actions = { set_out_length; NoAction; }
+        default_action = NoAction();
+        size = 128;
+        const entries = {
+#define set_message_length set_out_length
+#include "message_lengths.p4inc"
+#undef set_message_length
+        }
+    }
+
     apply {
-        if (hdr.pass.recirculate == 0) {
+        if (hdr.mirror.isValid()) {
+            /* a mirror copy, cut by its session, back to the recirculation port */
+            hdr.mirror.setInvalid();
+            hdr.pass.recirculate = 1;
+            if ((hdr.pass.flags & PF_MIRROR_SEARCH) != 0) {
+                /* the search after a full batch: cut back to the request, nothing found */
+                hdr.pass.copy = PASS_CONTINUE;
+                hdr.pass.step = STEP_RETRIEVE;
+                hdr.pass.listed = 0;
+                hdr.pass.parse_path = PP_REFILL;
+                hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST);
+            } else {
+                /* a bounce: the QUEUE_FULL of the one item it was cut after */
+                hdr.pass.copy = PASS_SPAWN;
+                hdr.pass.parse_path = hdr.pass.spawn_path;
+                hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST | PF_MIRROR_BOUNCE);
+            }
+        } else if (hdr.pass.recirculate == 0) {
+            if ((hdr.pass.flags & PF_ANSWER) != 0) {
+                message_length_out.apply();
+                hdr.udp.length = eg_md.out_len + 8;
+                hdr.ipv4.total_len = eg_md.out_len + 28;
+            }
             hdr.pass.setInvalid();
         } else {
             if (eg_intr_md.egress_rid == RID_SPAWN) {
                 hdr.pass.copy = PASS_SPAWN;
-                hdr.pass.parse_path = hdr.pass.spawn_path;
+                hdr.pass.parse_path = PP_REPAIR;
             } else if (eg_intr_md.egress_rid == RID_CONTINUE) {
                 hdr.pass.copy = PASS_CONTINUE;
             }
@@ -61,6 +109,8 @@ control BoltEgress(inout egress_headers_t hdr,
                 hdr.repair_state.target = hdr.pass.repair_target;
                 hdr.repair_state.pad = 0;
                 hdr.repair_state.value = hdr.pass.repair_value;
+                /* a mirror copy of the same pass carries the bounce, not this one */
+                hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST | PF_SPAWN_REPAIR);
             }
         }
     }
@@ -70,7 +120,14 @@ control BoltEgressDeparser(packet_out pkt,
                            inout egress_headers_t hdr,
                            in egress_md_t eg_md,
                            in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_checksum;
+
     apply {
+        /* an answer's lengths changed here */
+        hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+            hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
         pkt.emit(hdr.pass);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);

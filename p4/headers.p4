@@ -100,34 +100,44 @@ const bit<8> PLAN_REPAIR_RETRIEVE = 9;
 
 /* bolt_pass_h.flags */
 const bit<8> PF_BATCH_SENT    = 0x01;  /* Retrieval::batches_sent > 0 */
-const bit<8> PF_SPAWN_REPAIR  = 0x04;  /* the spawned copy is a REPAIR */
-const bit<8> PF_SPAWN_BOUNCE  = 0x08;  /* the spawned copy bounces an entry in QUEUE_FULL */
-const bit<8> PF_SPAWN_REFILL  = 0x10;  /* the spawned copy is a full REFILL batch */
+const bit<8> PF_SPAWN_REPAIR  = 0x04;  /* the fork's spawned copy is a REPAIR */
+const bit<8> PF_MIRROR_BOUNCE = 0x08;  /* the mirrored copy is a QUEUE_FULL of one task */
+const bit<8> PF_MIRROR_SEARCH = 0x10;  /* the mirrored copy searches on after a full batch */
 const bit<8> PF_HOST          = 0x20;  /* the retrieval answers a host (REFILL_REQ) */
+const bit<8> PF_ANSWER        = 0x40;  /* leaves as an answer: the egress sizes it */
 
-/* bolt_pass_h.parse_path: the layout after the Bolt header on the next pass. */
-const bit<8> PP_SUBMIT                    = 1;
-const bit<8> PP_QUEUE_FULL                = 2;
-const bit<8> PP_RETURN                    = 3;
-const bit<8> PP_RETURN_SKIP_FIRST         = 4;
-const bit<8> PP_GET                       = 5;
-const bit<8> PP_GET_SKIP_SWAP             = 6;
-const bit<8> PP_REFILL                    = 7;
-const bit<8> PP_REFILL_SKIP_SWAP          = 8;
-const bit<8> PP_REFILL_SKIP_FOUND         = 9;
+/* bolt_pass_h.parse_path: the layout after the Bolt header on the next pass. At most one
+ * list item is ever extracted: the rest of a list is payload the pass does not parse. */
+const bit<8> PP_SUBMIT                    = 1;   /* JobRef, the first TASK */
+const bit<8> PP_QUEUE_FULL                = 2;   /* JobRef, the one refused TASK */
+const bit<8> PP_SUBMIT_SKIP_FIRST         = 3;   /* the refused TASK deleted, then PP_SUBMIT */
+const bit<8> PP_RETURN                    = 4;   /* the first ENTRY */
+const bit<8> PP_RETURN_SKIP_FIRST         = 5;   /* the bounced ENTRY deleted, then PP_RETURN */
+const bit<8> PP_GET                       = 6;
+const bit<8> PP_GET_SKIP_SWAP             = 7;
+const bit<8> PP_REFILL                    = 8;   /* RefillRequest; the entries found are payload */
+const bit<8> PP_REFILL_SKIP_SWAP          = 9;
 const bit<8> PP_SWAP_GET                  = 10;
 const bit<8> PP_SWAP_REFILL               = 11;
 const bit<8> PP_REPAIR                    = 12;
-const bit<8> PP_REPAIR_BOUNCE_ENTRY       = 13;
-const bit<8> PP_REPAIR_BOUNCE_HELD_GET    = 14;
-const bit<8> PP_REPAIR_BOUNCE_HELD_REFILL = 15;
-const bit<8> PP_BOUNCE_ENTRY              = 16;
-const bit<8> PP_BOUNCE_HELD_GET           = 17;
-const bit<8> PP_BOUNCE_HELD_REFILL        = 18;
+const bit<8> PP_BOUNCE_ENTRY              = 13;  /* the one ENTRY of a mirrored bounce */
+const bit<8> PP_BOUNCE_HELD_GET           = 14;
+const bit<8> PP_BOUNCE_HELD_REFILL        = 15;
 
 /* Replication ids of the fork multicast group: both copies go to the recirculation port. */
 const bit<16> RID_CONTINUE = 1;
 const bit<16> RID_SPAWN    = 2;
+
+/* Ingress mirror sessions (the control plane points each at the recirculation port and
+ * truncates the copy to the layout's fixed length, bolt_pass_h included; p4/README.md
+ * "One list item per pass"). The copy comes back as PASS_SPAWN (a bounce) or
+ * PASS_CONTINUE (the search after a full REFILL batch). */
+const MirrorType_t MIRROR_TYPE_BOLT   = 1;
+const MirrorId_t MIRROR_SUBMIT_BOUNCE = 1;   /* 20 + 50 + JobRef 8 + TASK 24 = 102 B */
+const MirrorId_t MIRROR_RETURN_BOUNCE = 2;   /* 20 + 50 + ENTRY 40 = 110 B */
+const MirrorId_t MIRROR_HELD_GET      = 3;   /* 20 + 50 + SwapState 8 + ENTRY 40 + Requester 8 = 126 B */
+const MirrorId_t MIRROR_HELD_REFILL   = 4;   /* 20 + 50 + SwapState 8 + ENTRY 40 + RefillRequest 4 = 122 B */
+const MirrorId_t MIRROR_SEARCH_ON     = 5;   /* 20 + 50 + RefillRequest 4 = 74 B */
 
 /* op_passes index = origin << 2 | kind */
 const bit<2> PASS_KIND_FIRST = 0;  /* QueueStats cost.packets */
@@ -275,22 +285,29 @@ header repair_state_h {
     bit<32> value;
 }
 
-/* Retrieval and chain state that the wire format does not carry (16 B). */
+/* Retrieval and chain state that the wire format does not carry (20 B). */
 header bolt_pass_h {
     bit<8>  copy;          /* PASS_* */
     bit<8>  recirculate;   /* 1: egress keeps this header; 0: egress strips it */
     bit<8>  step;          /* STEP_* */
     bit<8>  origin;        /* the external op of the chain (Packet::origin) */
     bit<8>  parse_path;    /* PP_* for the packet itself */
-    bit<8>  spawn_path;    /* PP_* for the spawned copy of a fork */
+    bit<8>  spawn_path;    /* PP_* for the mirror copy of a bounce */
     bit<8>  flags;         /* PF_* */
-    bit<8>  listed;        /* SUBMIT: tasks refused so far; REFILL: entries found; bounce: entries after it */
+    bit<8>  listed;        /* REFILL_REQ: entries found in the batch being built (payload) */
     bit<16> budget;        /* Retrieval::budget */
     bit<16> want;          /* Retrieval::want */
     bit<8>  repair_target; /* RepairState.target of the spawned REPAIR */
     bit<8>  repair_level;  /* 0-based level of the spawned REPAIR */
     bit<16> pad;
     bit<32> repair_value;  /* RepairState.value of the spawned REPAIR */
+}
+
+/* Put in front of an ingress mirror copy; its first byte takes the place of
+ * bolt_pass_h.copy, so the egress parser tells the two apart by that byte. */
+const bit<8> PASS_MIRRORED = 4;
+header bolt_mirror_h {
+    bit<8>  copy;          /* PASS_MIRRORED */
 }
 
 struct headers_t {
@@ -307,12 +324,11 @@ struct headers_t {
     refill_request_h          refill_request;
     completion_h              completion;     /* COMPLETE, front panel: validated, never answered */
     claim_h                   claim;          /* CLAIM, CLAIM_REPLY: validated, never answered */
-    task_h[MAX_LIST]          tasks_before;   /* SUBMIT: tasks refused so far, in order */
-    task_h                    task_cur;       /* SUBMIT: the task this pass enqueues */
-    task_h[MAX_LIST - 1]      tasks_after;    /* SUBMIT, first pass: the rest, validated */
-    entry_h                   entry_cur;      /* RETURN: the entry this pass enqueues; bounce */
-    entry_h[MAX_LIST]         entries;        /* RETURN first pass: the rest; REFILL: found */
-    entry_h                   entry_out;      /* the entry a dequeue or swap took out */
+    task_h                    task_cur;       /* SUBMIT: the first task left, which this pass enqueues */
+    entry_h                   entry_cur;      /* RETURN: the first entry left; bounce */
+    entry_h                   entry_out;      /* the entry a dequeue or swap took out; in a
+                                               * REFILL it goes in front of those found
+                                               * before, which follow as payload */
 }
 
 /* The ENTRY being written by an enqueue or swap, as the register words hold it. */
@@ -341,7 +357,6 @@ struct ingress_md_t {
     bit<2>  ingress_pipe;
     PortId_t steer_port;
     bit<16> expected_len;
-    bit<16> out_len;
     /* configuration (queue_config) */
     bit<8>  priorities;
     bit<16> max_passes;
@@ -381,7 +396,8 @@ struct ingress_md_t {
     bit<8>  prio_room;        /* priorities - the task's prio */
     bit<8>  missing_rsrc;     /* TRSRC & ~EXEC_RSRC */
     bit<16> flag_hit;         /* flags_before & flag_mask */
-    bit<8>  items_left;       /* SUBMIT: count - listed */
+    bit<8>  mirror_kind;      /* PF_MIRROR_* of the copy this pass mirrors, 0 for none */
+    MirrorId_t mirror_session; /* MIRROR_* */
     bit<8>  levels_left;      /* priorities - next_level */
     bit<1>  full;
     bit<1>  behind;
@@ -410,4 +426,6 @@ struct ingress_md_t {
     bit<1>  forward;          /* plain L2/L3 forwarding */
 }
 
-struct egress_md_t {}
+struct egress_md_t {
+    bit<16> out_len;          /* message_len(op, count) of the answer the egress sizes */
+}

@@ -76,10 +76,6 @@ control BoltPassSetup(inout headers_t hdr,
             /* what a pass spawns is decided afresh each pass */
             hdr.pass.flags = hdr.pass.flags & (PF_BATCH_SENT | PF_HOST);
             hdr.pass.spawn_path = 0;
-            if (hdr.pass.copy == PASS_CONTINUE && hdr.pass.parse_path == PP_REFILL_SKIP_FOUND) {
-                /* the parser dropped the batch the other copy sent */
-                hdr.pass.listed = 0;
-            }
         }
         hdr.pass.recirculate = 0;
         ig_md.forward = 0;
@@ -764,19 +760,6 @@ control BoltAnswer(inout headers_t hdr,
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) answers;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) swaps;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) budget_exhausted;
-    /* The same lengths for the answer this pass sends. */
-    action set_out_length(bit<16> len) { ig_md.out_len = len; }
-    table message_length_out {
-        key = { hdr.bolt.op : exact; hdr.bolt.count : exact; }
-        actions = { set_out_length; NoAction; }
-        default_action = NoAction();
-        size = 128;
-        const entries = {
-#define set_message_length set_out_length
-#include "message_lengths.p4inc"
-#undef set_message_length
-        }
-    }
     /* L3 forwarding, and L2 for what is not IPv4. */
     action route(PortId_t port, bit<48> dst_mac, bit<48> src_mac) {
         ig_tm_md.ucast_egress_port = port;
@@ -857,49 +840,53 @@ control BoltAnswer(inout headers_t hdr,
         /* ---------- what each pass does with what it found ---------- */
 
         if (ig_md.step == STEP_SUBMIT) {
-            /* submit_pass: refused tasks stay, in order, for the QUEUE_FULL */
-            ig_md.more = 0;
-            ig_md.items_left = hdr.bolt.count - hdr.pass.listed;
-            if (ig_md.items_left[7:1] != 0) {
-                ig_md.more = 1;
-            }
-            if (ig_md.added == 1) {
-                hdr.task_cur.setInvalid();
-                hdr.bolt.count = hdr.bolt.count - 1;
-            } else {
-                hdr.pass.listed = hdr.pass.listed + 1;
-            }
-            if (ig_md.more == 1) {
-                hdr.pass.step = STEP_SUBMIT;
-                hdr.pass.parse_path = PP_SUBMIT;
-                ig_md.route = 2;
-            } else if (hdr.pass.listed != 0) {
-                /* the last task: QUEUE_FULL with every task not added */
-                answer_header(OP_QUEUE_FULL, hdr.pass.listed);
-                hdr.pass.step = STEP_DELIVER;
-                hdr.pass.parse_path = PP_QUEUE_FULL;
-                ig_md.route = 1;
-            }
-        } else if (ig_md.step == STEP_RETURN) {
-            /* return_pass: one entry per pass; an entry not queued goes back to its client */
+            /* submit_pass: the first task left leaves the packet, queued or refused; a
+             * refused one goes back at once in a QUEUE_FULL of its own, made from a mirror
+             * copy of this pass cut after the task (Pipeline::refuse) */
             ig_md.more = 0;
             if (hdr.bolt.count > 1) {
                 ig_md.more = 1;
             }
             hdr.bolt.count = hdr.bolt.count - 1;
-            hdr.pass.listed = hdr.bolt.count;
+            hdr.pass.step = STEP_SUBMIT;
+            if (ig_md.added == 1) {
+                hdr.task_cur.setInvalid();
+                hdr.pass.parse_path = PP_SUBMIT;
+            } else {
+                hdr.pass.parse_path = PP_SUBMIT_SKIP_FIRST;
+                hdr.pass.spawn_path = PP_QUEUE_FULL;
+                ig_md.mirror_kind = PF_MIRROR_BOUNCE;
+                ig_md.mirror_session = MIRROR_SUBMIT_BOUNCE;
+            }
+            if (ig_md.more == 1) {
+                ig_md.route = 2;
+            } else if (ig_md.added == 0 && ig_md.spawn_repair == 0) {
+                /* the last task is refused: this packet is its QUEUE_FULL */
+                answer_header(OP_QUEUE_FULL, 1);
+                ig_md.mirror_kind = 0;
+                ig_md.route = 1;
+            }
+        } else if (ig_md.step == STEP_RETURN) {
+            /* return_pass: the first entry left leaves the packet; one not queued goes
+             * back to its own client, from a mirror copy cut after the entry */
+            ig_md.more = 0;
+            if (hdr.bolt.count > 1) {
+                ig_md.more = 1;
+            }
+            hdr.bolt.count = hdr.bolt.count - 1;
             hdr.pass.step = STEP_RETURN;
             if (ig_md.added == 1) {
                 hdr.entry_cur.setInvalid();
                 hdr.pass.parse_path = PP_RETURN;
             } else {
                 hdr.pass.parse_path = PP_RETURN_SKIP_FIRST;
-                hdr.pass.flags = hdr.pass.flags | PF_SPAWN_BOUNCE;
                 hdr.pass.spawn_path = PP_BOUNCE_ENTRY;
+                ig_md.mirror_kind = PF_MIRROR_BOUNCE;
+                ig_md.mirror_session = MIRROR_RETURN_BOUNCE;
             }
             if (ig_md.more == 1) {
                 ig_md.route = 2;
-            } else if (ig_md.bounce == 1 && ig_md.spawn_repair == 0) {
+            } else if (ig_md.added == 0 && ig_md.spawn_repair == 0) {
                 /* the last entry bounces: this packet is the QUEUE_FULL. A bounced entry
                  * was not added, so entry_cur is still valid; the test says so to the
                  * compiler. */
@@ -907,7 +894,7 @@ control BoltAnswer(inout headers_t hdr,
                     bounce_entry_cur();
                     answer_header(OP_QUEUE_FULL, 1);
                     ig_md.to_entry_client = 1;
-                    ig_md.bounce = 0;
+                    ig_md.mirror_kind = 0;
                     ig_md.route = 1;
                 }
             }
@@ -967,10 +954,18 @@ control BoltAnswer(inout headers_t hdr,
                     }
                 }
             } else {
-                /* reinsert_pass: the held task went back to its queue; then one level down */
+                /* reinsert_pass: the held task went back to its queue; then one level down.
+                 * Not queued, it goes back to its client from a mirror copy. */
                 next_level = 1;
                 if (ig_md.bounce == 1) {
-                    hdr.pass.flags = hdr.pass.flags | PF_SPAWN_BOUNCE;
+                    ig_md.mirror_kind = PF_MIRROR_BOUNCE;
+                    if ((hdr.pass.flags & PF_HOST) == 0) {
+                        hdr.pass.spawn_path = PP_BOUNCE_HELD_GET;
+                        ig_md.mirror_session = MIRROR_HELD_GET;
+                    } else {
+                        hdr.pass.spawn_path = PP_BOUNCE_HELD_REFILL;
+                        ig_md.mirror_session = MIRROR_HELD_REFILL;
+                    }
                 }
             }
 
@@ -1003,6 +998,8 @@ control BoltAnswer(inout headers_t hdr,
                     answer_header(OP_ASSIGN, 1);
                     ig_md.route = 1;
                 } else {
+                    /* The entry found goes in front of those found before, which follow
+                     * as payload: a batch is built newest first (Pipeline::deliver). */
                     hdr.bolt.op = OP_REFILL_REQ;
                     hdr.pass.listed = hdr.pass.listed + 1;
                     hdr.pass.want = hdr.pass.want - 1;
@@ -1014,12 +1011,12 @@ control BoltAnswer(inout headers_t hdr,
                             answer_header(OP_REFILL, MAX_LIST);
                             ig_md.route = 1;
                         } else {
-                            /* fork: this copy searches on, the other carries the batch */
-                            hdr.pass.step = STEP_RETRIEVE;
-                            hdr.pass.parse_path = PP_REFILL_SKIP_FOUND;
-                            hdr.pass.flags = hdr.pass.flags | PF_SPAWN_REFILL;
-                            hdr.pass.spawn_path = PP_REFILL;
-                            ig_md.route = 3;
+                            /* this packet delivers the batch on its next pass; a mirror
+                             * copy cut back to the request searches on */
+                            hdr.pass.step = STEP_DELIVER;
+                            ig_md.mirror_kind = PF_MIRROR_SEARCH;
+                            ig_md.mirror_session = MIRROR_SEARCH_ON;
+                            ig_md.route = 2;
                         }
                     } else if (hdr.pass.want == 0) {
                         finish = 1;
@@ -1060,13 +1057,9 @@ control BoltAnswer(inout headers_t hdr,
                 }
             }
 
-            /* reinsert_pass: the bounce and REPAIR leave in the spawned copy. */
-            if (ig_md.step == STEP_REINSERT && (ig_md.bounce == 1 || ig_md.spawn_repair == 1)) {
-                if (ig_md.bounce == 1 && (hdr.pass.flags & PF_HOST) == 0) {
-                    hdr.pass.spawn_path = PP_BOUNCE_HELD_GET;
-                } else if (ig_md.bounce == 1) {
-                    hdr.pass.spawn_path = PP_BOUNCE_HELD_REFILL;
-                }
+            /* reinsert_pass: a bounce leaves in the mirror copy, which needs the swap
+             * state in the packet this pass emits; a REPAIR in the fork's spawned copy. */
+            if (ig_md.step == STEP_REINSERT && ig_md.bounce == 1) {
                 if (ig_md.route == 0 && ig_md.spawn_repair == 0) {
                     /* nothing else to send: this packet is the QUEUE_FULL */
                     held_to_entry_cur();
@@ -1075,70 +1068,56 @@ control BoltAnswer(inout headers_t hdr,
                     hdr.requester.setInvalid();
                     hdr.refill_request.setInvalid();
                     ig_md.to_entry_client = 1;
-                    ig_md.bounce = 0;
+                    ig_md.mirror_kind = 0;
                     ig_md.route = 1;
-                } else {
-                    /* the swap state stays for the spawned copy; this one skips it */
-                    if (ig_md.route == 2) {
-                        if ((hdr.pass.flags & PF_HOST) == 0) {
-                            hdr.pass.parse_path = PP_GET_SKIP_SWAP;
-                        } else {
-                            hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
-                        }
-                    } else if (ig_md.route == 1) {
-                        /* the NOOP or REFILL is delivered by this copy's next pass */
-                        hdr.pass.step = STEP_DELIVER;
-                        if ((hdr.pass.flags & PF_HOST) == 0) {
-                            hdr.pass.parse_path = PP_GET_SKIP_SWAP;
-                        } else {
-                            hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
-                            hdr.refill_request.setValid();
-                        }
-                        ig_md.route = 2;
+                } else if (ig_md.route == 2) {
+                    /* the swap state stays for the mirror copy; this one skips it */
+                    if ((hdr.pass.flags & PF_HOST) == 0) {
+                        hdr.pass.parse_path = PP_GET_SKIP_SWAP;
+                    } else {
+                        hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
                     }
+                } else if (ig_md.route == 1) {
+                    /* the NOOP or REFILL is delivered by this packet's next pass */
+                    hdr.pass.step = STEP_DELIVER;
+                    if ((hdr.pass.flags & PF_HOST) == 0) {
+                        hdr.pass.parse_path = PP_GET_SKIP_SWAP;
+                    } else {
+                        hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
+                        hdr.refill_request.setValid();
+                    }
+                    ig_md.route = 2;
                 }
             } else if (ig_md.step == STEP_REINSERT) {
                 hdr.swap_state.setInvalid();
                 hdr.swap_held.setInvalid();
             }
         } else if (hdr.pass.copy == PASS_SPAWN) {
-            /* repair_pass (op REPAIR), then the bounce or batch this copy carries */
-            if ((hdr.pass.flags & PF_SPAWN_REFILL) != 0) {
-                hdr.refill_request.setInvalid();
-                answer_header(OP_REFILL, hdr.pass.listed);
-                ig_md.route = 1;
-            } else if ((hdr.pass.flags & PF_SPAWN_BOUNCE) != 0) {
+            /* A mirrored bounce: the QUEUE_FULL of its one task (a REPAIR copy made its
+             * repair_pass in the queue pass and ends here). */
+            if ((hdr.pass.flags & PF_MIRROR_BOUNCE) != 0) {
                 if (hdr.swap_held.isValid()) {
                     held_to_entry_cur();
                 }
-                bounce_entry_cur();
-                hdr.repair_state.setInvalid();
+                if (hdr.entry_cur.isValid()) {
+                    bounce_entry_cur();
+                    ig_md.to_entry_client = 1;
+                }
                 answer_header(OP_QUEUE_FULL, 1);
-                ig_md.to_entry_client = 1;
                 ig_md.route = 1;
             }
         } else if (ig_md.step == STEP_DELIVER) {
-            /* an answer a fork left to this copy: NOOP, REFILL or QUEUE_FULL */
-            if (hdr.bolt.op == OP_REFILL) {
+            /* an answer a fork or a full batch left to this packet: NOOP, REFILL */
+            if ((hdr.pass.flags & PF_HOST) != 0) {
                 hdr.refill_request.setInvalid();
+                answer_header(OP_REFILL, hdr.pass.listed);
             }
             ig_md.route = 1;
         }
 
-        /* A spawned packet: a REPAIR and/or a bounce, alone or next to this one. */
-        if (ig_md.spawn_repair == 1 || ig_md.bounce == 1) {
-            if (ig_md.spawn_repair == 1) {
-                hdr.pass.flags = hdr.pass.flags | PF_SPAWN_REPAIR;
-                if (hdr.pass.spawn_path == PP_BOUNCE_ENTRY) {
-                    hdr.pass.spawn_path = PP_REPAIR_BOUNCE_ENTRY;
-                } else if (hdr.pass.spawn_path == PP_BOUNCE_HELD_GET) {
-                    hdr.pass.spawn_path = PP_REPAIR_BOUNCE_HELD_GET;
-                } else if (hdr.pass.spawn_path == PP_BOUNCE_HELD_REFILL) {
-                    hdr.pass.spawn_path = PP_REPAIR_BOUNCE_HELD_REFILL;
-                } else {
-                    hdr.pass.spawn_path = PP_REPAIR;
-                }
-            }
+        /* A spawned REPAIR: alone, or forked next to this packet. */
+        if (ig_md.spawn_repair == 1) {
+            hdr.pass.flags = hdr.pass.flags | PF_SPAWN_REPAIR;
             if (ig_md.route == 2 || ig_md.route == 1) {
                 /* fork; an answer on the main copy is delivered on its next pass */
                 if (ig_md.route == 1) {
@@ -1146,11 +1125,17 @@ control BoltAnswer(inout headers_t hdr,
                 }
                 ig_md.route = 3;
             } else {
-                /* alone: this packet becomes the spawned one */
+                /* alone: this packet becomes the REPAIR */
                 hdr.pass.copy = PASS_SPAWN;
-                hdr.pass.parse_path = hdr.pass.spawn_path;
+                hdr.pass.parse_path = PP_REPAIR;
                 ig_md.route = 2;
             }
+        }
+
+        /* A mirror copy of what this pass emits (the ingress deparser makes it). */
+        if (ig_md.mirror_kind != 0) {
+            hdr.pass.flags = hdr.pass.flags | ig_md.mirror_kind;
+            ig_dprsr_md.mirror_type = MIRROR_TYPE_BOLT;
         }
 
         /* ---------- send ---------- */
@@ -1164,9 +1149,8 @@ control BoltAnswer(inout headers_t hdr,
                     ig_md.answer_port = hdr.udp.src_port;
                 }
                 address_answer(ig_md.answer_ip, ig_md.answer_port);
-                message_length_out.apply();
-                hdr.udp.length = ig_md.out_len + 8;
-                hdr.ipv4.total_len = ig_md.out_len + 28;
+                /* the lengths are the egress's (message_length_out), off this chain */
+                hdr.pass.flags = hdr.pass.flags | PF_ANSWER;
                 hdr.entry_cur.setInvalid();
                 ig_md.forward = 1;
             } else if (ig_md.route == 2) {
@@ -1207,21 +1191,28 @@ control BoltIngress(inout headers_t hdr,
 
     apply {
         pass_setup.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        /* A list item the parser of a recirculated pass refused (malformed) is counted
+         * and dropped by the front panel's checks, with what is left of its list: the
+         * items before it are queued already (p4/README.md, "One list item per pass"). */
 #if ADMISSION_OWN_PASS
         /* Admission and the queue step in exclusive branches: the compiler can give them
          * the same stages. first_look is set by the parser and written by no control. */
-        if (ig_md.first_look == 1) {
+        if (ig_md.first_look == 1 || ig_md.malformed == 1) {
             front_panel.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
         } else {
             queue_pass.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
         }
 #else
-        if (ig_md.first_look == 1) {
+        if (ig_md.first_look == 1 || ig_md.malformed == 1) {
             front_panel.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
         }
-        queue_pass.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        if (ig_md.malformed == 0) {
+            queue_pass.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        }
 #endif
-        answer.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        if (ig_md.malformed == 0) {
+            answer.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+        }
     }
 }
 
@@ -1230,8 +1221,13 @@ control BoltIngressDeparser(packet_out pkt,
                             in ingress_md_t ig_md,
                             in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Checksum() ipv4_checksum;
+    Mirror() mirror;
 
     apply {
+        if (ig_dprsr_md.mirror_type == MIRROR_TYPE_BOLT) {
+            /* a bounce or the search after a full batch: the session cuts the copy */
+            mirror.emit<bolt_mirror_h>(ig_md.mirror_session, { PASS_MIRRORED });
+        }
         hdr.ipv4.hdr_checksum = ipv4_checksum.update({
             hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
             hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
@@ -1250,11 +1246,9 @@ control BoltIngressDeparser(packet_out pkt,
         pkt.emit(hdr.refill_request);
         pkt.emit(hdr.completion);
         pkt.emit(hdr.claim);
-        pkt.emit(hdr.tasks_before);
+        /* at most one list item: the rest of a list follows as payload */
         pkt.emit(hdr.task_cur);
-        pkt.emit(hdr.tasks_after);
         pkt.emit(hdr.entry_cur);
-        pkt.emit(hdr.entries);
         pkt.emit(hdr.entry_out);
     }
 }

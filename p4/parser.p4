@@ -3,7 +3,8 @@
 
 /* ------------------------------------------------------------------------------------
  * Ingress parser. Front-panel packets are validated as scheduler-common's decode()
- * does; recirculated packets follow the layout their previous pass wrote down.
+ * does, up to the first list item; recirculated packets follow the layout their previous
+ * pass wrote down, and each list item is validated by the pass that extracts it.
  * ---------------------------------------------------------------------------------- */
 
 parser BoltIngressParser(packet_in pkt,
@@ -12,7 +13,6 @@ parser BoltIngressParser(packet_in pkt,
                          out ingress_intrinsic_metadata_t ig_intr_md) {
     /* Set by the control plane to the recirculation ports (bfrt: pvs). */
     value_set<PortId_t>(4) recirculation_ports;
-    ParserCounter() items;
 
     state start {
         pkt.extract(ig_intr_md);
@@ -21,7 +21,7 @@ parser BoltIngressParser(packet_in pkt,
          * and a pass reads some fields (at, got_task_word, ...) only on some paths. */
         ig_md.malformed = 0; ig_md.decode_error = 0; ig_md.service = 0; ig_md.forged = 0; ig_md.first_look = 0; ig_md.allowed = 0;
         ig_md.steer = 0; ig_md.ingress_pipe = 0; ig_md.steer_port = 0;
-        ig_md.expected_len = 0; ig_md.out_len = 0; ig_md.priorities = 0;
+        ig_md.expected_len = 0; ig_md.priorities = 0;
         ig_md.max_passes = 0; ig_md.recirc_port = 0; ig_md.fork_group = 0; ig_md.step = 0; ig_md.plan_step = 0;
         ig_md.pass_kind = 0; ig_md.origin_index = 0; ig_md.level8 = 0; ig_md.level = 0;
         ig_md.task_prio = 0; ig_md.clamped = 0; ig_md.exec_rsrc = 0; ig_md.add_op = 0;
@@ -30,7 +30,7 @@ parser BoltIngressParser(packet_in pkt,
         ig_md.retrieve_stored = 0; ig_md.drift_lo = 0; ig_md.drift_hi = 0; ig_md.drift = 0;
         ig_md.at = 0; ig_md.write_value = 0; ig_md.distance = 0; ig_md.head_delta = 0;
         ig_md.past_add = 0; ig_md.udp_len_excess = 0; ig_md.prio_room = 0;
-        ig_md.missing_rsrc = 0; ig_md.flag_hit = 0; ig_md.items_left = 0;
+        ig_md.missing_rsrc = 0; ig_md.flag_hit = 0; ig_md.mirror_kind = 0; ig_md.mirror_session = 0;
         ig_md.levels_left = 0; ig_md.full = 0; ig_md.behind = 0; ig_md.past_tail = 0;
         ig_md.head_moved = 0; ig_md.flags_before = 0; ig_md.flag_was_set = 0;
         ig_md.was_valid = 0; ig_md.slot = 0; ig_md.slot_rsrc = 0; ig_md.got_task_word = 0;
@@ -76,12 +76,13 @@ parser BoltIngressParser(packet_in pkt,
 
     /* decode(), in its order: check_header (magic, version, op, internal op, the op's
      * header flags), then frame (count; the length is checked by the control; header prio
-     * and rsrc), then the body. Every op a client or executor can send is parsed to the
-     * end, including those that do not go to a switch (counted as wrong direction once
-     * valid), so that what passes here is exactly what decode() accepts. */
+     * and rsrc), then the body up to its first list item. Every op a client or executor
+     * can send is parsed so, including those that do not go to a switch (counted as wrong
+     * direction once valid). A list's later items are checked by the pass that extracts
+     * each (SUBMIT, RETURN), or not at all (ops refused as wrong direction): one list
+     * item in PHV per pass (p4/README.md, "One list item per pass"). */
     state parse_bolt {
         pkt.extract(hdr.bolt);
-        items.set(hdr.bolt.count);
         transition select(hdr.bolt.magic, hdr.bolt.version) {
             (BOLT_MAGIC, BOLT_VERSION) : check_op;
             (BOLT_MAGIC, _)            : bad_version;
@@ -182,31 +183,18 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* SUBMIT and QUEUE_FULL: every task is checked before any is queued, as decode()
-     * does: prio, then flags. */
+    /* SUBMIT and QUEUE_FULL: the first task only, prio then flags, as check_task() does.
+     * The rest of the list stays payload; each task is checked the same way by the pass
+     * that extracts it (rc_task_cur), so a pass holds one list item. */
     state parse_submit_first {
         pkt.extract(hdr.job_ref);
+        transition parse_task_cur;
+    }
+
+    state parse_task_cur {
         pkt.extract(hdr.task_cur);
-        items.decrement(1);
         transition select(hdr.task_cur.prio, hdr.task_cur.flags) {
-            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS) : submit_rest;
-            (1 .. MAX_PRIORITIES, _)             : unknown_flags;
-            default                 : bad_priority;
-        }
-    }
-
-    state submit_rest {
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : parse_task_after;
-        }
-    }
-
-    state parse_task_after {
-        pkt.extract(hdr.tasks_after.next);
-        items.decrement(1);
-        transition select(hdr.tasks_after.last.prio, hdr.tasks_after.last.flags) {
-            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS) : submit_rest;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS) : accept;
             (1 .. MAX_PRIORITIES, _)             : unknown_flags;
             default                 : bad_priority;
         }
@@ -220,31 +208,12 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* RETURN, ASSIGN and REFILL: every entry is checked first, as check_entry() does:
-     * its task's prio, then flags, then the pad, which must be zero. */
+    /* RETURN, ASSIGN and REFILL: the first entry only, as check_entry() does: its task's
+     * prio, then flags, then the pad, which must be zero. */
     state parse_return_first {
         pkt.extract(hdr.entry_cur);
-        items.decrement(1);
         transition select(hdr.entry_cur.prio, hdr.entry_cur.flags, hdr.entry_cur.pad) {
-            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, 0) : return_rest;
-            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, _) : bad_field;
-            (1 .. MAX_PRIORITIES, _, _)             : unknown_flags;
-            default                    : bad_priority;
-        }
-    }
-
-    state return_rest {
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : parse_entry_after;
-        }
-    }
-
-    state parse_entry_after {
-        pkt.extract(hdr.entries.next);
-        items.decrement(1);
-        transition select(hdr.entries.last.prio, hdr.entries.last.flags, hdr.entries.last.pad) {
-            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, 0) : return_rest;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, 0) : accept;
             (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, _) : bad_field;
             (1 .. MAX_PRIORITIES, _, _)             : unknown_flags;
             default                    : bad_priority;
@@ -264,7 +233,6 @@ parser BoltIngressParser(packet_in pkt,
 
     state parse_pass {
         pkt.extract(hdr.pass);
-        items.set(hdr.pass.listed);
         transition rc_ethernet;
     }
 
@@ -277,19 +245,16 @@ parser BoltIngressParser(packet_in pkt,
         transition select(hdr.pass.parse_path) {
             PP_SUBMIT                    : rc_submit;
             PP_QUEUE_FULL                : rc_queue_full;
+            PP_SUBMIT_SKIP_FIRST         : rc_submit_skip_first;
             PP_RETURN                    : rc_entry_cur;
             PP_RETURN_SKIP_FIRST         : rc_return_skip_first;
             PP_GET                       : parse_requester;
             PP_GET_SKIP_SWAP             : rc_get_skip_swap;
             PP_REFILL                    : rc_refill;
             PP_REFILL_SKIP_SWAP          : rc_refill_skip_swap;
-            PP_REFILL_SKIP_FOUND         : rc_refill_skip_found;
             PP_SWAP_GET                  : rc_swap_get;
             PP_SWAP_REFILL               : rc_swap_refill;
             PP_REPAIR                    : rc_repair;
-            PP_REPAIR_BOUNCE_ENTRY       : rc_repair_bounce_entry;
-            PP_REPAIR_BOUNCE_HELD_GET    : rc_repair_bounce_held_get;
-            PP_REPAIR_BOUNCE_HELD_REFILL : rc_repair_bounce_held_refill;
             PP_BOUNCE_ENTRY              : rc_bounce_entry;
             PP_BOUNCE_HELD_GET           : rc_bounce_held_get;
             PP_BOUNCE_HELD_REFILL        : rc_bounce_held_refill;
@@ -297,80 +262,46 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* SUBMIT: [JobRef][refused so far][current][rest, left as payload] */
-    state rc_submit {
+    /* SUBMIT: [JobRef][the first task left, checked here][the rest, payload] */
+    state rc_submit { pkt.extract(hdr.job_ref); transition rc_task_cur; }
+    state rc_task_cur {
+        pkt.extract(hdr.task_cur);
+        transition select(hdr.task_cur.prio, hdr.task_cur.flags) {
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS) : accept;
+            (1 .. MAX_PRIORITIES, _)             : unknown_flags;
+            default                 : bad_priority;
+        }
+    }
+    /* The refused task left in the mirrored copy: deleted here (advance = delete). */
+    state rc_submit_skip_first {
         pkt.extract(hdr.job_ref);
-        transition select((bit<1>)items.is_zero()) {
-            1 : rc_task_cur;
-            default : rc_task_before;
-        }
+        pkt.advance(192);
+        transition rc_task_cur;
     }
-    state rc_task_before {
-        pkt.extract(hdr.tasks_before.next);
-        items.decrement(1);
-        transition select((bit<1>)items.is_zero()) {
-            1 : rc_task_cur;
-            default : rc_task_before;
-        }
-    }
-    state rc_task_cur { pkt.extract(hdr.task_cur); transition accept; }
-
-    /* QUEUE_FULL to deliver: [JobRef][refused tasks] */
+    /* A mirrored QUEUE_FULL: [JobRef][the one task], cut there by its mirror session. */
     state rc_queue_full {
         pkt.extract(hdr.job_ref);
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : rc_task_refused;
-        }
-    }
-    state rc_task_refused {
-        pkt.extract(hdr.tasks_before.next);
-        items.decrement(1);
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : rc_task_refused;
-        }
+        pkt.extract(hdr.task_cur);
+        transition accept;
     }
 
-    /* RETURN: the entry a forked pass bounced is dropped here (advance = delete). */
+    /* RETURN: [the first entry left, checked here][the rest, payload] */
     state rc_return_skip_first { pkt.advance(320); transition rc_entry_cur; }
-    state rc_entry_cur { pkt.extract(hdr.entry_cur); transition accept; }
+    state rc_entry_cur {
+        pkt.extract(hdr.entry_cur);
+        transition select(hdr.entry_cur.prio, hdr.entry_cur.flags, hdr.entry_cur.pad) {
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, 0) : accept;
+            (1 .. MAX_PRIORITIES, 0x00 &&& ~KNOWN_TASK_FLAGS, _) : bad_field;
+            (1 .. MAX_PRIORITIES, _, _)             : unknown_flags;
+            default                    : bad_priority;
+        }
+    }
 
     state rc_get_skip_swap { pkt.advance(384); transition parse_requester; }
 
-    /* REFILL_REQ: [RefillRequest][entries found so far] */
+    /* REFILL_REQ: [RefillRequest][entries found so far, newest first: payload] */
     state rc_refill_skip_swap { pkt.advance(384); transition rc_refill; }
-    state rc_refill {
-        pkt.extract(hdr.refill_request);
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : rc_found;
-        }
-    }
-    state rc_found {
-        pkt.extract(hdr.entries.next);
-        items.decrement(1);
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : rc_found;
-        }
-    }
-    /* A full batch left in the other copy of a fork: drop it from this one. */
-    state rc_refill_skip_found {
-        pkt.extract(hdr.refill_request);
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : rc_skip_entry;
-        }
-    }
-    state rc_skip_entry {
-        pkt.advance(320);
-        items.decrement(1);
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : rc_skip_entry;
-        }
-    }
+    state rc_refill { pkt.extract(hdr.refill_request); transition accept; }
 
     /* SWAP: [SwapState][held Entry][the retrieval's own body] */
     state rc_swap_get {
@@ -384,29 +315,11 @@ parser BoltIngressParser(packet_in pkt,
         transition rc_refill;
     }
 
-    /* REPAIR: [RepairState], then the entry it also bounces, if any. */
+    /* REPAIR: [RepairState]; whatever follows is payload the pass drops with the packet. */
     state rc_repair { pkt.extract(hdr.repair_state); transition accept; }
-    state rc_repair_bounce_entry {
-        pkt.extract(hdr.repair_state);
-        transition rc_bounce_entry;
-    }
-    state rc_repair_bounce_held_get {
-        pkt.extract(hdr.repair_state);
-        transition rc_bounce_held_get;
-    }
-    state rc_repair_bounce_held_refill {
-        pkt.extract(hdr.repair_state);
-        transition rc_bounce_held_refill;
-    }
 
-    /* A bounce keeps the one entry and deletes what follows it. */
-    state rc_bounce_entry {
-        pkt.extract(hdr.entry_cur);
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : rc_skip_entry;
-        }
-    }
+    /* A mirrored bounce: the one entry, everything after it cut by the mirror session. */
+    state rc_bounce_entry { pkt.extract(hdr.entry_cur); transition accept; }
     state rc_bounce_held_get {
         pkt.extract(hdr.swap_state);
         pkt.extract(hdr.swap_held);
@@ -417,9 +330,6 @@ parser BoltIngressParser(packet_in pkt,
         pkt.extract(hdr.swap_state);
         pkt.extract(hdr.swap_held);
         pkt.advance(32);     /* RefillRequest */
-        transition select((bit<1>)items.is_zero()) {
-            1 : accept;
-            default : rc_skip_entry;
-        }
+        transition accept;
     }
 }

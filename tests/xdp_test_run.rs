@@ -312,8 +312,9 @@ fn refill_from_the_switch_fills_the_rings_in_order() {
     let c = rig.counters();
     assert_eq!((c.get(Counter::RefillFrames), c.get(Counter::RefillTasks)), (1, 16));
     assert_eq!(rig.maps().occupancy()[..4], [4, 4, 4, 4]);
+    // The batch lists its entries newest first: each ring serves them last to first.
     for prio in 1..=4u8 {
-        let want: Vec<u32> = batch.iter().filter(|e| e.task.prio == prio).map(tid).collect();
+        let want: Vec<u32> = batch.iter().rev().filter(|e| e.task.prio == prio).map(tid).collect();
         let got: Vec<u32> = std::iter::from_fn(|| rig.maps().pop(prio).unwrap()).map(|e| tid(&e)).collect();
         assert_eq!(got, want, "ring {prio}");
     }
@@ -323,6 +324,43 @@ fn refill_from_the_switch_fills_the_rings_in_order() {
     let popped = rig.maps().pop(2).unwrap().expect("the entry");
     assert_ne!(popped.pad, [0, 0], "REFILL ingest stamps the entry");
     assert_eq!(Entry { pad: [0; 2], ..popped }, batch[0]);
+}
+
+/// Tier 2's queue model answers a REFILL_REQ; the REFILLs it sends, stored by the XDP
+/// program, come out of each ring in the order tier 2 dequeued them, which for one level
+/// is the order they were submitted in.
+#[test]
+fn a_refills_entries_are_served_in_tier_2s_dequeue_order() {
+    use scheduler_common::{Message, RefillRequest};
+    use scheduler_user::queue::{Collect, Output, QueueConfig, Scheduler};
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    let mut tier2 = Scheduler::new(QueueConfig { capacity: 64, priorities: 4, ..QueueConfig::default() }).unwrap();
+    let client = SocketAddrV4::new(Ipv4Addr::new(198, 51, 100, 7), 9000);
+    let tasks: Vec<Task> = (1..=20u32).map(|t| entry(t, (t % 2 + 1) as u8, 0).task).collect();
+    let mut out = Collect::default();
+    for chunk in tasks.chunks(MAX_LIST) {
+        tier2.handle(&Message::Submit { job: JobRef::new(1, 2), flags: 0, tasks: chunk }, client, &mut out).unwrap();
+    }
+    assert!(out.0.is_empty(), "nothing refused");
+    let node = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 20), PORT);
+    tier2.handle(&Message::RefillReq { node_rsrc: 0, req: RefillRequest::new(NODE, 20) }, node, &mut out).unwrap();
+    let mut dequeued = Vec::new();
+    for o in &out.0 {
+        let Output::Refill { entries, .. } = o else { panic!("unexpected {o:?}") };
+        assert_eq!(rig.run(&rig.refill_frame(entries)).0, Verdict::Drop);
+        dequeued.extend(entries.iter().rev().map(tid));
+    }
+    assert_eq!(out.0.len(), 2, "a full batch and a short one");
+    for prio in 1..=2u8 {
+        let want: Vec<u32> = tasks.iter().filter(|t| t.prio == prio).map(|t| t.tid()).collect();
+        let served: Vec<u32> = std::iter::from_fn(|| rig.maps().pop(prio).unwrap()).map(|e| tid(&e)).collect();
+        assert_eq!(served, want, "ring {prio} serves in submission order");
+        let order: Vec<u32> = dequeued.iter().copied().filter(|t| want.contains(t)).collect();
+        assert_eq!(served, order, "ring {prio} serves in tier 2's dequeue order");
+    }
 }
 
 #[test]
@@ -337,19 +375,21 @@ fn full_rings_overflow_to_the_agent_then_back_to_the_switch() {
     let batch: Vec<Entry> = (1..=10).map(|t| entry(t, 1, 0)).collect();
     let request = rig.refill_frame(&batch);
     let (verdict, out) = rig.run(&request);
-    // 3 fit the ring, 4 the overflow queue; the remaining 3 go back to the switch.
+    // Stored last to first: 10, 9, 8 fit the ring, 7 to 4 the overflow queue; the first
+    // 3 of the list go back to the switch.
     assert_eq!(verdict, Verdict::Tx);
     let mut ret = [0u8; MAX_MESSAGE_LEN];
-    let n = encode_return(&mut ret, &batch[7..]).unwrap();
+    let n = encode_return(&mut ret, &batch[..3]).unwrap();
     let expected = udp_frame(&rig.switch_to_node().reversed(), Ipv4Fields::default(), &ret[..n]);
     assert_eq!(out, expected, "bounced RETURN differs from scheduler-common's encoding");
     let c = rig.counters();
     assert_eq!((c.get(Counter::RefillTasks), c.get(Counter::Overflow), c.get(Counter::Bounced)), (3, 4, 3));
     // Nothing lost: ring + overflow + bounced = everything sent, each once.
     let mut seen: Vec<u32> = std::iter::from_fn(|| rig.maps().pop(1).unwrap()).map(|e| tid(&e)).collect();
-    assert_eq!(seen, [1, 2, 3]);
+    assert_eq!(seen, [10, 9, 8]);
     seen.extend(std::iter::from_fn(|| rig.maps().pop_overflow().unwrap()).map(|e| tid(&e)));
-    seen.extend(batch[7..].iter().map(tid));
+    seen.extend(batch[..3].iter().map(tid));
+    seen.sort_unstable();
     assert_eq!(seen, (1..=10).collect::<Vec<_>>());
 }
 
@@ -361,8 +401,9 @@ fn overflow_keeps_other_priorities_flowing() {
     let mut rig = Rig::new(|s| s.ring_capacity = 1);
     let batch = [entry(1, 1, 0), entry(2, 1, 0), entry(3, 2, 0)];
     assert_eq!(rig.run(&rig.refill_frame(&batch)).0, Verdict::Drop);
+    // Stored last to first: 3 to ring 2, 2 to ring 1, and 1, its ring full, to overflow.
     assert_eq!(rig.maps().occupancy()[..2], [1, 1]);
-    assert_eq!(rig.maps().pop_overflow().unwrap().map(|e| tid(&e)), Some(2));
+    assert_eq!(rig.maps().pop_overflow().unwrap().map(|e| tid(&e)), Some(1));
     assert!(matches!(rig.maps().push(&entry(4, 1, 0)), Err(scheduler_user::xdp::PushError::Full(1))));
 }
 
@@ -1446,9 +1487,10 @@ fn a_bounce_returns_exactly_the_tasks_not_stored_from_a_padded_frame() {
         frame.extend_from_slice(&[0xEE; 24]); // link-layer padding past the datagram
         let (verdict, out) = rig.run(&frame);
         assert_eq!(verdict, Verdict::Tx);
+        // Stored last to first: the RETURN is the head of the list.
         let stored = if k == 0 { 5 } else { 0 };
         let mut ret = [0u8; MAX_MESSAGE_LEN];
-        let n = encode_return(&mut ret, &batch[stored..]).unwrap();
+        let n = encode_return(&mut ret, &batch[..batch.len() - stored]).unwrap();
         let expected = udp_frame(&rig.switch_to_node().reversed(), Ipv4Fields::default(), &ret[..n]);
         assert_eq!(out, expected, "the RETURN holds exactly the tasks not stored, trimmed");
     }
@@ -1586,7 +1628,8 @@ fn a_map_error_in_the_agent_costs_only_its_task_which_goes_back_to_tier_two() {
         run_agent_on_pins(&name, switch_addr, listen, 400, StopMode::KeepAttached).expect("the agent keeps running");
     sender.join().unwrap();
     assert_eq!((stats.ring_errors, stats.queued[0], stats.returned_tasks), (2, 1, 2), "{stats:?}");
-    // Tasks 2 and 3 came back in a RETURN (REFILL_REQs may come first).
+    // Stored last to first: task 3 is queued, 2 and 1 came back in a RETURN, in the order
+    // the agent met them (REFILL_REQs may come first).
     let mut got = [0u8; 2048];
     let returned = loop {
         let (n, _) = switch.recv_from(&mut got).expect("a RETURN");
@@ -1594,7 +1637,7 @@ fn a_map_error_in_the_agent_costs_only_its_task_which_goes_back_to_tier_two() {
             break entries.iter().map(tid).collect::<Vec<_>>();
         }
     };
-    assert_eq!(returned, [2, 3]);
+    assert_eq!(returned, [2, 1]);
 }
 
 #[test]

@@ -22,6 +22,17 @@ import os
 # bolt.p4 constants this script must agree with.
 RID_CONTINUE = 1
 RID_SPAWN = 2
+# Ingress mirror sessions (headers.p4 MIRROR_*) and the length each copy is cut to:
+# bolt_pass_h 20 + Ethernet, IPv4, UDP, Bolt 50 + the layout's fixed part, + the 1-byte
+# bolt_mirror_h in front. The copy goes to the recirculation port; what follows the cut
+# (the rest of a list) is not in it.
+MIRROR_SESSIONS = {
+    1: 20 + 50 + 8 + 24 + 1,      # MIRROR_SUBMIT_BOUNCE: JobRef, the refused TASK
+    2: 20 + 50 + 40 + 1,          # MIRROR_RETURN_BOUNCE: the refused ENTRY
+    3: 20 + 50 + 8 + 40 + 8 + 1,  # MIRROR_HELD_GET: SwapState, held ENTRY, Requester
+    4: 20 + 50 + 8 + 40 + 4 + 1,  # MIRROR_HELD_REFILL: SwapState, held ENTRY, RefillRequest
+    5: 20 + 50 + 4 + 1,           # MIRROR_SEARCH_ON: RefillRequest, no entry found
+}
 MAX_PRIORITIES = 8
 
 
@@ -69,6 +80,13 @@ def setup_recirculation(cfg, p4):
     bfrt.pre.mgid.entry(mgid=rc["fork_group"], multicast_node_id=[cont, spawn],
                         multicast_node_l1_xid_valid=[False, False],
                         multicast_node_l1_xid=[0, 0]).push()
+    # A bounce (one QUEUE_FULL per refused task) and the search after a full REFILL
+    # batch leave a pass as ingress mirror copies, each cut to its layout's length.
+    for sid, length in MIRROR_SESSIONS.items():
+        bfrt.mirror.cfg.entry_with_normal(sid=sid, direction="INGRESS", session_enable=True,
+                                          ucast_egress_port=rc["port"],
+                                          ucast_egress_port_valid=True,
+                                          max_pkt_len=length).push()
 
 
 def setup_queue(cfg, pass_setup, front_panel):

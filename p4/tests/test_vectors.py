@@ -59,6 +59,19 @@ RID_CONTINUE = 1
 RID_SPAWN = 2
 FORK_GROUP = 1
 FORK_NODES = (1, 2)
+
+
+def mirror_sessions():
+    """The ingress mirror sessions and their cut lengths, as p4/control/setup.py programs
+    them (read from its text: the setup runs itself when imported)."""
+    import ast
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "control", "setup.py")
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "MIRROR_SESSIONS":
+            return eval(compile(ast.Expression(node.value), path, "eval"), {})
+    raise RuntimeError("setup.py defines no MIRROR_SESSIONS")
 QUIESCENT_WAIT = 2.0
 
 # op_passes and enqueue_results indexes (bolt.p4: origin << 2 | kind, kind << 2 | result)
@@ -155,6 +168,14 @@ class ScenarioReplay:
                  [gc.DataTuple("$MULTICAST_NODE_ID", int_arr_val=list(FORK_NODES)),
                   gc.DataTuple("$MULTICAST_NODE_L1_XID_VALID", bool_arr_val=[False, False]),
                   gc.DataTuple("$MULTICAST_NODE_L1_XID", int_arr_val=[0, 0])])
+        # Bounces and the search after a full REFILL batch leave as cut mirror copies.
+        for sid, length in mirror_sessions().items():
+            self.add("$mirror.cfg", [gc.KeyTuple("$sid", sid)],
+                     [gc.DataTuple("$direction", str_val="INGRESS"),
+                      gc.DataTuple("$session_enable", bool_val=True),
+                      gc.DataTuple("$ucast_egress_port", self.recirc_port),
+                      gc.DataTuple("$ucast_egress_port_valid", bool_val=True),
+                      gc.DataTuple("$max_pkt_len", length)], "$normal")
         qc = self.table(ingress("queue_config"))
         qc.default_entry_set(self.target, qc.make_data(
             [gc.DataTuple("priorities", cfg["priorities"]), gc.DataTuple("max_passes", cfg["max_passes"]),

@@ -406,6 +406,9 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         ("complete_ok", Owned::Complete(complete)),
         ("complete_failed", Owned::Complete(failed)),
         ("complete_refused", Owned::Complete(refused)),
+        // What a switch sends: one QUEUE_FULL per refused task (docs/protocol.md). A
+        // receiver accepts any length 1..=16, which the longer vector keeps covered.
+        ("queue_full_one_task", Owned::QueueFull { job: JobRef::new(42, 7), tasks: submit_tasks[..1].to_vec() }),
         ("queue_full", Owned::QueueFull { job: JobRef::new(42, 7), tasks: submit_tasks }),
         ("refill_req", Owned::RefillReq { node_rsrc: 0b0000_0011, req: RefillRequest::new(7, 16) }),
         ("refill_req_want_max", Owned::RefillReq { node_rsrc: 0, req: RefillRequest::new(7, 255) }),

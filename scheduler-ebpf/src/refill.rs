@@ -3,15 +3,18 @@
 //! Accepted only on an uplink interface (the program also runs on the executor-facing
 //! ones, where an executor could forge the switch's address), only from the configured
 //! switch address, and only whole: like the userspace
-//! decoder, one invalid entry rejects the frame. Each task goes to its priority's ring;
-//! a task whose ring is full goes to the overflow queue, which the agent drains and
-//! RETURNs to tier 2. Should the overflow queue be full as well (no agent draining it),
-//! the frame itself is rewritten in place into a RETURN of exactly the tasks not yet
-//! stored and sent back to the switch, so no task is ever dropped or stored twice here.
+//! decoder, one invalid entry rejects the frame. A REFILL lists its entries newest first
+//! (tier 2 builds it one dequeue per pass, each in front of the last), so they are stored
+//! last to first and the rings serve them in tier 2's dequeue order. Each task goes to its
+//! priority's ring; a task whose ring is full goes to the overflow queue, which the agent
+//! drains and RETURNs to tier 2. Should the overflow queue be full as well (no agent
+//! draining it), the frame itself is rewritten in place into a RETURN of exactly the tasks
+//! not yet stored (the first ones of the list) and sent back to the switch, so no task is
+//! ever dropped or stored twice here.
 
 use aya_ebpf::{
     bindings::xdp_action,
-    helpers::{bpf_ktime_get_coarse_ns, bpf_xdp_adjust_head, bpf_xdp_adjust_tail},
+    helpers::{bpf_ktime_get_coarse_ns, bpf_xdp_adjust_tail},
     programs::XdpContext,
 };
 use aya_log_ebpf::{error, info, warn};
@@ -25,7 +28,6 @@ use crate::{
     frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN},
     get_task::ipv4_checksum,
     rings::{self, Pushed, Rings},
-    words,
 };
 
 #[inline(always)]
@@ -96,15 +98,17 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         }
     }
     let (mut stored, mut overflowed) = (0u64, 0u64);
-    let mut unstored_from = None;
     // The lease stamp every task stored in a ring carries (see maps::ring_stamp).
     // SAFETY: the helper has no preconditions.
     let stamp = ring_stamp(unsafe { bpf_ktime_get_coarse_ns() } / 1_000_000);
-    for i in 0..MAX_LIST {
-        if i >= n {
-            break;
+    // Entries `0..unstored` are not stored yet. Walked from the last entry down, each
+    // step with a constant offset for the verifier.
+    let mut unstored = n;
+    for j in (0..MAX_LIST).rev() {
+        if j >= n {
+            continue;
         }
-        let Some(e) = entry_at(ctx, i) else { break };
+        let Some(e) = entry_at(ctx, j) else { break };
         // SAFETY: bounds checked by `entry_at`.
         let r = ring_index(unsafe { (*e).task.prio }, cfg);
         let mut in_ring = false;
@@ -125,19 +129,19 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         } else if rings::push_overflow(e as *const u8) {
             overflowed += 1;
         } else {
-            unstored_from = Some(i);
             break;
         }
+        unstored = j;
     }
     for r in 0..RING_COUNT {
         rings.unreserve(r as u32 + 1, granted.get(r));
     }
     tally.add_n(Counter::RefillTasks, stored);
     tally.add_n(Counter::Overflow, overflowed);
-    match unstored_from {
-        None => xdp_action::XDP_DROP,
-        Some(k) => bounce(ctx, cfg.port, k, n, tally),
+    if unstored == 0 {
+        return xdp_action::XDP_DROP;
     }
+    bounce(ctx, cfg.port, unstored, tally)
 }
 
 /// One small count (0..=255) per ring, packed in a register.
@@ -179,34 +183,19 @@ struct ReturnHeaders {
     bolt: Header,
 }
 
-/// Sends entries `k..n` of this REFILL back to the switch as a RETURN, rewriting the frame
-/// in place: those entries move to the front of the list, the headers are rewritten over
-/// the REFILL's, and the frame is trimmed to the RETURN. Nothing here can fail once the
-/// first entries are stored (the reason it is done in place rather than by moving the
+/// Sends entries `0..left` of this REFILL back to the switch as a RETURN, rewriting the
+/// frame in place: the headers are rewritten over the REFILL's and the frame is trimmed
+/// to the RETURN, so the entries stay where they are. Nothing here can fail once the
+/// other entries are stored (the reason it is done in place rather than by moving the
 /// frame's start): the bounds checked below are those the validation already passed on
 /// this same frame, and should the trim fail, the bytes past the IPv4 datagram are
-/// link-layer padding every receiver discards. Entries `0..k` are stored and not resent.
+/// link-layer padding every receiver discards. Entries `left..` are stored and not resent.
 #[inline(never)]
-fn bounce(ctx: &XdpContext, port: u16, k: usize, n: usize, tally: &mut Tally) -> u32 {
-    let k = k & 0x0F; // k < MAX_LIST; the mask lets the verifier see it.
-    let left = n - k;
+fn bounce(ctx: &XdpContext, port: u16, left: usize, tally: &mut Tally) -> u32 {
+    let left = left & 0x1F; // left <= MAX_LIST; the mask lets the verifier see it.
     let Some(out) = at::<ReturnHeaders>(ctx, 0) else {
-        return unreachable_bounds(ctx, k, n, tally);
+        return unreachable_bounds(ctx, left, tally);
     };
-    if k != 0 {
-        for j in 0..MAX_LIST {
-            if j >= left {
-                break;
-            }
-            let (Some(src), Some(dst)) = (entry_at(ctx, k + j), entry_at(ctx, j)) else {
-                return unreachable_bounds(ctx, k, n, tally);
-            };
-            // SAFETY: both 40-byte ranges are inside the frame (checked just above); the
-            // destination lies before the source, so a forward copy never reads a word it
-            // has already overwritten.
-            unsafe { words::copy_words::<{ Entry::LEN / 8 }>(dst as *mut u8, src as *const u8) };
-        }
-    }
     let message_len = Header::LEN + left * Entry::LEN;
     let ip_len = IPV4_LEN + UDP_LEN + message_len;
     // SAFETY: bounds checked by `at`; every field is read before it is overwritten.
@@ -243,10 +232,10 @@ fn bounce(ctx: &XdpContext, port: u16, k: usize, n: usize, tally: &mut Tally) ->
 
 /// A bounds check failed on a frame whose every entry passed the same check during
 /// validation: cannot happen. Counted and logged; the frame is dropped rather than passed
-/// on, because the agent would store its first `k` entries a second time.
+/// on, because the agent would store its last entries a second time.
 #[inline(always)]
-fn unreachable_bounds(ctx: &XdpContext, k: usize, n: usize, tally: &mut Tally) -> u32 {
+fn unreachable_bounds(ctx: &XdpContext, left: usize, tally: &mut Tally) -> u32 {
     tally.add(Counter::AdjustFailed);
-    error!(ctx, "REFILL bounce: frame bounds changed; entries {}..{} not returned", k as u32, n as u32);
+    error!(ctx, "REFILL bounce: frame bounds changed; entries 0..{} not returned", left as u32);
     xdp_action::XDP_DROP
 }

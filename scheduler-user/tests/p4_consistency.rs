@@ -380,18 +380,61 @@ fn protocol_constants_match() {
     }
 }
 
+/// One list item in PHV per pass: headers_t holds no header stack, the items a pass can
+/// hold are single headers (the task or entry it enqueues, the entry it dequeued, the
+/// entry a SWAP holds), and no path through the ingress parser extracts more than one
+/// list item (the rest of a list is payload). The graph has no loop, so nothing unrolls.
 #[test]
-fn list_stacks_and_queue_geometry_match() {
+fn a_pass_holds_at_most_one_list_item() {
     let p4 = P4::load();
     let fields = p4.struct_fields("headers_t");
+    let stacks: Vec<_> = fields.iter().filter(|(ty, _)| ty.contains('[')).collect();
+    assert!(stacks.is_empty(), "header stacks hold whole lists in PHV: {stacks:?}");
     let decl = |name: &str| -> String {
         fields.iter().find(|(_, n)| n == name).unwrap_or_else(|| panic!("headers_t has no {name}")).0.clone()
     };
-    // A SUBMIT's refused tasks (all 16 when everything is refused), the tasks after the
-    // current one on the first pass, and up to 16 ENTRYs (RETURN, REFILL batches).
-    assert_eq!(decl("tasks_before"), "task_h[MAX_LIST]");
-    assert_eq!(decl("tasks_after"), "task_h[MAX_LIST - 1]");
-    assert_eq!(decl("entries"), "entry_h[MAX_LIST]");
+    assert_eq!(decl("task_cur"), "task_h");
+    for e in ["entry_cur", "entry_out", "swap_held"] {
+        assert_eq!(decl(e), "entry_h");
+    }
+    // List items: every TASK or ENTRY header but the one a SWAP holds (SwapState's body).
+    let items: BTreeSet<String> = fields
+        .iter()
+        .filter(|(ty, n)| (ty == "task_h" || ty == "entry_h") && n != "swap_held")
+        .map(|(_, n)| n.clone())
+        .collect();
+    assert_eq!(items.len(), 3, "{items:?}");
+    let runner = ParserRunner::load();
+    // Every path from start: (state, list items extracted so far, states on the path).
+    let mut todo = vec![("start".to_string(), 0usize, vec!["start".to_string()])];
+    let mut paths = 0;
+    while let Some((state, held, path)) = todo.pop() {
+        let s = &runner.states[&state];
+        let held = held
+            + s.stmts
+                .iter()
+                .filter_map(|st| st.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')))
+                .filter(|h| items.contains(*h))
+                .count();
+        assert!(held <= 1, "parser path {path:?} extracts {held} list items");
+        for (_, next) in &s.arms {
+            if next == "accept" || next == "reject" {
+                paths += 1;
+                continue;
+            }
+            assert!(!path.contains(next), "parser loop through {next}: {path:?}");
+            let mut p = path.clone();
+            p.push(next.clone());
+            todo.push((next.clone(), held, p));
+        }
+    }
+    assert!(paths > 20, "only {paths} parser paths walked");
+    // The deparser emits each header once, no stack.
+    let dep = &p4.src[p4.src.find("control BoltIngressDeparser").expect("no ingress deparser")..];
+    let dep = &dep[..dep.find("\n}\n").unwrap_or(dep.len())];
+    for item in &items {
+        assert_eq!(dep.matches(&format!("pkt.emit(hdr.{item});")).count(), 1, "{item} emitted once");
+    }
 
     let levels = 1u64 << p4.define("QUEUE_LEVEL_BITS");
     assert_eq!(levels, DEFAULT_PRIORITIES as u64, "compiled levels differ from the default priority count");
@@ -562,15 +605,15 @@ fn split_top(s: &str) -> Vec<String> {
     out
 }
 
-/// A runner for the front-panel part of the ingress parser: extracts from a byte buffer,
-/// the `items` ParserCounter, and select transitions with exact, range (`a .. b`), mask
-/// (`v &&& m`) and don't-care keysets. It knows only the statements that part uses and
+/// A runner for the ingress parser's states that read what a client sent: extracts from
+/// a byte buffer and select transitions with exact, range (`a .. b`), mask (`v &&& m`)
+/// and don't-care keysets. It knows only the statements that part uses and
 /// fails on any other, so a construct it does not model cannot pass unnoticed.
 struct ParserRunner {
     states: BTreeMap<String, ParserState>,
     consts: BTreeMap<String, u64>,
-    /// headers_t member -> (header type, stack size if a stack)
-    members: BTreeMap<String, (String, Option<u64>)>,
+    /// headers_t member -> header type
+    members: BTreeMap<String, String>,
     /// header type -> fields (name, bits)
     layouts: BTreeMap<String, Vec<(String, u32)>>,
 }
@@ -618,19 +661,8 @@ impl ParserRunner {
         let mut members = BTreeMap::new();
         let mut layouts = BTreeMap::new();
         for (ty, name) in p4.struct_fields("headers_t") {
-            let (base, size) = match ty.split_once('[') {
-                Some((base, n)) => {
-                    let n = n.trim_end_matches(']');
-                    let size = match n.split_once('-') {
-                        Some((a, b)) => consts[a.trim()] - parse_int(b),
-                        None => consts[n.trim()],
-                    };
-                    (base.to_string(), Some(size))
-                }
-                None => (ty.clone(), None),
-            };
-            layouts.entry(base.clone()).or_insert_with(|| p4.header(&base));
-            members.insert(name, (base, size));
+            layouts.entry(ty.clone()).or_insert_with(|| p4.header(&ty));
+            members.insert(name, ty);
         }
         ParserRunner { states, consts, members, layouts }
     }
@@ -666,36 +698,20 @@ impl ParserRunner {
     fn run(&self, state: &str, buf: &[u8]) -> Result<(), usize> {
         let truncated = self.consts["DE_TRUNCATED"] as usize;
         let mut fields: BTreeMap<String, u64> = BTreeMap::new();
-        let mut stack_len: BTreeMap<String, u64> = BTreeMap::new();
-        let (mut at, mut items, mut error) = (0usize, 0i64, None);
+        let (mut at, mut error) = (0usize, None);
         let mut state = state.to_string();
         for _ in 0..64 {
             let s = self.states.get(&state).unwrap_or_else(|| panic!("no parser state {state}"));
             for stmt in &s.stmts {
-                if let Some(h) = stmt.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')) {
-                    let (member, prefix) = match h.strip_suffix(".next") {
-                        Some(m) => (m, format!("{m}.last")),
-                        None => (h, h.to_string()),
-                    };
-                    let (ty, size) = &self.members[member];
-                    if let Some(size) = size {
-                        let n = stack_len.entry(member.to_string()).or_default();
-                        *n += 1;
-                        if *n > *size {
-                            return Err(truncated); // stack overflow: a parser error too
-                        }
-                    }
+                if let Some(member) = stmt.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')) {
+                    let ty = &self.members[member];
                     for (f, bits) in &self.layouts[ty] {
                         let bytes = (*bits / 8) as usize;
                         assert_eq!(*bits % 8, 0, "{ty}.{f} is not whole bytes");
                         let Some(b) = buf.get(at..at + bytes) else { return Err(truncated) };
-                        fields.insert(format!("{prefix}.{f}"), b.iter().fold(0u64, |acc, &x| acc << 8 | x as u64));
+                        fields.insert(format!("{member}.{f}"), b.iter().fold(0u64, |acc, &x| acc << 8 | x as u64));
                         at += bytes;
                     }
-                } else if let Some(e) = stmt.strip_prefix("items.set(").and_then(|e| e.strip_suffix(')')) {
-                    items = fields[e.trim().strip_prefix("hdr.").unwrap()] as i64;
-                } else if let Some(n) = stmt.strip_prefix("items.decrement(").and_then(|e| e.strip_suffix(')')) {
-                    items -= parse_int(n) as i64;
                 } else if let Some(e) = stmt.strip_prefix("ig_md.decode_error =") {
                     error = Some(self.value(e) as usize);
                 } else if stmt != "ig_md.malformed = 1" {
@@ -705,11 +721,10 @@ impl ParserRunner {
             let key: Vec<u64> = s
                 .key
                 .iter()
-                .map(|k| match k.as_str() {
-                    "(bit<1>)items.is_zero()" => (items == 0) as u64,
-                    k => *fields
+                .map(|k| {
+                    *fields
                         .get(k.strip_prefix("hdr.").unwrap_or_else(|| panic!("select on {k}")))
-                        .unwrap_or_else(|| panic!("state {state} selects on {k} before extracting it")),
+                        .unwrap_or_else(|| panic!("state {state} selects on {k} before extracting it"))
                 })
                 .collect();
             let target = s
@@ -790,23 +805,50 @@ fn header_use(runs: impl Fn(&[u8]) -> bool) -> BTreeMap<String, (bool, bool, u8)
     out
 }
 
+/// What bolt.p4's parser decides about a message from a client: the front panel checks
+/// it up to its first list item; each later item of a SUBMIT or RETURN is checked by the
+/// pass that extracts it (`rc_task_cur`, `rc_entry_cur`), first to last.
+fn switch_verdict(runner: &ParserRunner, msg: &[u8]) -> Result<(), usize> {
+    runner.run("parse_bolt", msg)?;
+    let (first, len, state) = match Op::from_u8(msg[3]) {
+        Some(Op::Submit) => (Header::LEN + JobRef::LEN, Task::LEN, "rc_task_cur"),
+        Some(Op::Return) => (Header::LEN, Entry::LEN, "rc_entry_cur"),
+        _ => return Ok(()),
+    };
+    for k in 1..msg[4] as usize {
+        runner.run(state, &msg[first + k * len..])?;
+    }
+    Ok(())
+}
+
+/// The bytes of `msg` bolt.p4 checks: all of them, but for a list an op the switch
+/// refuses as wrong direction carries (QUEUE_FULL, REFILL), only up to the first item.
+fn checked_len(op: Op, msg: &[u8]) -> usize {
+    match op {
+        Op::QueueFull => Header::LEN + JobRef::LEN + Task::LEN,
+        Op::Refill => msg.len().min(Header::LEN + Entry::LEN),
+        _ => msg.len(),
+    }
+}
+
 /// Every byte of every valid message but op and count (which change the layout), set to
-/// every value: bolt.p4's front-panel parser accepts it iff `decode()` does, and refuses
-/// it under the same DecodeError index. This covers the header bytes an op does not use
-/// (prio, rsrc, flags), every pad (ENTRY, COMPLETE, REFILL_REQ), and the rest of the body
-/// checks. The control's length check is not involved: no length changes.
+/// every value: bolt.p4's parser, pass by pass ([`switch_verdict`]), accepts it iff
+/// `decode()` does, and refuses it under the same DecodeError index. This covers the
+/// header bytes an op does not use (prio, rsrc, flags), every pad (ENTRY, COMPLETE,
+/// REFILL_REQ), and the rest of the body checks. The control's length check is not
+/// involved: no length changes.
 #[test]
 fn front_panel_parser_refuses_what_decode_refuses() {
     let runner = ParserRunner::load();
     let mut refused: BTreeMap<usize, usize> = BTreeMap::new();
     for (op, msg) in valid_messages() {
-        assert_eq!(runner.run("parse_bolt", &msg), Ok(()), "{}: a valid message is refused", op.name());
-        for at in (0..msg.len()).filter(|&at| at != 3 && at != 4) {
+        assert_eq!(switch_verdict(&runner, &msg), Ok(()), "{}: a valid message is refused", op.name());
+        for at in (0..checked_len(op, &msg)).filter(|&at| at != 3 && at != 4) {
             for v in 0..=255u8 {
                 let mut b = msg.clone();
                 b[at] = v;
                 let want = decode(&b).map(|_| ()).map_err(|e| e.index());
-                let got = runner.run("parse_bolt", &b);
+                let got = switch_verdict(&runner, &b);
                 assert_eq!(
                     got.map_err(|i| DecodeError::NAMES[i]),
                     want.map_err(|i| DecodeError::NAMES[i]),
@@ -825,7 +867,7 @@ fn front_panel_parser_refuses_what_decode_refuses() {
     }
     // The same per-op table of header use, from both sides.
     let from_decode = header_use(|b| decode(b).is_ok());
-    let from_p4 = header_use(|b| runner.run("parse_bolt", b).is_ok());
+    let from_p4 = header_use(|b| switch_verdict(&runner, b).is_ok());
     assert_eq!(from_p4, from_decode, "header prio/rsrc/flags use per op: bolt.p4 vs decode()");
     assert_eq!(from_decode["SUBMIT"], (false, false, SUBMIT_FLAGS));
 }
@@ -1254,4 +1296,146 @@ fn the_pass_plan_is_the_models() {
     for step in ["PLAN_REPAIR_ADD", "PLAN_REPAIR_RETRIEVE"] {
         assert!(consts[step] > consts["STEP_DELIVER"], "{step} collides with a STEP_*");
     }
+}
+
+/// A bounce and the search after a full REFILL batch leave a pass as ingress mirror
+/// copies that the control plane cuts to a fixed length: setup.py's lengths are the sizes
+/// of the headers bolt.p4 puts before the cut, so a copy holds one item and nothing after.
+#[test]
+fn mirror_sessions_cut_each_copy_after_its_one_item() {
+    let p4 = P4::load();
+    let size = |h: &str| p4.header(h).iter().map(|(_, bits)| *bits as usize).sum::<usize>() / 8;
+    let front =
+        ["bolt_mirror_h", "bolt_pass_h", "ethernet_h", "ipv4_h", "udp_h", "bolt_h"].map(size).iter().sum::<usize>();
+    let layouts = [
+        ("MIRROR_SUBMIT_BOUNCE", size("job_ref_h") + size("task_h")),
+        ("MIRROR_RETURN_BOUNCE", size("entry_h")),
+        ("MIRROR_HELD_GET", size("swap_state_h") + size("entry_h") + size("requester_h")),
+        ("MIRROR_HELD_REFILL", size("swap_state_h") + size("entry_h") + size("refill_request_h")),
+        ("MIRROR_SEARCH_ON", size("refill_request_h")),
+    ];
+    assert_eq!(front, 1 + 20 + 14 + 20 + 8 + Header::LEN);
+    let setup = read("control/setup.py");
+    let consts = p4.consts();
+    for (name, body) in layouts {
+        let line = setup
+            .lines()
+            .find(|l| l.contains(&format!("# {name}:")))
+            .unwrap_or_else(|| panic!("setup.py configures no {name}"));
+        let (sid, sum) = line.split_once(':').unwrap();
+        assert_eq!(parse_int(sid.trim()), consts[name], "{name}: session id");
+        let sum = sum.split('#').next().unwrap().trim().trim_end_matches(',');
+        let len: usize = sum.split('+').map(|t| parse_int(t.trim()) as usize).sum();
+        assert_eq!(len, front + body, "{name}: the copy is cut after its one item");
+    }
+}
+
+/// The two list answers as docs/protocol.md defines them: every QUEUE_FULL bolt.p4 makes
+/// lists one task, and a REFILL's newest entry (`entry_out`) is emitted after the
+/// RefillRequest and every other header, so it lands in front of the entries found
+/// before, which follow as payload.
+#[test]
+fn queue_full_lists_one_task_and_a_refill_is_built_newest_first() {
+    let p4 = P4::load();
+    let sites: Vec<&str> = p4.src.match_indices("answer_header(OP_QUEUE_FULL,").map(|(i, _)| &p4.src[i..]).collect();
+    assert!(sites.len() >= 3, "QUEUE_FULL answers: {}", sites.len());
+    for site in sites {
+        let count = site["answer_header(OP_QUEUE_FULL,".len()..].split(')').next().unwrap().trim();
+        assert_eq!(count, "1", "a QUEUE_FULL of {count} tasks");
+    }
+    let dep = &p4.src[p4.src.find("control BoltIngressDeparser").expect("no ingress deparser")..];
+    let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
+    let emitted: Vec<&str> = dep
+        .match_indices("pkt.emit(hdr.")
+        .map(|(i, _)| dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap())
+        .collect();
+    assert_eq!(emitted.last(), Some(&"entry_out"), "the entry found is emitted last: {emitted:?}");
+    let at = |h: &str| emitted.iter().position(|e| *e == h).unwrap_or_else(|| panic!("{h} not emitted"));
+    assert!(at("refill_request") < at("entry_out"));
+}
+
+/// The ternary entries a range `lo..=hi` of a parser keyset takes: its minimal cover by
+/// aligned power-of-two blocks.
+fn ternary_cover(mut lo: u64, hi: u64) -> u64 {
+    let mut rows = 0;
+    while lo <= hi {
+        let mut size = 1;
+        while lo.is_multiple_of(size * 2) && lo + size * 2 - 1 <= hi {
+            size *= 2;
+        }
+        lo += size;
+        rows += 1;
+    }
+    rows
+}
+
+/// The counts p4/README.md ("Resource budget") gives, by the method it gives, against
+/// the chips' limits: parser TCAM rows (one per select arm, ranges split into their
+/// ternary cover, one per state without select, one more per 32 bytes a state extracts
+/// or skips beyond the first 32, the intrinsic and port metadata at Tofino 2's sizes)
+/// against 256; ingress deparser entries (one per 4-byte
+/// container, Tofino) against 192 and chunks (one per 8 bytes, Tofino 2) against 128;
+/// and the bytes of every ingress header at once against the 640 B of PHV the smaller
+/// chip has.
+#[test]
+fn parser_rows_and_deparser_entries_fit_both_chips() {
+    let p4 = P4::load();
+    let runner = ParserRunner::load();
+    let bytes_of = |ty: &str| p4.header(ty).iter().map(|(_, bits)| *bits as u64).sum::<u64>() / 8;
+    let mut rows = 0;
+    for (name, state) in &runner.states {
+        let arms: u64 = state
+            .arms
+            .iter()
+            .map(|(keyset, _)| {
+                keyset
+                    .iter()
+                    .map(|k| match k.split_once("..") {
+                        Some((lo, hi)) if !k.contains("&&&") => ternary_cover(runner.value(lo), runner.value(hi)),
+                        _ => 1,
+                    })
+                    .product::<u64>()
+            })
+            .sum();
+        let window: u64 = state
+            .stmts
+            .iter()
+            .map(|st| {
+                if let Some(h) = st.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')) {
+                    bytes_of(&runner.members[h])
+                } else if st == "pkt.extract(ig_intr_md)" {
+                    16 // Tofino 2's; 8 on Tofino
+                } else if st == "pkt.advance(PORT_METADATA_SIZE)" {
+                    24 // Tofino 2's; 8 on Tofino
+                } else if let Some(bits) = st.strip_prefix("pkt.advance(").and_then(|b| b.strip_suffix(')')) {
+                    parse_int(bits) / 8
+                } else {
+                    0
+                }
+            })
+            .sum();
+        let state_rows = arms.max(1) + window.div_ceil(32).saturating_sub(1);
+        assert!(state_rows <= 32, "parser state {name}: {state_rows} rows");
+        rows += state_rows;
+    }
+    let dep = &p4.src[p4.src.find("control BoltIngressDeparser").expect("no ingress deparser")..];
+    let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
+    let emitted: Vec<u64> = dep
+        .match_indices("pkt.emit(hdr.")
+        .map(|(i, _)| bytes_of(&runner.members[dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap()]))
+        .collect();
+    let (bytes, entries, chunks): (u64, u64, u64) = (
+        emitted.iter().sum(),
+        emitted.iter().map(|b| b.div_ceil(4)).sum(),
+        emitted.iter().map(|b| b.div_ceil(8)).sum(),
+    );
+    println!(
+        "{} parser states, {rows} TCAM rows; ingress deparser: {} headers, {bytes} B, {entries} entries (Tofino), {chunks} chunks (Tofino 2)",
+        runner.states.len(),
+        emitted.len()
+    );
+    assert!(rows <= 256, "{rows} parser TCAM rows, 256 on either chip");
+    assert!(entries <= 192, "{entries} deparser entries, 192 on Tofino");
+    assert!(chunks <= 128, "{chunks} deparser chunks, 128 on Tofino 2");
+    assert!(bytes <= 640, "{bytes} B of headers");
 }

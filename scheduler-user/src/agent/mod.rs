@@ -650,7 +650,9 @@ impl Agent {
                     self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
                     self.socket_refills.frames += 1;
                     self.socket_refills.tasks += entries.len() as u64;
-                    for entry in entries {
+                    // A REFILL lists its entries newest first: stored last to first, the
+                    // rings serve them in tier 2's dequeue order.
+                    for entry in entries.iter().rev() {
                         self.tier1.rings.push_or_hand_back(entry, &mut unplaced, &mut self.stats.ring_errors);
                     }
                 }

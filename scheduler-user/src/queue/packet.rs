@@ -92,7 +92,7 @@ impl Retrieval {
 /// Where entries an enqueue could not place are sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusals {
-    /// SUBMIT: all refused tasks in one QUEUE_FULL to the submitter.
+    /// SUBMIT: each refused task in a QUEUE_FULL of its own to the submitter.
     ToSubmitter { client: SocketAddrV4, job: JobRef },
     /// RETURN: each refused entry in a QUEUE_FULL to its own client.
     ToOwners,
@@ -110,10 +110,8 @@ pub enum Packet {
     /// SUBMIT or RETURN: one entry enqueued per pass, the rest recirculated (§3.2.3).
     Enqueue {
         list: ListId,
-        /// Index of the entry the next pass enqueues.
+        /// Index of the entry the next pass enqueues: the first one still in the packet.
         next: u8,
-        /// Bit i set: entry i was not added.
-        rejected: u16,
         refusals: Refusals,
     },
     /// GET_TASK or REFILL_REQ at `Retrieval::level`.

@@ -15,8 +15,7 @@
 
 use std::net::SocketAddrV4;
 
-use arrayvec::ArrayVec;
-use scheduler_common::{resources_match, Entry, JobRef, Message, Op, Task, MAX_LIST};
+use scheduler_common::{resources_match, Entry, JobRef, Message, Op, Task};
 
 use super::packet::{Asker, ListId, ListPool, NotForSwitch, Packet, PointerKind, Refusals, Retrieval, Sink};
 use super::pointer::Ring;
@@ -231,12 +230,12 @@ impl Pipeline {
                 let (ip, port) = (src.ip().octets(), src.port());
                 let entries = self.lists.get_mut(list);
                 entries.extend(tasks.iter().map(|t| Entry::new(job.uid(), job.jid(), *t, ip, port)));
-                Packet::Enqueue { list, next: 0, rejected: 0, refusals: Refusals::ToSubmitter { client: src, job } }
+                Packet::Enqueue { list, next: 0, refusals: Refusals::ToSubmitter { client: src, job } }
             }
             Message::Return(returned) => {
                 let list = self.lists.alloc();
                 self.lists.get_mut(list).extend(returned.iter().copied());
-                Packet::Enqueue { list, next: 0, rejected: 0, refusals: Refusals::ToOwners }
+                Packet::Enqueue { list, next: 0, refusals: Refusals::ToOwners }
             }
             // RTRV_PRIO below the configured levels starts at the lowest level.
             Message::GetTask { rtrv_prio, exec_rsrc, from, .. } => Packet::Retrieve(retrieval(
@@ -261,9 +260,7 @@ impl Pipeline {
         let cost = &mut self.stats.cost[origin];
         cost.passes += 1;
         let result = match pkt {
-            Packet::Enqueue { list, next, rejected, refusals } => {
-                self.enqueue_pass(list, next, rejected, refusals, out)
-            }
+            Packet::Enqueue { list, next, refusals } => self.enqueue_pass(list, next, refusals, out),
             Packet::Retrieve(r) => self.retrieve_pass(r, out),
             Packet::Swap { r, held, swap_idx, pkt_retrieve_ptr } => {
                 self.swap_pass(r, held, swap_idx, pkt_retrieve_ptr, out)
@@ -403,15 +400,11 @@ impl Pipeline {
         (Enqueued::Added, spawn)
     }
 
-    /// One entry of a SUBMIT or RETURN list per pass; the rest recirculates.
-    fn enqueue_pass(
-        &mut self,
-        list: ListId,
-        next: u8,
-        mut rejected: u16,
-        refusals: Refusals,
-        out: &mut impl Sink,
-    ) -> PassOutput {
+    /// One entry of a SUBMIT or RETURN list per pass: the first one left in the packet,
+    /// which the pass removes; the rest recirculates. A task the queue refuses goes back
+    /// at once in a QUEUE_FULL of its own (bolt.p4: a mirror of the pass, cut to that one
+    /// task), so no pass holds more than one list item.
+    fn enqueue_pass(&mut self, list: ListId, next: u8, refusals: Refusals, out: &mut impl Sink) -> PassOutput {
         let i = next as usize;
         let (entry, len) = {
             let entries = self.lists.get(list);
@@ -425,37 +418,29 @@ impl Pipeline {
         }
         if result != Enqueued::Added {
             match refusals {
-                Refusals::ToSubmitter { .. } => rejected |= 1 << i,
+                Refusals::ToSubmitter { client, job } => self.refuse(client, job, &entry.task, out),
                 Refusals::ToOwners => self.bounce(&entry, out),
             }
         }
         if i + 1 < len {
-            let rest = Packet::Enqueue { list, next: next + 1, rejected, refusals };
+            let rest = Packet::Enqueue { list, next: next + 1, refusals };
             return PassOutput { recirculate: Some(rest), spawn };
-        }
-        if let (Refusals::ToSubmitter { client, job }, true) = (refusals, rejected != 0) {
-            let back: ArrayVec<Task, MAX_LIST> = self
-                .lists
-                .get(list)
-                .iter()
-                .enumerate()
-                .filter(|(k, _)| rejected & (1 << k) != 0)
-                .map(|(_, e)| e.task)
-                .collect();
-            self.stats.queue_full_tasks += back.len() as u64;
-            self.stats.queue_full_packets += 1;
-            out.queue_full(client, job, &back);
         }
         self.lists.release(list);
         PassOutput { recirculate: None, spawn }
     }
 
-    /// Sends one entry that could not be queued back to its own client.
-    fn bounce(&mut self, entry: &Entry, out: &mut impl Sink) {
+    /// Sends one task that could not be queued back to `client` in a QUEUE_FULL.
+    fn refuse(&mut self, client: SocketAddrV4, job: JobRef, task: &Task, out: &mut impl Sink) {
         self.stats.queue_full_tasks += 1;
         self.stats.queue_full_packets += 1;
+        out.queue_full(client, job, std::slice::from_ref(task));
+    }
+
+    /// Sends one entry that could not be queued back to its own client.
+    fn bounce(&mut self, entry: &Entry, out: &mut impl Sink) {
         let client = SocketAddrV4::new(entry.client_ip.into(), entry.client_port());
-        out.queue_full(client, JobRef::new(entry.uid(), entry.jid()), &[entry.task]);
+        self.refuse(client, JobRef::new(entry.uid(), entry.jid()), &entry.task, out);
     }
 
     /// One dequeue at `r.level` (§3.2.4, §3.3.2): the head task if this requester can
@@ -568,9 +553,11 @@ impl Pipeline {
                 PassOutput::default()
             }
             Asker::Host { addr, .. } => {
+                // Newest first: bolt.p4 emits the entry found in front of the ones found
+                // before, which travel as payload, so a pass holds one entry.
                 let batch = *r.batch.get_or_insert_with(|| self.lists.alloc());
                 let entries = self.lists.get_mut(batch);
-                entries.push(entry);
+                entries.insert(0, entry);
                 if entries.is_full() {
                     self.send_refill(addr, &mut r, out);
                 }

@@ -90,7 +90,9 @@ fn full_queue_returns_the_tasks_not_added_and_repairs_add_ptr() {
     let mut s = Scheduler::new(config(4, 1)).unwrap();
     let tasks: Vec<Task> = (0..6).map(|i| task(i, 1, 0)).collect();
     let out = submit(&mut s, 7, &tasks);
-    assert_eq!(out, vec![Output::QueueFull { to: CLIENT, job: JobRef::new(1, 7), tasks: vec![tasks[4], tasks[5]] }]);
+    // One QUEUE_FULL per refused task, in the order the passes refused them.
+    let refused = |t: Task| Output::QueueFull { to: CLIENT, job: JobRef::new(1, 7), tasks: vec![t] };
+    assert_eq!(out, vec![refused(tasks[4]), refused(tasks[5])]);
     // The mistaken increments were undone: add_ptr is 4 past retrieve_ptr, no repair pending.
     assert_eq!(s.pipeline().pointers(0), (4, 0));
     assert!(!s.pipeline().repairing());
@@ -259,11 +261,33 @@ fn refill_batches_highest_priority_first_and_matching_only() {
         })
         .collect();
     assert_eq!(batches.iter().map(|b| b.len()).collect::<Vec<_>>(), vec![16, 4]);
-    let got: Vec<&Entry> = batches.iter().flat_map(|b| b.iter()).collect();
+    // Each batch lists its entries newest first: reversed, they are in dequeue order.
+    let got: Vec<&Entry> = batches.iter().flat_map(|b| b.iter().rev()).collect();
     assert!(got.iter().all(|e| e.task.rsrc == 0), "only tasks the node can run");
     assert!(got.windows(2).all(|w| w[0].task.prio <= w[1].task.prio), "highest priority first");
     let level1 = tasks.iter().filter(|t| t.prio == 1 && t.rsrc == 0).count();
     assert_eq!(got.iter().filter(|e| e.task.prio == 1).count(), level1);
+}
+
+#[test]
+fn a_refill_lists_its_entries_newest_first() {
+    let mut s = Scheduler::new(config(64, 1)).unwrap();
+    let tasks: Vec<Task> = (0..20).map(|i| task(i, 1, 0)).collect();
+    submit(&mut s, 1, &tasks[..16]);
+    submit(&mut s, 2, &tasks[16..]);
+    let mut out = Collect::default();
+    let host = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 9), 7172);
+    s.handle(&Message::RefillReq { node_rsrc: 0, req: RefillRequest::new(9, 20) }, host, &mut out).unwrap();
+    let tids: Vec<Vec<u32>> = out
+        .0
+        .iter()
+        .map(|o| match o {
+            Output::Refill { entries, .. } => entries.iter().map(|e| e.task.tid()).collect(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    // Dequeued 0, 1, ... 19; each batch holds the last dequeued first.
+    assert_eq!(tids, vec![(0..16).rev().collect::<Vec<u32>>(), (16..20).rev().collect()]);
 }
 
 #[test]
@@ -383,7 +407,7 @@ fn a_refill_goes_on_below_a_level_whose_budget_ran_out() {
             other => panic!("unexpected {other:?}"),
         })
         .collect();
-    assert_eq!(got, vec![10, 11, 12]);
+    assert_eq!(got, vec![12, 11, 10], "one batch, newest first");
     assert_eq!(s.pipeline().occupancy(), vec![8, 0]);
 }
 
@@ -489,9 +513,9 @@ proptest! {
                         .map(|t| Entry::new(1, 1, *t, CLIENT.ip().octets(), CLIENT.port())).collect();
                     let refused = reference.submit(&entries);
                     bolt.handle(&Message::Submit { job: JobRef::new(1, 1), flags: 0, tasks: &tasks }, CLIENT, &mut out).unwrap();
-                    let expect: Vec<Output> = if refused.is_empty() { vec![] } else {
-                        vec![Output::QueueFull { to: CLIENT, job: JobRef::new(1, 1), tasks: refused }]
-                    };
+                    let expect: Vec<Output> = refused.into_iter()
+                        .map(|t| Output::QueueFull { to: CLIENT, job: JobRef::new(1, 1), tasks: vec![t] })
+                        .collect();
                     prop_assert_eq!(out.0, expect);
                 }
                 Step::Get { rtrv_prio, rsrc } => {
@@ -506,8 +530,9 @@ proptest! {
                 Step::Refill { rsrc, want } => {
                     bolt.handle(&Message::RefillReq { node_rsrc: rsrc, req: RefillRequest::new(3, want) }, host, &mut out).unwrap();
                     let expect = reference.take(0, rsrc, want as usize);
+                    // Each batch newest first: reversed batch by batch, the dequeue order.
                     let got: Vec<Entry> = out.0.iter().flat_map(|o| match o {
-                        Output::Refill { entries, .. } => entries.clone(),
+                        Output::Refill { entries, .. } => entries.iter().rev().copied().collect::<Vec<_>>(),
                         other => panic!("{other:?}"),
                     }).collect();
                     prop_assert_eq!(&got, &expect);

@@ -74,13 +74,16 @@ fn queue_full_goes_back_to_the_submitter() {
         .collect();
     let n = encode_submit(&mut buf, JobRef::new(1, 9), 0, &tasks).unwrap();
     client.send_to(&buf[..n], sw.local_addr()).unwrap();
-    let n = recv(&client, &mut buf);
-    match decode(&buf[..n]).unwrap() {
-        Message::QueueFull { job, tasks: back } => {
-            assert_eq!((job.uid(), job.jid()), (1, 9));
-            assert_eq!(back, &tasks[2..]);
+    // One QUEUE_FULL per refused task, in submission order.
+    for refused in &tasks[2..] {
+        let n = recv(&client, &mut buf);
+        match decode(&buf[..n]).unwrap() {
+            Message::QueueFull { job, tasks: back } => {
+                assert_eq!((job.uid(), job.jid()), (1, 9));
+                assert_eq!(back, std::slice::from_ref(refused));
+            }
+            other => panic!("unexpected {other:?}"),
         }
-        other => panic!("unexpected {other:?}"),
     }
 }
 
@@ -165,7 +168,8 @@ fn refill_and_return_with_a_test_agent() {
     }
     assert_eq!(got.len(), 16, "every task the node can run, and none it cannot");
     assert!(got.iter().all(|e| e.task.rsrc == 0));
-    assert!(got.windows(2).all(|w| w[0].task.prio <= w[1].task.prio), "highest priority first");
+    // One full batch, newest first: its last entry is the first dequeued.
+    assert!(got.windows(2).all(|w| w[0].task.prio >= w[1].task.prio), "highest priority last in the batch");
 
     // The agent drains: it gives three back. They queue again and keep their client.
     let n = encode_return(&mut buf, &got[..3]).unwrap();

@@ -594,3 +594,33 @@ fn ticks_feed_the_failure_alarm_and_the_scale_up_signal() {
     assert_eq!((m.scale_up, m.scale_up_signals, m.failed_surge_alarms), (1, 1, 1));
     check_invariants(&t);
 }
+
+/// A switch answers each refused task with a QUEUE_FULL of its own: the client ends in
+/// the same state as with one QUEUE_FULL listing them all.
+#[test]
+fn one_queue_full_per_task_acts_as_one_listing_them_all() {
+    let now = Instant::now();
+    let bounced = [task_with_tid(0), task_with_tid(2), task_with_tid(3)];
+    let after = |split: bool| {
+        let mut t = Tracker::new(TrackerConfig { max_attempts: 1, ..cfg() });
+        let jid = t.add_job(&specs(4), now).unwrap();
+        drain(&mut t, now);
+        if split {
+            for task in &bounced {
+                t.on_queue_full(JobRef::new(7, jid), std::slice::from_ref(task), now);
+            }
+        } else {
+            t.on_queue_full(JobRef::new(7, jid), &bounced, now);
+        }
+        check_invariants(&t);
+        let later = now + 2 * MS;
+        t.on_tick(later);
+        let mut p = drain(&mut t, later);
+        p.iter_mut().for_each(|(_, _, tids)| tids.sort());
+        (t.states().count(TaskState::Running), t.stats().queue_full_bounces, p)
+    };
+    let (one_list, per_task) = (after(false), after(true));
+    assert_eq!(one_list, per_task);
+    assert_eq!(per_task.1, 3);
+    assert_eq!(per_task.2.iter().flat_map(|(_, _, tids)| tids.clone()).collect::<Vec<u32>>(), vec![0, 2, 3]);
+}
