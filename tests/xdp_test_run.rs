@@ -453,6 +453,26 @@ fn refill_off_the_uplink_is_dropped_and_counted() {
     assert_eq!(rig.maps().occupancy().iter().sum::<i64>(), 1);
 }
 
+/// A HINT with the switch's source address arriving on an interface that is not an uplink
+/// (an executor forging it behind the host) changes nothing: the host would otherwise pass
+/// every GET_TASK on to tier 2 while the stamp stays fresh.
+#[test]
+fn a_hint_off_the_uplink_is_not_recorded() {
+    if !can_run() {
+        return;
+    }
+    let mut not_lo = TEST_RUN_UPLINK;
+    not_lo[0] = LOOPBACK_IFINDEX + 1000;
+    let mut rig = Rig::new(|s| s.uplink_ifindex = not_lo);
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_hint(&mut msg, 1).unwrap();
+    let hint = udp_frame(&rig.switch_to_node(), Ipv4Fields::default(), &msg[..n]);
+    assert_eq!(rig.run(&hint).0, Verdict::Pass);
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::StampOffUplink), c.get(Counter::Tier2Stamps)), (1, 0));
+    assert_eq!(rig.maps().tier2_hint().best(), 0, "a forged HINT was recorded");
+}
+
 /// The program's aya-log lines reach the process's `log` logger (the agent's log) at the
 /// level chosen at load time, and nothing above it: a foreign REFILL logs at info.
 #[test]

@@ -49,6 +49,8 @@ enum Input {
     /// A STEAL_* op without entries: index 0..=4 picks PROBE, LOAD, REQ, ACK or DONE.
     Steal { which: u8, body: StealIn },
     StealGrant { body: StealIn, entries: Vec<EntryIn> },
+    /// A STEAL_REQ naming the thief's resources (any 8 bits).
+    StealReq { body: StealIn, thief_rsrc: u8 },
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -146,6 +148,7 @@ fn allowed(input: &Input) -> bool {
         Input::ClaimReply(c) => (1..=2).contains(&c.verdict) && c.pad == [0; 3],
         Input::Steal { which, body } => steal_ok(STEAL_OPS[*which as usize % STEAL_OPS.len()], body),
         Input::StealGrant { body, entries } => steal_ok(Op::StealGrant, body) && list_ok(entries, 0, entry_ok),
+        Input::StealReq { body, .. } => steal_ok(Op::StealReq, body),
     }
 }
 
@@ -199,6 +202,7 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
         Input::StealGrant { body, entries } => {
             encode_steal_grant(buf, &steal(body), &entries.iter().map(entry).collect::<Vec<_>>())
         }
+        Input::StealReq { body, thief_rsrc } => encode_steal_req(buf, &steal(body), *thief_rsrc),
     }
 }
 

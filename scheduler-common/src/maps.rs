@@ -359,10 +359,11 @@ counters! {
     Expired = 36, "expired", "Popped tasks past their lease, moved to the overflow queue for RETURN instead of served.";
     Bypass = 37, "bypass", "GET_TASK passed on to tier 2 because its fresh hint outranked every non-empty ring searched.";
     Tier2Stamps = 38, "tier2_stamps", "BEST stamps read from tier-2 packets (HINT, REFILL, ASSIGN, NOOP) from the switch address.";
+    StampOffUplink = 39, "stamp_off_uplink", "HINT, ASSIGN or NOOP from the switch address arriving on an interface that is not an uplink: stamp ignored.";
 }
 
 /// Number of counters.
-pub const COUNTER_COUNT: usize = 39;
+pub const COUNTER_COUNT: usize = 40;
 
 /// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
 #[repr(C)]
@@ -392,7 +393,7 @@ impl Counters {
 }
 
 const _: () = {
-    assert!(Counter::Tier2Stamps as usize + 1 == COUNTER_COUNT);
+    assert!(Counter::StampOffUplink as usize + 1 == COUNTER_COUNT);
     assert!(core::mem::size_of::<XdpConfig>() == 48);
     assert!(MAX_UPLINKS == 2, "XdpConfig::is_uplink compares every slot");
     assert!(core::mem::size_of::<RingState>() == 16);

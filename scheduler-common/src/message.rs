@@ -12,22 +12,56 @@ use crate::layout::*;
 /// may park the request instead of answering NOOP at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message<'a> {
-    Submit { job: JobRef, flags: u8, tasks: &'a [Task] },
-    GetTask { rtrv_prio: u8, exec_rsrc: u8, from: Requester, wait: bool },
-    Assign { entry: &'a Entry, best: u8 },
-    Noop { to: Requester, best: u8 },
+    Submit {
+        job: JobRef,
+        flags: u8,
+        tasks: &'a [Task],
+    },
+    GetTask {
+        rtrv_prio: u8,
+        exec_rsrc: u8,
+        from: Requester,
+        wait: bool,
+    },
+    Assign {
+        entry: &'a Entry,
+        best: u8,
+    },
+    Noop {
+        to: Requester,
+        best: u8,
+    },
     Complete(&'a Completion),
-    QueueFull { job: JobRef, tasks: &'a [Task] },
-    RefillReq { node_rsrc: u8, req: RefillRequest },
-    Refill { entries: &'a [Entry], best: u8 },
+    QueueFull {
+        job: JobRef,
+        tasks: &'a [Task],
+    },
+    RefillReq {
+        node_rsrc: u8,
+        req: RefillRequest,
+    },
+    Refill {
+        entries: &'a [Entry],
+        best: u8,
+    },
     Return(&'a [Entry]),
     Claim(&'a Claim),
     ClaimReply(&'a Claim),
-    Hint { best: u8 },
+    Hint {
+        best: u8,
+    },
     StealProbe(StealBody),
     StealLoad(StealBody),
-    StealReq(StealBody),
-    StealGrant { steal: StealBody, entries: &'a [Entry] },
+    /// `thief_rsrc` (header rsrc): the thief node's resources; the victim gives only tasks
+    /// they cover.
+    StealReq {
+        steal: StealBody,
+        thief_rsrc: u8,
+    },
+    StealGrant {
+        steal: StealBody,
+        entries: &'a [Entry],
+    },
     StealAck(StealBody),
     StealDone(StealBody),
 }
@@ -49,7 +83,7 @@ impl Message<'_> {
             Message::Hint { .. } => Op::Hint,
             Message::StealProbe(_) => Op::StealProbe,
             Message::StealLoad(_) => Op::StealLoad,
-            Message::StealReq(_) => Op::StealReq,
+            Message::StealReq { .. } => Op::StealReq,
             Message::StealGrant { .. } => Op::StealGrant,
             Message::StealAck(_) => Op::StealAck,
             Message::StealDone(_) => Op::StealDone,
@@ -100,7 +134,8 @@ const fn shape(op: Op) -> Shape {
         Op::Repair => Shape { uses_prio: true, ..fixed_body(RepairState::LEN) },
         Op::Claim | Op::ClaimReply => fixed_body(Claim::LEN),
         Op::Hint => Shape { carries_best: true, ..fixed_body(0) },
-        Op::StealProbe | Op::StealLoad | Op::StealReq | Op::StealAck | Op::StealDone => fixed_body(StealBody::LEN),
+        Op::StealReq => Shape { uses_rsrc: true, ..fixed_body(StealBody::LEN) },
+        Op::StealProbe | Op::StealLoad | Op::StealAck | Op::StealDone => fixed_body(StealBody::LEN),
         Op::StealGrant => list_body(StealBody::LEN, Entry::LEN, 0, list),
     }
 }
@@ -309,7 +344,7 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
             match op {
                 Op::StealProbe => Message::StealProbe(steal),
                 Op::StealLoad => Message::StealLoad(steal),
-                Op::StealReq => Message::StealReq(steal),
+                Op::StealReq => Message::StealReq { steal, thief_rsrc: h.rsrc },
                 Op::StealAck => Message::StealAck(steal),
                 _ => Message::StealDone(steal),
             }
@@ -472,12 +507,19 @@ pub fn encode_claim_reply(buf: &mut [u8], c: &Claim) -> Result<usize, EncodeErro
 }
 
 /// Encodes a STEAL_PROBE, STEAL_LOAD, STEAL_REQ, STEAL_ACK or STEAL_DONE (the STEAL
-/// messages without entries); any other op is refused.
+/// messages without entries); any other op is refused. A STEAL_REQ gets resources 0 here:
+/// a thief names its resources with [`encode_steal_req`].
 pub fn encode_steal(buf: &mut [u8], op: Op, body: &StealBody) -> Result<usize, EncodeError> {
     if !op.is_steal() || op == Op::StealGrant {
         return Err(EncodeError::Invalid(DecodeError::UnknownOp(op as u8)));
     }
     put(buf, Header::new(op, 0, 0, 0, 0), as_bytes(body), &[])
+}
+
+/// A STEAL_REQ from a thief whose node has resources `thief_rsrc` (header rsrc): the
+/// victim gives only tasks those resources cover.
+pub fn encode_steal_req(buf: &mut [u8], body: &StealBody, thief_rsrc: u8) -> Result<usize, EncodeError> {
+    put(buf, Header::new(Op::StealReq, 0, 0, thief_rsrc, 0), as_bytes(body), &[])
 }
 
 /// A STEAL_GRANT: the victim's body and the 0..=MAX_LIST entries it holds for the thief.
@@ -515,11 +557,10 @@ impl Message<'_> {
             Message::ClaimReply(c) => encode_claim_reply(buf, c),
             Message::Hint { best } => encode_hint(buf, best),
             Message::StealGrant { steal, entries } => encode_steal_grant(buf, &steal, entries),
-            Message::StealProbe(b)
-            | Message::StealLoad(b)
-            | Message::StealReq(b)
-            | Message::StealAck(b)
-            | Message::StealDone(b) => encode_steal(buf, self.op(), &b),
+            Message::StealReq { steal, thief_rsrc } => encode_steal_req(buf, &steal, thief_rsrc),
+            Message::StealProbe(b) | Message::StealLoad(b) | Message::StealAck(b) | Message::StealDone(b) => {
+                encode_steal(buf, self.op(), &b)
+            }
         }
     }
 }
@@ -720,6 +761,9 @@ mod tests {
             (Op::StealDone, probe.with_verdict(STEAL_COMMIT)),
             (Op::StealDone, probe.with_verdict(STEAL_ABORT)),
         ];
+        // A thief's resources travel in the STEAL_REQ header.
+        let n = encode_steal_req(&mut buf, &probe.with_want(2), 0b101).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Message::StealReq { steal: probe.with_want(2), thief_rsrc: 0b101 }));
         for (op, body) in cases {
             let n = encode_steal(&mut buf, op, &body).unwrap();
             assert_eq!(n, Header::LEN + StealBody::LEN);

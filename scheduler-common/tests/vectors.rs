@@ -197,12 +197,13 @@ fn fields_json(p: &Packet<'_>) -> Value {
             v
         }
         Packet::External(
-            Message::StealProbe(b)
-            | Message::StealLoad(b)
-            | Message::StealReq(b)
-            | Message::StealAck(b)
-            | Message::StealDone(b),
+            Message::StealProbe(b) | Message::StealLoad(b) | Message::StealAck(b) | Message::StealDone(b),
         ) => steal_json(&b),
+        Packet::External(Message::StealReq { steal, thief_rsrc }) => {
+            let mut v = steal_json(&steal);
+            v["thief_rsrc"] = json!(thief_rsrc);
+            v
+        }
         Packet::Swap { queue_prio, exec_rsrc, state } => json!({
             "queue_prio": queue_prio, "exec_rsrc": exec_rsrc, "swap_idx": state.swap_idx(),
             "pkt_retrieve_ptr": state.pkt_retrieve_ptr(), "held": entry_json(&state.held),
@@ -271,6 +272,7 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
             }
         }
         "STEAL_GRANT" => Owned::StealGrant(steal_from_json(v), entries(v)),
+        "STEAL_REQ" => Owned::StealReqFrom(steal_from_json(v), u8f(v, "thief_rsrc")),
         name if name.starts_with("STEAL_") => {
             let op = Op::ALL.into_iter().find(|o| o.name() == name).expect("a STEAL op");
             Owned::Steal(op, steal_from_json(v))
@@ -425,6 +427,7 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         ("steal_probe", Owned::Steal(Op::StealProbe, StealBody::new(2, 0x0000_0a01))),
         ("steal_load", Owned::Steal(Op::StealLoad, StealBody::new(7, 0x0000_0a01).with_load(37))),
         ("steal_req", Owned::Steal(Op::StealReq, StealBody::new(2, 0x0000_0a01).with_want(16))),
+        ("steal_req_with_resources", Owned::StealReqFrom(StealBody::new(2, 0x0000_0a02).with_want(3), 0b0000_0110)),
         ("steal_grant_empty", Owned::StealGrant(StealBody::new(7, 0x0000_0a01), vec![])),
         ("steal_grant_two", Owned::StealGrant(StealBody::new(7, 0x0000_0a01), refill_entries(2))),
         ("steal_ack", Owned::Steal(Op::StealAck, StealBody::new(2, 0x0000_0a01))),

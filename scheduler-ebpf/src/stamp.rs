@@ -42,6 +42,13 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
         tally.add(Counter::OtherOp);
         return xdp_action::XDP_PASS;
     }
+    // And only on an uplink, as for REFILL: behind the executor-facing interfaces an
+    // executor could forge the switch's address and turn the host's rings off with a
+    // HINT. SAFETY: the kernel hands the program a valid xdp_md.
+    if !cfg.is_uplink(unsafe { (*ctx.ctx).ingress_ifindex }) {
+        tally.add(Counter::StampOffUplink);
+        return xdp_action::XDP_PASS;
+    }
     if let Some(rings) = Rings::get() {
         rings.record_hint(h.prio);
         tally.add(Counter::Tier2Stamps);

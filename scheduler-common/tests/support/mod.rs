@@ -47,6 +47,8 @@ pub enum Owned {
     /// A STEAL_* message without entries (PROBE, LOAD, REQ, ACK, DONE).
     Steal(Op, StealBody),
     StealGrant(StealBody, Vec<Entry>),
+    /// A STEAL_REQ naming the thief's resources.
+    StealReqFrom(StealBody, u8),
     Swap {
         queue_prio: u8,
         exec_rsrc: u8,
@@ -78,12 +80,13 @@ impl Owned {
             Owned::Steal(op, b) => match op {
                 Op::StealProbe => Message::StealProbe(*b),
                 Op::StealLoad => Message::StealLoad(*b),
-                Op::StealReq => Message::StealReq(*b),
+                Op::StealReq => Message::StealReq { steal: *b, thief_rsrc: 0 },
                 Op::StealAck => Message::StealAck(*b),
                 Op::StealDone => Message::StealDone(*b),
                 other => panic!("{other:?} is not a STEAL message without entries"),
             },
             Owned::StealGrant(b, es) => Message::StealGrant { steal: *b, entries: es },
+            Owned::StealReqFrom(b, rsrc) => Message::StealReq { steal: *b, thief_rsrc: *rsrc },
             Owned::Swap { queue_prio, exec_rsrc, state } => {
                 return Packet::Swap { queue_prio: *queue_prio, exec_rsrc: *exec_rsrc, state }
             }

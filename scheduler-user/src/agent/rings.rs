@@ -153,12 +153,17 @@ impl Rings {
         }
     }
 
+    /// The head of ring `prio` (1-based), without taking it.
+    pub fn peek(&self, prio: u8) -> anyhow::Result<Option<Entry>> {
+        match self {
+            Rings::Bpf(maps) => maps.peek_ring(prio),
+            Rings::Memory(m) => Ok(m.rings.get((prio as usize).wrapping_sub(1)).and_then(|r| r.front()).copied()),
+        }
+    }
+
     /// The lease stamp of ring `prio`'s head (1-based), without taking it.
     pub fn peek_stamp(&self, prio: u8) -> anyhow::Result<Option<[u8; 2]>> {
-        match self {
-            Rings::Bpf(maps) => Ok(maps.peek_ring(prio)?.map(|e| e.pad)),
-            Rings::Memory(m) => Ok(m.rings.get((prio as usize).wrapping_sub(1)).and_then(|r| r.front()).map(|e| e.pad)),
-        }
+        Ok(self.peek(prio)?.map(|e| e.pad))
     }
 
     /// GET_TASKs the XDP program answered per ring since it was loaded (zero for memory
@@ -236,6 +241,42 @@ impl Rings {
         None
     }
 
+    /// Up to `n` tasks an executor with resources `rsrc` can run, for a thief: from the
+    /// highest priority down, each ring taken from its head and only while the head is
+    /// runnable there, so that what stays keeps its FIFO order. The XDP program may take
+    /// a head between the look and the pop: a popped task that is not runnable there goes
+    /// back to its ring's tail, or into `unplaced` (for RETURN) when the ring is full.
+    pub fn take_heads_for(&mut self, rsrc: u8, n: usize, unplaced: &mut Vec<Entry>, errors: &mut u64) -> Vec<Entry> {
+        let mut got = Vec::with_capacity(n);
+        for prio in 1..=self.levels() {
+            while got.len() < n {
+                match self.peek(prio) {
+                    Ok(Some(head)) if head.task.runs_on(rsrc) => {}
+                    Ok(_) => break,
+                    Err(e) => {
+                        *errors += 1;
+                        tracing::warn!(prio, error = format!("{e:#}"), "reading a ring's head failed");
+                        break;
+                    }
+                }
+                match self.pop(prio) {
+                    Ok(Some(e)) if e.task.runs_on(rsrc) => got.push(e),
+                    Ok(Some(e)) => {
+                        self.put_back_or_hand_back(&e, unplaced, errors);
+                        break;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        *errors += 1;
+                        tracing::warn!(prio, error = format!("{e:#}"), "popping a ring failed");
+                        break;
+                    }
+                }
+            }
+        }
+        got
+    }
+
     /// Queues a newly arrived `entry` (lease stamp: now), or adds it to `unplaced` when its
     /// ring is full or the push fails (counted in `errors`), so that the caller RETURNs it.
     pub fn push_or_hand_back(&mut self, entry: &Entry, unplaced: &mut Vec<Entry>, errors: &mut u64) {
@@ -293,6 +334,26 @@ mod tests {
         assert_eq!(r.pop(2).unwrap().map(|e| e.task.tid()), Some(1));
         assert_eq!(r.pop(3).unwrap(), None);
         assert_eq!(r.pop(0).unwrap(), None);
+    }
+
+    #[test]
+    fn a_thief_gets_only_heads_it_can_run_and_the_rest_keeps_its_order() {
+        let mut r = Rings::Memory(MemoryRings::new(2, 8));
+        for (tid, prio, rsrc) in [(1, 1, 0b01), (2, 1, 0b10), (3, 1, 0b01), (4, 2, 0b01), (5, 2, 0b01)] {
+            r.push(&entry(tid, prio, rsrc)).unwrap().unwrap();
+        }
+        let (mut unplaced, mut errors) = (Vec::new(), 0);
+        let tids = |es: &[Entry]| es.iter().map(|e| e.task.tid()).collect::<Vec<_>>();
+        // Ring 1 stops at task 2 (needs bit 1); ring 2 gives its heads.
+        let got = r.take_heads_for(0b01, 3, &mut unplaced, &mut errors);
+        assert_eq!(tids(&got), [1, 4, 5]);
+        assert_eq!((unplaced.len(), errors), (0, 0));
+        assert_eq!(r.pop(1).unwrap().map(|e| e.task.tid()), Some(2), "order kept");
+        assert_eq!(r.pop(1).unwrap().map(|e| e.task.tid()), Some(3));
+        // A node that can run nothing here gets nothing.
+        r.push(&entry(6, 1, 0b100)).unwrap().unwrap();
+        assert!(r.take_heads_for(0b011, 4, &mut unplaced, &mut errors).is_empty());
+        assert_eq!(r.total(), 1);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 use std::net::SocketAddrV4;
 use std::time::Instant;
 
-use scheduler_common::{encode_steal, encode_steal_grant, Entry, Message, Op, StealBody, MAX_MESSAGE_LEN};
+use scheduler_common::{
+    encode_steal, encode_steal_grant, encode_steal_req, EncodeError, Entry, Message, Op, StealBody, MAX_MESSAGE_LEN,
+};
 
 use super::policy::steal::StealAction;
 use super::rings::monotonic_ms;
@@ -28,41 +30,28 @@ impl Agent {
             tracing::debug!(%from, op = msg.op().name(), "STEAL message from a host that is not a peer dropped");
             return;
         };
-        let (body, entries): (StealBody, &[Entry]) = match *msg {
-            Message::StealProbe(b)
-            | Message::StealLoad(b)
-            | Message::StealReq(b)
-            | Message::StealAck(b)
-            | Message::StealDone(b) => (b, &[]),
-            Message::StealGrant { steal, entries } => (steal, entries),
+        let (body, entries, thief_rsrc): (StealBody, &[Entry], u8) = match *msg {
+            Message::StealProbe(b) | Message::StealLoad(b) | Message::StealAck(b) | Message::StealDone(b) => {
+                (b, &[], 0)
+            }
+            Message::StealReq { steal, thief_rsrc } => (steal, &[], thief_rsrc),
+            Message::StealGrant { steal, entries } => (steal, entries, 0),
             _ => return,
         };
         let load = self.stealable();
         let mut out = std::mem::take(&mut self.steal_actions);
-        let levels = self.tier1.rings.levels();
         let rings = &mut self.tier1.rings;
         let mut errors = 0u64;
-        // The victim gives its oldest, most urgent tasks: the thief is idle and runs them
-        // at once, while they would wait here behind the running ones.
-        let mut take = |n: usize| {
-            let mut got = Vec::with_capacity(n);
-            for prio in 1..=levels {
-                while got.len() < n {
-                    match rings.pop(prio) {
-                        Ok(Some(e)) => got.push(e),
-                        Ok(None) => break,
-                        Err(e) => {
-                            errors += 1;
-                            tracing::warn!(error = format!("{e:#}"), "popping a ring for a steal failed");
-                            break;
-                        }
-                    }
-                }
-            }
-            got
-        };
+        // The victim gives its oldest, most urgent tasks that the thief's node can run:
+        // the thief is idle and runs them at once, while they would wait here behind the
+        // running ones.
+        let mut refused = Vec::new();
+        let mut take = |n: usize| rings.take_heads_for(thief_rsrc, n, &mut refused, &mut errors);
         self.stealer.on_message(now, peer, msg.op(), &body, entries, load, &mut take, &mut out);
         self.stats.ring_errors += errors;
+        for entry in refused {
+            self.returner.add(&self.sock, entry);
+        }
         self.apply_steal_actions(&mut out);
         self.steal_actions = out;
     }
@@ -89,11 +78,21 @@ impl Agent {
         self.steal_actions = out;
     }
 
+    /// A STEAL message of this node; a request names the node's resources, so that the
+    /// victim gives only tasks they cover.
+    fn encode_steal_message(&self, buf: &mut [u8], op: Op, body: &StealBody) -> Result<usize, EncodeError> {
+        if op == Op::StealReq {
+            encode_steal_req(buf, body, self.cfg.resources)
+        } else {
+            encode_steal(buf, op, body)
+        }
+    }
+
     fn apply_steal_actions(&mut self, actions: &mut Vec<StealAction<SocketAddrV4>>) {
         let mut buf = [0u8; MAX_MESSAGE_LEN];
         for action in actions.drain(..) {
             match action {
-                StealAction::Send { to, op, body } => match encode_steal(&mut buf, op, &body) {
+                StealAction::Send { to, op, body } => match self.encode_steal_message(&mut buf, op, &body) {
                     Ok(n) => self.send_steal(to, op, &buf[..n]),
                     Err(e) => tracing::error!(error = %e, op = op.name(), "encoding a STEAL message failed"),
                 },
