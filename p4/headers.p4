@@ -7,7 +7,7 @@
 
 const bit<16> BOLT_PORT          = 7171;    /* DEFAULT_PORT */
 const bit<16> BOLT_MAGIC         = 0xB017;  /* MAGIC */
-const bit<8>  BOLT_VERSION       = 1;       /* VERSION */
+const bit<8>  BOLT_VERSION       = 2;       /* VERSION */
 const bit<8>  MAX_LIST           = 16;      /* MAX_LIST */
 const bit<8>  MAX_PRIORITIES     = 8;       /* MAX_PRIORITIES */
 const bit<8>  DEFAULT_PRIORITIES = 4;       /* DEFAULT_PRIORITIES */
@@ -25,8 +25,17 @@ const bit<8> OP_SWAP       = 10;
 const bit<8> OP_REPAIR     = 11;
 const bit<8> OP_CLAIM      = 12;
 const bit<8> OP_CLAIM_REPLY = 13;
+const bit<8> OP_HINT        = 14;   /* tier 2 -> agents: header only, prio = BEST */
+const bit<8> OP_STEAL_PROBE = 15;   /* OP_STEAL_*: agent to agent only */
+const bit<8> OP_STEAL_LOAD  = 16;
+const bit<8> OP_STEAL_REQ   = 17;
+const bit<8> OP_STEAL_GRANT = 18;
+const bit<8> OP_STEAL_ACK   = 19;
+const bit<8> OP_STEAL_DONE  = 20;
 
-const bit<8> KNOWN_HEADER_FLAGS = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE */
+const bit<8> SUBMIT_FLAGS       = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE: SUBMIT only */
+const bit<8> GET_TASK_FLAGS     = 0x04;   /* FLAG_WAIT: GET_TASK only */
+const bit<8> KNOWN_HEADER_FLAGS = 0x07;   /* SUBMIT_FLAGS | GET_TASK_FLAGS */
 const bit<8> KNOWN_TASK_FLAGS   = 0x01;   /* TASK_FLAG_EXACTLY_ONCE */
 
 const bit<8> REPAIR_ADD_PTR      = 0;
@@ -264,6 +273,16 @@ header claim_h {
     bit<24> pad;
 }
 
+/* StealBody (12 B): every STEAL_* body; agent to agent, so the switch only validates
+ * it before counting it as wrong direction. */
+header steal_h {
+    bit<16> node;
+    bit<8>  want;
+    bit<8>  verdict;
+    bit<32> seq;
+    bit<32> load;
+}
+
 /* Completion (32 B): COMPLETE body; parsed only to validate it (status, pads) */
 header completion_h {
     bit<32> uid;
@@ -324,6 +343,7 @@ struct headers_t {
     refill_request_h          refill_request;
     completion_h              completion;     /* COMPLETE, front panel: validated, never answered */
     claim_h                   claim;          /* CLAIM, CLAIM_REPLY: validated, never answered */
+    steal_h                   steal;          /* STEAL_*: validated, never answered */
     task_h                    task_cur;       /* SUBMIT: the first task left, which this pass enqueues */
     entry_h                   entry_cur;      /* RETURN: the first entry left; bounce */
     entry_h                   entry_out;      /* the entry a dequeue or swap took out; in a

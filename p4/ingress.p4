@@ -152,8 +152,8 @@ control BoltFrontPanel(inout headers_t hdr,
                        inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     /* SwitchStats.malformed, by DecodeError::index. */
     Counter<bit<64>, bit<4>>(DECODE_ERROR_KINDS, CounterType_t.PACKETS) malformed;
-    /* Valid messages that do not go to a switch, by op. */
-    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) wrong_direction;
+    /* Valid messages that do not go to a switch, by op (ops run to OP_STEAL_DONE = 20). */
+    Counter<bit<64>, bit<5>>(32, CounterType_t.PACKETS) wrong_direction;
     /* Refused by the ACLs, by op. */
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) acl_denied;
     /* SUBMIT only from allowed client prefixes. Each ACL is an LPM on the source
@@ -235,7 +235,7 @@ control BoltFrontPanel(inout headers_t hdr,
             } else if (hdr.bolt.op != OP_SUBMIT && hdr.bolt.op != OP_GET_TASK &&
                        hdr.bolt.op != OP_REFILL_REQ && hdr.bolt.op != OP_RETURN) {
                 /* NotForSwitch::WrongDirection */
-                wrong_direction.count(hdr.bolt.op[3:0]);
+                wrong_direction.count(hdr.bolt.op[4:0]);
                 ig_dprsr_md.drop_ctl = 1;
             } else {
                 if (hdr.bolt.op == OP_SUBMIT) {
@@ -1246,6 +1246,7 @@ control BoltIngressDeparser(packet_out pkt,
         pkt.emit(hdr.refill_request);
         pkt.emit(hdr.completion);
         pkt.emit(hdr.claim);
+        pkt.emit(hdr.steal);
         /* at most one list item: the rest of a list follows as payload */
         pkt.emit(hdr.task_cur);
         pkt.emit(hdr.entry_cur);

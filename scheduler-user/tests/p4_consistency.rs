@@ -13,11 +13,12 @@ use std::path::PathBuf;
 
 use scheduler_common::{
     decode, decode_packet, encode_assign, encode_claim, encode_claim_reply, encode_complete, encode_get_task,
-    encode_noop, encode_queue_full, encode_refill, encode_refill_req, encode_repair, encode_return, encode_submit,
-    message_len, Claim, Completion, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester,
-    SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_RESUBMIT, KNOWN_HEADER_FLAGS,
-    KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR,
-    STATUS_FAILED, SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
+    encode_hint, encode_noop, encode_queue_full, encode_refill, encode_refill_req, encode_repair, encode_return,
+    encode_steal, encode_steal_grant, encode_submit, message_len, Claim, Completion, DecodeError, Entry, Header, JobRef,
+    Op, RefillRequest, RepairState, Requester, StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT,
+    DEFAULT_PRIORITIES, FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_LIST,
+    MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, STEAL_ABORT, SUBMIT_FLAGS,
+    TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
 use scheduler_user::queue::{DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 
@@ -327,6 +328,21 @@ fn message_bodies_match_scheduler_common() {
         ],
         "claim_h",
     );
+    // STEAL_* go between agents; validated, then refused.
+    check_layout(
+        &p4,
+        "StealBody",
+        size_of::<StealBody>(),
+        StealBody::LEN,
+        &[
+            field!(StealBody, node, 2, [("node", 16)]),
+            field!(StealBody, want, 1, [("want", 8)]),
+            field!(StealBody, verdict, 1, [("verdict", 8)]),
+            field!(StealBody, seq, 4, [("seq", 32)]),
+            field!(StealBody, load, 4, [("load", 32)]),
+        ],
+        "steal_h",
+    );
 }
 
 #[test]
@@ -365,6 +381,8 @@ fn protocol_constants_match() {
     assert_eq!(get("MAX_PRIORITIES"), MAX_PRIORITIES as u64);
     assert_eq!(get("DEFAULT_PRIORITIES"), DEFAULT_PRIORITIES as u64);
     assert_eq!(get("KNOWN_HEADER_FLAGS"), KNOWN_HEADER_FLAGS as u64);
+    assert_eq!(get("SUBMIT_FLAGS"), SUBMIT_FLAGS as u64);
+    assert_eq!(get("GET_TASK_FLAGS"), GET_TASK_FLAGS as u64);
     assert_eq!(get("KNOWN_TASK_FLAGS"), KNOWN_TASK_FLAGS as u64);
     assert_eq!(get("REPAIR_ADD_PTR"), REPAIR_ADD_PTR as u64);
     assert_eq!(get("REPAIR_RETRIEVE_PTR"), REPAIR_RETRIEVE_PTR as u64);
@@ -469,13 +487,18 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
             let prio = if op == Op::GetTask { 1 } else { 0 };
             buf[..Header::LEN].copy_from_slice(scheduler_common::as_bytes(&Header::new(op, count, prio, 0, 0)));
             let body = &mut buf[Header::LEN..];
-            // Valid content where decode checks it: priorities 1, REFILL_REQ want 1.
+            // Valid content where decode checks it: priorities 1, REFILL_REQ and STEAL_REQ
+            // want 1, STEAL_DONE verdict 1.
             match op {
                 Op::Submit | Op::QueueFull => {
                     (0..count as usize).for_each(|i| body[JobRef::LEN + i * Task::LEN + 4] = 1)
                 }
                 Op::Assign | Op::Refill | Op::Return => (0..count as usize).for_each(|i| body[i * Entry::LEN + 12] = 1),
-                Op::RefillReq => body[2] = 1,
+                Op::StealGrant => {
+                    (0..count as usize).for_each(|i| body[StealBody::LEN + i * Entry::LEN + 12] = 1)
+                }
+                Op::RefillReq | Op::StealReq => body[2] = 1,
+                Op::StealDone => body[3] = 1,
                 Op::ClaimReply => body[16] = CLAIM_GRANTED,
                 _ => {}
             }
@@ -756,7 +779,8 @@ fn test_task(tid: u32, prio: u8, rsrc: u8, flags: u8) -> Task {
     t
 }
 
-/// One valid message of every op a client or executor sends, from the encoders.
+/// One valid message of every op a client, executor, agent or tier 2 sends, from the
+/// encoders: with and without WAIT, with a zero and a non-zero BEST.
 fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     let tasks = [test_task(1, 1, 0, 0), test_task(2, 3, 0b101, TASK_FLAG_EXACTLY_ONCE)];
     let entries: Vec<Entry> = tasks.iter().map(|t| Entry::new(7, 9, *t, [192, 0, 2, 9], 5000)).collect();
@@ -772,18 +796,34 @@ fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     };
     put(Op::Submit, &|b| encode_submit(b, job, FLAG_RESUBMIT, &tasks).unwrap());
     put(Op::GetTask, &|b| encode_get_task(b, 2, 0b11, from, false).unwrap());
+    put(Op::GetTask, &|b| encode_get_task(b, 1, 0, from, true).unwrap());
     put(Op::Assign, &|b| encode_assign(b, &entries[1], 0).unwrap());
+    put(Op::Assign, &|b| encode_assign(b, &entries[0], 2).unwrap());
     put(Op::Noop, &|b| encode_noop(b, from, 0).unwrap());
+    put(Op::Noop, &|b| encode_noop(b, from, MAX_PRIORITIES).unwrap());
     put(Op::Complete, &|b| encode_complete(b, &completion).unwrap());
     put(Op::QueueFull, &|b| encode_queue_full(b, job, &tasks).unwrap());
     put(Op::RefillReq, &|b| encode_refill_req(b, 0b1, RefillRequest::new(4, 3)).unwrap());
     put(Op::Refill, &|b| encode_refill(b, &entries, 0).unwrap());
     put(Op::Refill, &|b| encode_refill(b, &[], 0).unwrap());
+    put(Op::Refill, &|b| encode_refill(b, &entries, 1).unwrap());
+    put(Op::Hint, &|b| encode_hint(b, 0).unwrap());
+    put(Op::Hint, &|b| encode_hint(b, 3).unwrap());
     put(Op::Return, &|b| encode_return(b, &entries).unwrap());
     let claim = Claim::of(&entries[1], 4, 2);
     put(Op::Claim, &|b| encode_claim(b, &claim).unwrap());
     put(Op::Claim, &|b| encode_claim(b, &claim.renewal()).unwrap());
     put(Op::ClaimReply, &|b| encode_claim_reply(b, &claim.answered(CLAIM_DENIED)).unwrap());
+    let steal = StealBody::new(4, 0x0102_0304);
+    put(Op::StealProbe, &|b| encode_steal(b, Op::StealProbe, &steal).unwrap());
+    let mut load = steal;
+    load.set_load(9);
+    put(Op::StealLoad, &|b| encode_steal(b, Op::StealLoad, &load).unwrap());
+    put(Op::StealReq, &|b| encode_steal(b, Op::StealReq, &StealBody { want: 3, ..steal }).unwrap());
+    put(Op::StealGrant, &|b| encode_steal_grant(b, &steal, &entries).unwrap());
+    put(Op::StealGrant, &|b| encode_steal_grant(b, &steal, &[]).unwrap());
+    put(Op::StealAck, &|b| encode_steal(b, Op::StealAck, &steal).unwrap());
+    put(Op::StealDone, &|b| encode_steal(b, Op::StealDone, &StealBody { verdict: STEAL_ABORT, ..steal }).unwrap());
     out
 }
 
@@ -822,11 +862,13 @@ fn switch_verdict(runner: &ParserRunner, msg: &[u8]) -> Result<(), usize> {
 }
 
 /// The bytes of `msg` bolt.p4 checks: all of them, but for a list an op the switch
-/// refuses as wrong direction carries (QUEUE_FULL, REFILL), only up to the first item.
+/// refuses as wrong direction carries (QUEUE_FULL, REFILL, STEAL_GRANT), only up to the
+/// first item.
 fn checked_len(op: Op, msg: &[u8]) -> usize {
     match op {
         Op::QueueFull => Header::LEN + JobRef::LEN + Task::LEN,
         Op::Refill => msg.len().min(Header::LEN + Entry::LEN),
+        Op::StealGrant => msg.len().min(Header::LEN + StealBody::LEN + Entry::LEN),
         _ => msg.len(),
     }
 }
@@ -870,6 +912,11 @@ fn front_panel_parser_refuses_what_decode_refuses() {
     let from_p4 = header_use(|b| switch_verdict(&runner, b).is_ok());
     assert_eq!(from_p4, from_decode, "header prio/rsrc/flags use per op: bolt.p4 vs decode()");
     assert_eq!(from_decode["SUBMIT"], (false, false, SUBMIT_FLAGS));
+    assert_eq!(from_decode["GET_TASK"], (true, true, GET_TASK_FLAGS));
+    for best in ["ASSIGN", "NOOP", "REFILL", "HINT"] {
+        assert_eq!(from_decode[best], (true, false, 0), "{best} carries BEST in its header prio");
+    }
+    assert_eq!(from_decode.len(), Op::ALL.iter().filter(|op| !op.is_internal()).count(), "an external op is not tried");
 }
 
 /// What bolt.p4 writes itself must also be what the decoders accept: the REPAIR packets
