@@ -318,7 +318,8 @@ header bolt_pass_h {
     bit<16> want;          /* Retrieval::want */
     bit<8>  repair_target; /* RepairState.target of the spawned REPAIR */
     bit<8>  repair_level;  /* 0-based level of the spawned REPAIR */
-    bit<16> pad;
+    bit<8>  first_level;   /* the 0-based level the retrieval began at (BEST's mask) */
+    bit<8>  pad;
     bit<32> repair_value;  /* RepairState.value of the spawned REPAIR */
 }
 
@@ -444,6 +445,19 @@ struct ingress_md_t {
     bit<32> answer_ip;
     bit<16> answer_port;
     bit<1>  forward;          /* plain L2/L3 forwarding */
+    /* BEST (switch/levels.rs): the non-empty-level bitmap and the answer's stamp */
+    bit<2>  nonempty_op;      /* 0 read, 1 set this level's bit, 2 clear it */
+    bit<8>  level_bit;        /* 1 << level8 */
+    bit<8>  level_clear;      /* ~level_bit */
+    bit<8>  from_mask;        /* levels level8 and below in priority: ~(level_bit - 1) */
+    bit<8>  below_mask;       /* levels above first_level: (1 << first_level) - 1 */
+    bit<8>  keep_sat;         /* below_mask | from_mask */
+    ptr_t   remaining;        /* add_ptr - retrieve_ptr after a retrieval */
+    bit<8>  nonempty;         /* the bitmap after this pass's operation */
+    bit<8>  bits_sat;         /* nonempty & keep_sat */
+    bit<8>  bits_unsat;       /* nonempty & below_mask */
+    bit<8>  best_sat;         /* BEST for a requester that got all it asked for */
+    bit<8>  best_unsat;       /* BEST for one that got less */
 }
 
 struct egress_md_t {

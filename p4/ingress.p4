@@ -69,6 +69,7 @@ control BoltPassSetup(inout headers_t hdr,
             hdr.pass.want = 0;
             hdr.pass.repair_target = 0;
             hdr.pass.repair_level = 0;
+            hdr.pass.first_level = 0;
             hdr.pass.pad = 0;
             hdr.pass.repair_value = 0;
         }
@@ -264,6 +265,7 @@ control BoltFrontPanel(inout headers_t hdr,
                         if (ig_md.prio_room[7:7] == 1) {
                             hdr.bolt.prio = ig_md.priorities;
                         }
+                        hdr.pass.first_level = hdr.bolt.prio - 1;
                     } else {
                         ig_md.step = STEP_RETRIEVE;
                         hdr.bolt.prio = 1;
@@ -467,6 +469,96 @@ control BoltQueuePass(inout headers_t hdr,
         }
     }
 
+    /* Levels (switch/levels.rs): bit l set while level l is believed to hold tasks. One
+     * RegisterAction per pass: an enqueue sets its level's bit, a retrieval that leaves
+     * its level empty clears it, every other pass reads. */
+    Register<bit<8>, bit<1>>(1, 0) nonempty;
+    /* Levels::set */
+    RegisterAction<bit<8>, bit<1>, bit<8>>(nonempty) nonempty_set = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            value = value | ig_md.level_bit;
+            read = value;
+        }
+    };
+    /* Levels::after_retrieval, for the level this pass searched */
+    RegisterAction<bit<8>, bit<1>, bit<8>>(nonempty) nonempty_clear = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            value = value & ig_md.level_clear;
+            read = value;
+        }
+    };
+    RegisterAction<bit<8>, bit<1>, bit<8>>(nonempty) nonempty_read = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            read = value;
+        }
+    };
+    /* The level's bit, its complement, and the levels from it down (BEST's masks). */
+    action set_level_masks(bit<8> level_bit, bit<8> level_clear, bit<8> from_mask) {
+        ig_md.level_bit = level_bit;
+        ig_md.level_clear = level_clear;
+        ig_md.from_mask = from_mask;
+    }
+    table level_masks {
+        key = { ig_md.level8 : exact; }
+        actions = { set_level_masks; }
+        default_action = set_level_masks(0, 0xff, 0);
+        size = 8;
+        const entries = {
+            0 : set_level_masks(0x01, 0xfe, 0xff);
+            1 : set_level_masks(0x02, 0xfd, 0xfe);
+            2 : set_level_masks(0x04, 0xfb, 0xfc);
+            3 : set_level_masks(0x08, 0xf7, 0xf8);
+            4 : set_level_masks(0x10, 0xef, 0xf0);
+            5 : set_level_masks(0x20, 0xdf, 0xe0);
+            6 : set_level_masks(0x40, 0xbf, 0xc0);
+            7 : set_level_masks(0x80, 0x7f, 0x80);
+        }
+    }
+    /* The levels above the one the retrieval began at: they stay in its BEST. */
+    action set_below_mask(bit<8> below_mask) { ig_md.below_mask = below_mask; }
+    table first_level_mask {
+        key = { hdr.pass.first_level : exact; }
+        actions = { set_below_mask; }
+        default_action = set_below_mask(0);
+        size = 8;
+        const entries = {
+            0 : set_below_mask(0x00);
+            1 : set_below_mask(0x01);
+            2 : set_below_mask(0x03);
+            3 : set_below_mask(0x07);
+            4 : set_below_mask(0x0f);
+            5 : set_below_mask(0x1f);
+            6 : set_below_mask(0x3f);
+            7 : set_below_mask(0x7f);
+        }
+    }
+    /* Levels::best: the lowest set bit as a wire priority, 0 for none (best_levels.p4inc),
+     * once per candidate mask so that the answer only picks one. */
+    action set_best_sat(bit<8> best) { ig_md.best_sat = best; }
+    table best_of_sat {
+        key = { ig_md.bits_sat : exact; }
+        actions = { set_best_sat; }
+        default_action = set_best_sat(0);
+        size = 256;
+        const entries = {
+#define set_best set_best_sat
+#include "best_levels.p4inc"
+#undef set_best
+        }
+    }
+    action set_best_unsat(bit<8> best) { ig_md.best_unsat = best; }
+    table best_of_unsat {
+        key = { ig_md.bits_unsat : exact; }
+        actions = { set_best_unsat; }
+        default_action = set_best_unsat(0);
+        size = 256;
+        const entries = {
+#define set_best set_best_unsat
+#include "best_levels.p4inc"
+#undef set_best
+        }
+    }
+
     /* add_flag(level) = bit 2l, retrieve_flag(level) = bit 2l+1 (pipeline.rs). */
     action set_flag_mask(bit<16> mask) { ig_md.flag_mask = mask; }
     table repair_flag_mask {
@@ -514,6 +606,9 @@ control BoltQueuePass(inout headers_t hdr,
         }
         pass_plan.apply();
         ig_md.level = ig_md.level8[QUEUE_LEVEL_BITS - 1:0];
+        level_masks.apply();
+        first_level_mask.apply();
+        ig_md.keep_sat = ig_md.below_mask | ig_md.from_mask;
         if (ig_md.clamped == 1) {
             priority_clamped.count(0);
         }
@@ -710,6 +805,33 @@ control BoltQueuePass(inout headers_t hdr,
         } else {
             ig_md.matches = 0;
         }
+
+        /* Stage::Levels, after the match: the bitmap and this pass's two BEST candidates.
+         * A retrieval clears its level's bit when it leaves the level empty (add_ptr -
+         * retrieve_ptr <= 0 after the pass), unless it holds the task it found for a SWAP
+         * (that task goes back to the level). */
+        ig_md.remaining = ig_md.add_ptr - ig_md.retrieve_stored;
+        ig_md.nonempty_op = 0;
+        if (ig_md.add_op == 2) {
+            ig_md.nonempty_op = 1;
+        } else if (ig_md.step == STEP_RETRIEVE && ig_md.retrieve_op == 2) {
+            if (ig_md.remaining == 0 || ig_md.remaining[31:31] == 1) {
+                if (ig_md.was_valid == 0 || ig_md.matches == 1) {
+                    ig_md.nonempty_op = 2;
+                }
+            }
+        }
+        if (ig_md.nonempty_op == 1) {
+            ig_md.nonempty = nonempty_set.execute(0);
+        } else if (ig_md.nonempty_op == 2) {
+            ig_md.nonempty = nonempty_clear.execute(0);
+        } else {
+            ig_md.nonempty = nonempty_read.execute(0);
+        }
+        ig_md.bits_sat = ig_md.nonempty & ig_md.keep_sat;
+        ig_md.bits_unsat = ig_md.nonempty & ig_md.below_mask;
+        best_of_sat.apply();
+        best_of_unsat.apply();
 
         /* The REPAIR an enqueue spawns: the first to find the pointer wrong. */
         if (ig_md.add_op == 2 && (ig_md.full == 1 || ig_md.behind == 1) && ig_md.flag_was_set == 0) {
@@ -996,6 +1118,7 @@ control BoltAnswer(inout headers_t hdr,
                 if ((hdr.pass.flags & PF_HOST) == 0) {
                     hdr.requester.setInvalid();
                     answer_header(OP_ASSIGN, 1);
+                    hdr.bolt.prio = ig_md.best_sat;
                     ig_md.route = 1;
                 } else {
                     /* The entry found goes in front of those found before, which follow
@@ -1009,6 +1132,7 @@ control BoltAnswer(inout headers_t hdr,
                         if (hdr.pass.want == 0) {
                             hdr.refill_request.setInvalid();
                             answer_header(OP_REFILL, MAX_LIST);
+                            hdr.bolt.prio = ig_md.best_sat;
                             ig_md.route = 1;
                         } else {
                             /* this packet delivers the batch on its next pass; a mirror
@@ -1032,10 +1156,17 @@ control BoltAnswer(inout headers_t hdr,
                 /* Pipeline::finish: NOOP, or the last REFILL batch (an empty one if none) */
                 if ((hdr.pass.flags & PF_HOST) == 0) {
                     answer_header(OP_NOOP, 0);
+                    hdr.bolt.prio = ig_md.best_unsat;
                     ig_md.route = 1;
                 } else if (hdr.pass.listed != 0 || (hdr.pass.flags & PF_BATCH_SENT) == 0) {
                     hdr.refill_request.setInvalid();
                     answer_header(OP_REFILL, hdr.pass.listed);
+                    /* all it asked for (want reached 0 in this pass), or less */
+                    if (hdr.pass.want == 0) {
+                        hdr.bolt.prio = ig_md.best_sat;
+                    } else {
+                        hdr.bolt.prio = ig_md.best_unsat;
+                    }
                     ig_md.route = 1;
                 } else {
                     ig_md.route = 0;
@@ -1111,6 +1242,9 @@ control BoltAnswer(inout headers_t hdr,
             if ((hdr.pass.flags & PF_HOST) != 0) {
                 hdr.refill_request.setInvalid();
                 answer_header(OP_REFILL, hdr.pass.listed);
+                /* a batch before the last, or the last of a host that got less than it
+                 * asked for (the search went on past it): first_level is 0, so 0 */
+                hdr.bolt.prio = ig_md.best_unsat;
             }
             ig_md.route = 1;
         }

@@ -41,6 +41,9 @@ parser BoltIngressParser(packet_in pkt,
         ig_md.spawn_repair = 0; ig_md.bounce = 0; ig_md.matches = 0; ig_md.more = 0;
         ig_md.next_level = 0; ig_md.route = 0; ig_md.to_entry_client = 0;
         ig_md.answer_ip = 0; ig_md.answer_port = 0; ig_md.forward = 0;
+        ig_md.nonempty_op = 0; ig_md.level_bit = 0; ig_md.level_clear = 0; ig_md.from_mask = 0;
+        ig_md.below_mask = 0; ig_md.keep_sat = 0; ig_md.remaining = 0; ig_md.nonempty = 0;
+        ig_md.bits_sat = 0; ig_md.bits_unsat = 0; ig_md.best_sat = 0; ig_md.best_unsat = 0;
         transition select(ig_intr_md.ingress_port) {
             recirculation_ports : parse_pass;
             default             : parse_ethernet;

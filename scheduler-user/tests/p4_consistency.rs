@@ -14,11 +14,11 @@ use std::path::PathBuf;
 use scheduler_common::{
     decode, decode_packet, encode_assign, encode_claim, encode_claim_reply, encode_complete, encode_get_task,
     encode_hint, encode_noop, encode_queue_full, encode_refill, encode_refill_req, encode_repair, encode_return,
-    encode_steal, encode_steal_grant, encode_submit, message_len, Claim, Completion, DecodeError, Entry, Header, JobRef,
-    Op, RefillRequest, RepairState, Requester, StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT,
-    DEFAULT_PRIORITIES, FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_LIST,
-    MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, STEAL_ABORT, SUBMIT_FLAGS,
-    TASK_FLAG_EXACTLY_ONCE, VERSION,
+    encode_steal, encode_steal_grant, encode_submit, message_len, Claim, Completion, DecodeError, Entry, Header,
+    JobRef, Op, RefillRequest, RepairState, Requester, StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED,
+    DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC,
+    MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, STEAL_ABORT,
+    SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
 use scheduler_user::queue::{DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 
@@ -494,9 +494,7 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
                     (0..count as usize).for_each(|i| body[JobRef::LEN + i * Task::LEN + 4] = 1)
                 }
                 Op::Assign | Op::Refill | Op::Return => (0..count as usize).for_each(|i| body[i * Entry::LEN + 12] = 1),
-                Op::StealGrant => {
-                    (0..count as usize).for_each(|i| body[StealBody::LEN + i * Entry::LEN + 12] = 1)
-                }
+                Op::StealGrant => (0..count as usize).for_each(|i| body[StealBody::LEN + i * Entry::LEN + 12] = 1),
                 Op::RefillReq | Op::StealReq => body[2] = 1,
                 Op::StealDone => body[3] = 1,
                 Op::ClaimReply => body[16] = CLAIM_GRANTED,
@@ -1485,4 +1483,112 @@ fn parser_rows_and_deparser_entries_fit_both_chips() {
     assert!(entries <= 192, "{entries} deparser entries, 192 on Tofino");
     assert!(chunks <= 128, "{chunks} deparser chunks, 128 on Tofino 2");
     assert!(bytes <= 640, "{bytes} B of headers");
+}
+
+/// The const entries of `table NAME` (or of the file it includes) as (key, action
+/// arguments), both as numbers.
+fn const_entries(p4: &P4, name: &str) -> Vec<(Vec<u64>, Vec<u64>)> {
+    let body = table_body(&p4.src, name);
+    let entries = &body[body.find("const entries").unwrap_or_else(|| panic!("{name} has no const entries"))..];
+    let text = match entries.find("#include \"") {
+        Some(at) => {
+            let file = entries[at + 10..].split('"').next().unwrap();
+            strip_comments(&read(file))
+        }
+        None => entries[entries.find('{').unwrap() + 1..entries.find('}').unwrap()].to_string(),
+    };
+    let numbers =
+        |s: &str| -> Vec<u64> { s.split(',').map(str::trim).filter(|v| !v.is_empty()).map(parse_int).collect() };
+    text.split(';')
+        .map(str::trim)
+        .filter(|e| e.contains(':') && !e.starts_with('#'))
+        .map(|e| {
+            let (key, action) = e.split_once(':').unwrap();
+            let args = &action[action.find('(').unwrap() + 1..action.rfind(')').unwrap()];
+            (numbers(key.trim().trim_start_matches('(').trim_end_matches(')')), numbers(args))
+        })
+        .collect()
+}
+
+/// BEST (switch/levels.rs `Levels::best`): the lowest set bit of the bitmap as a wire
+/// priority, 0 for none, for all 256 bitmaps, in both tables; the level masks that pick
+/// which levels a requester is told about (`Levels::best_excluding`).
+#[test]
+fn best_tables_give_the_highest_non_empty_level() {
+    let p4 = P4::load();
+    for table in ["best_of_sat", "best_of_unsat"] {
+        let entries = const_entries(&p4, table);
+        let found: BTreeMap<u64, u64> = entries.iter().map(|(k, a)| (k[0], a[0])).collect();
+        assert_eq!(found.len(), 256, "{table}: one entry per 8-bit bitmap");
+        for (bits, best) in found {
+            let expected = if bits == 0 { 0 } else { bits.trailing_zeros() as u64 + 1 };
+            assert_eq!(best, expected, "{table}: bitmap {bits:#010b}");
+        }
+    }
+    let masks = const_entries(&p4, "level_masks");
+    assert_eq!(masks.len(), 8);
+    for (key, args) in masks {
+        let l = key[0];
+        assert_eq!(args, vec![1 << l, !(1u64 << l) & 0xff, (0xffu64 << l) & 0xff], "level_masks level {l}");
+    }
+    let below = const_entries(&p4, "first_level_mask");
+    assert_eq!(below.len(), 8);
+    for (key, args) in below {
+        assert_eq!(args, vec![(1u64 << key[0]) - 1], "first_level_mask level {}", key[0]);
+    }
+}
+
+/// The non-empty-level register is touched once per pass: its three RegisterActions sit
+/// in one if / else if / else on `nonempty_op`, and nothing else uses the register.
+#[test]
+fn the_level_bitmap_is_touched_once_per_pass() {
+    let p4 = P4::load();
+    let flat: String = p4.src.split_whitespace().collect();
+    assert!(flat.contains(
+        "if(ig_md.nonempty_op==1){ig_md.nonempty=nonempty_set.execute(0);}\
+         elseif(ig_md.nonempty_op==2){ig_md.nonempty=nonempty_clear.execute(0);}\
+         else{ig_md.nonempty=nonempty_read.execute(0);}"
+    ));
+    for action in ["nonempty_set", "nonempty_clear", "nonempty_read"] {
+        assert_eq!(flat.matches(&format!("{action}.execute(")).count(), 1, "{action}");
+    }
+    let actions: Vec<String> =
+        register_actions(&p4.src).into_iter().map(|(n, _)| n).filter(|n| n.starts_with("nonempty")).collect();
+    assert_eq!(actions.len(), 3, "{actions:?}");
+    // An enqueue sets, a retrieval that leaves its level empty (and holds nothing for a
+    // SWAP) clears.
+    assert!(flat.contains("if(ig_md.add_op==2){ig_md.nonempty_op=1;}"));
+    assert!(flat.contains("if(ig_md.was_valid==0||ig_md.matches==1){ig_md.nonempty_op=2;}"));
+}
+
+/// Every ASSIGN, NOOP and REFILL bolt.p4 writes carries BEST in its header prio: an
+/// ASSIGN the requester's BEST having got what it asked for, a NOOP the one having got
+/// less, a REFILL the one that fits (`Tier2::best_for`).
+#[test]
+fn best_is_written_on_every_answer() {
+    let p4 = P4::load();
+    let src = &p4.src[p4.src.find("control BoltAnswer").expect("no BoltAnswer")..];
+    let mut seen = BTreeMap::new();
+    for (at, _) in src.match_indices("answer_header(OP_") {
+        let call = &src[at..];
+        let op = call["answer_header(".len()..].split(',').next().unwrap().to_string();
+        if op == "OP_QUEUE_FULL" {
+            continue;
+        }
+        let upto = &call[..call.find("ig_md.route").expect("an answer without a route")];
+        let stamp = match op.as_str() {
+            "OP_ASSIGN" => upto.contains("hdr.bolt.prio = ig_md.best_sat;"),
+            "OP_NOOP" => upto.contains("hdr.bolt.prio = ig_md.best_unsat;"),
+            "OP_REFILL" => upto.contains("hdr.bolt.prio = ig_md.best_"),
+            other => panic!("answer {other}"),
+        };
+        assert!(stamp, "an {op} leaves without its BEST stamp: {}", &upto[..upto.len().min(200)]);
+        *seen.entry(op).or_insert(0) += 1;
+    }
+    assert_eq!(seen.get("OP_ASSIGN"), Some(&1));
+    assert_eq!(seen.get("OP_NOOP"), Some(&1));
+    assert_eq!(seen.get("OP_REFILL"), Some(&3));
+    // The answer's header is only ever written by answer_header; nothing else zeroes prio.
+    let zeroes = src.matches("hdr.bolt.prio = 0;").count();
+    assert_eq!(zeroes, 1, "hdr.bolt.prio = 0 outside answer_header");
 }
