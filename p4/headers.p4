@@ -103,6 +103,7 @@ const bit<8> STEP_RETRIEVE = 3;  /* retrieve_pass */
 const bit<8> STEP_SWAP     = 4;  /* swap_pass */
 const bit<8> STEP_REINSERT = 5;  /* reinsert_pass */
 const bit<8> STEP_DELIVER  = 6;  /* send the finished answer this packet carries */
+const bit<8> STEP_CREDIT   = 7;  /* a RETURN's first pass: its sender's credit (credit.rs) */
 /* pass_plan steps beyond STEP_*: a spawned REPAIR, by the pointer it resets. */
 const bit<8> PLAN_REPAIR_ADD      = 8;
 const bit<8> PLAN_REPAIR_RETRIEVE = 9;
@@ -319,7 +320,7 @@ header bolt_pass_h {
     bit<8>  repair_target; /* RepairState.target of the spawned REPAIR */
     bit<8>  repair_level;  /* 0-based level of the spawned REPAIR */
     bit<8>  first_level;   /* the 0-based level the retrieval began at (BEST's mask) */
-    bit<8>  pad;
+    bit<8>  covered;       /* RETURN: entries left that its sender's credit covers */
     bit<32> repair_value;  /* RepairState.value of the spawned REPAIR */
 }
 
@@ -350,6 +351,14 @@ struct headers_t {
     entry_h                   entry_out;      /* the entry a dequeue or swap took out; in a
                                                * REFILL it goes in front of those found
                                                * before, which follow as payload */
+}
+
+/* One slot of the RETURN credit (switch/credit.rs): the agent address that owns it and
+ * what it may still return. */
+const bit<32> CREDIT_SLOTS = 4096;   /* credit::CREDIT_SLOTS */
+struct credit_pair_t {
+    bit<32> owner;
+    bit<32> count;
 }
 
 /* The ENTRY being written by an enqueue or swap, as the register words hold it. */
@@ -458,6 +467,15 @@ struct ingress_md_t {
     bit<8>  bits_unsat;       /* nonempty & below_mask */
     bit<8>  best_sat;         /* BEST for a requester that got all it asked for */
     bit<8>  best_unsat;       /* BEST for one that got less */
+    bit<8>  answer_best;      /* the BEST a delivered REFILL carries */
+    /* RETURN credit (switch/credit.rs) */
+    bit<12> credit_slot;      /* CRC-32 of the agent's address, low 12 bits */
+    bit<32> credit_addr;      /* the agent: a RETURN's source, a REFILL's destination */
+    bit<32> credit_n;         /* entries returned (take) or sent (grant) */
+    bit<32> credit_held;      /* the credit before a take (0 if another address owns the slot) */
+    bit<32> credit_short;     /* credit_n - credit_held, saturating at 0 */
+    bit<8>  credit_takeover;  /* 1: a grant took the slot from another address */
+    bit<1>  over_credit;      /* this RETURN entry is beyond its sender's credit */
 }
 
 struct egress_md_t {

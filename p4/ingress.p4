@@ -70,7 +70,7 @@ control BoltPassSetup(inout headers_t hdr,
             hdr.pass.repair_target = 0;
             hdr.pass.repair_level = 0;
             hdr.pass.first_level = 0;
-            hdr.pass.pad = 0;
+            hdr.pass.covered = 0;
             hdr.pass.repair_value = 0;
         }
         if (hdr.pass.copy != PASS_SPAWN) {
@@ -122,7 +122,7 @@ control BoltPassSetup(inout headers_t hdr,
             if (hdr.bolt.op == OP_SUBMIT) {
                 ig_md.step = STEP_SUBMIT;
             } else if (hdr.bolt.op == OP_RETURN) {
-                ig_md.step = STEP_RETURN;
+                ig_md.step = STEP_CREDIT;
             } else {
                 ig_md.step = STEP_RETRIEVE;
             }
@@ -257,7 +257,7 @@ control BoltFrontPanel(inout headers_t hdr,
                     if (hdr.bolt.op == OP_SUBMIT) {
                         ig_md.step = STEP_SUBMIT;
                     } else if (hdr.bolt.op == OP_RETURN) {
-                        ig_md.step = STEP_RETURN;
+                        ig_md.step = STEP_CREDIT;
                     } else if (hdr.bolt.op == OP_GET_TASK) {
                         ig_md.step = STEP_RETRIEVE;
                         /* RTRV_PRIO below the configured levels starts at the lowest. */
@@ -492,6 +492,40 @@ control BoltQueuePass(inout headers_t hdr,
             read = value;
         }
     };
+    /* RETURN credit (switch/credit.rs ReturnCredit): per agent address, what tier 2
+     * REFILLed to it minus what it RETURNed. 4096 {owner, count} pairs at the CRC-32 of
+     * the address (credit::slot); one RegisterAction per pass: a grant on the pass that
+     * sends a REFILL (STEP_DELIVER of a host's retrieval), a take on a RETURN's first. */
+    Register<credit_pair_t, bit<12>>(CREDIT_SLOTS) credit;
+    Hash<bit<12>>(HashAlgorithm_t.CRC32) credit_hash;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) credit_takeovers;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) return_over_credit;
+    /* ReturnCredit::grant: a REFILL of credit_n tasks to credit_addr. Read 1 when the
+     * slot changes owner (the former owner's credit is gone). */
+    RegisterAction<credit_pair_t, bit<12>, bit<8>>(credit) credit_grant = {
+        void apply(inout credit_pair_t value, out bit<8> read) {
+            if (value.owner == ig_md.credit_addr) {
+                value.count = value.count |+| ig_md.credit_n;
+                read = 0;
+            } else {
+                value.owner = ig_md.credit_addr;
+                value.count = ig_md.credit_n;
+                read = 1;
+            }
+        }
+    };
+    /* ReturnCredit::take: the credit before (0 for another owner's slot), less what is
+     * returned, at least 0; covered = min(credit_n, read) is taken after. */
+    RegisterAction<credit_pair_t, bit<12>, bit<32>>(credit) credit_take = {
+        void apply(inout credit_pair_t value, out bit<32> read) {
+            if (value.owner == ig_md.credit_addr) {
+                read = value.count;
+                value.count = value.count |-| ig_md.credit_n;
+            } else {
+                read = 0;
+            }
+        }
+    };
     /* The level's bit, its complement, and the levels from it down (BEST's masks). */
     action set_level_masks(bit<8> level_bit, bit<8> level_clear, bit<8> from_mask) {
         ig_md.level_bit = level_bit;
@@ -591,10 +625,43 @@ control BoltQueuePass(inout headers_t hdr,
         } else {
             ig_md.task_prio = hdr.bolt.prio;
         }
+        /* Stage 0: the RETURN credit. A RETURN's first pass (STEP_CREDIT, no queue
+         * access) takes from its source's credit and carries what it covers; each RETURN
+         * pass then enqueues its entry while some is covered, or refuses it. The pass that
+         * sends a REFILL (STEP_DELIVER of a host's retrieval: every REFILL leaves so)
+         * grants its entries to the address it goes to, the request's source. */
+        ig_md.credit_addr = hdr.ipv4.src_addr;
+        ig_md.credit_slot = credit_hash.get({ hdr.ipv4.src_addr });
+        if (ig_md.step == STEP_CREDIT) {
+            ig_md.credit_n = (bit<32>)hdr.bolt.count;
+            ig_md.credit_held = credit_take.execute(ig_md.credit_slot);
+            ig_md.credit_short = ig_md.credit_n |-| ig_md.credit_held;
+            if (ig_md.credit_short == 0) {
+                hdr.pass.covered = hdr.bolt.count;
+            } else {
+                hdr.pass.covered = ig_md.credit_held[7:0];
+            }
+        } else if (ig_md.step == STEP_DELIVER && (hdr.pass.flags & PF_HOST) != 0) {
+            ig_md.credit_n = (bit<32>)hdr.pass.listed;
+            ig_md.credit_takeover = credit_grant.execute(ig_md.credit_slot);
+            if (ig_md.credit_takeover == 1 && hdr.pass.listed != 0) {
+                credit_takeovers.count(0);
+            }
+        }
+
         /* The step the plan is looked up with: a SWAP whose budget is spent touches no
-         * register (Pipeline::swap_pass); a REPAIR names its pointer (repair_pass). */
+         * register (Pipeline::swap_pass); a REPAIR names its pointer (repair_pass); a
+         * RETURN entry beyond its sender's credit touches none and bounces. */
         ig_md.plan_step = ig_md.step;
-        if (ig_md.step == STEP_SWAP && hdr.pass.budget == 0) {
+        if (ig_md.step == STEP_RETURN) {
+            if (hdr.pass.covered == 0) {
+                ig_md.plan_step = 0;
+                ig_md.over_credit = 1;
+                return_over_credit.count(0);
+            } else {
+                hdr.pass.covered = hdr.pass.covered - 1;
+            }
+        } else if (ig_md.step == STEP_SWAP && hdr.pass.budget == 0) {
             ig_md.plan_step = 0;
         } else if (hdr.pass.copy == PASS_SPAWN && hdr.bolt.op == OP_REPAIR) {
             ig_md.write_value = hdr.repair_state.value;
@@ -988,9 +1055,15 @@ control BoltAnswer(inout headers_t hdr,
                 ig_md.mirror_kind = 0;
                 ig_md.route = 1;
             }
+        } else if (ig_md.step == STEP_CREDIT) {
+            /* the credit is taken: the entries follow, one per pass (P4 only) */
+            hdr.pass.step = STEP_RETURN;
+            hdr.pass.parse_path = PP_RETURN;
+            ig_md.route = 2;
         } else if (ig_md.step == STEP_RETURN) {
-            /* return_pass: the first entry left leaves the packet; one not queued goes
-             * back to its own client, from a mirror copy cut after the entry */
+            /* return_pass: the first entry left leaves the packet; one not queued (the
+             * queue refused it, or the credit did not cover it) goes back to its own
+             * client, from a mirror copy cut after the entry */
             ig_md.more = 0;
             if (hdr.bolt.count > 1) {
                 ig_md.more = 1;
@@ -1130,10 +1203,11 @@ control BoltAnswer(inout headers_t hdr,
                         /* a full batch goes out now (send_refill) */
                         hdr.pass.flags = hdr.pass.flags | PF_BATCH_SENT;
                         if (hdr.pass.want == 0) {
-                            hdr.refill_request.setInvalid();
-                            answer_header(OP_REFILL, MAX_LIST);
+                            /* the last batch: sent by the next pass, which grants its
+                             * credit; BEST rides in the header prio until then */
                             hdr.bolt.prio = ig_md.best_sat;
-                            ig_md.route = 1;
+                            hdr.pass.step = STEP_DELIVER;
+                            ig_md.route = 2;
                         } else {
                             /* this packet delivers the batch on its next pass; a mirror
                              * copy cut back to the request searches on */
@@ -1159,15 +1233,15 @@ control BoltAnswer(inout headers_t hdr,
                     hdr.bolt.prio = ig_md.best_unsat;
                     ig_md.route = 1;
                 } else if (hdr.pass.listed != 0 || (hdr.pass.flags & PF_BATCH_SENT) == 0) {
-                    hdr.refill_request.setInvalid();
-                    answer_header(OP_REFILL, hdr.pass.listed);
-                    /* all it asked for (want reached 0 in this pass), or less */
+                    /* the last REFILL, sent by the next pass (it grants the credit). A
+                     * host that got all it asked for (want reached 0 in this pass) is
+                     * told best_sat, carried in the header prio; one that got less is
+                     * told best_unsat, which is 0 for a retrieval from level 0. */
                     if (hdr.pass.want == 0) {
                         hdr.bolt.prio = ig_md.best_sat;
-                    } else {
-                        hdr.bolt.prio = ig_md.best_unsat;
                     }
-                    ig_md.route = 1;
+                    hdr.pass.step = STEP_DELIVER;
+                    ig_md.route = 2;
                 } else {
                     ig_md.route = 0;
                 }
@@ -1209,14 +1283,10 @@ control BoltAnswer(inout headers_t hdr,
                         hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
                     }
                 } else if (ig_md.route == 1) {
-                    /* the NOOP or REFILL is delivered by this packet's next pass */
+                    /* the NOOP is delivered by this packet's next pass (a REFILL always is:
+                     * it took the branch above) */
                     hdr.pass.step = STEP_DELIVER;
-                    if ((hdr.pass.flags & PF_HOST) == 0) {
-                        hdr.pass.parse_path = PP_GET_SKIP_SWAP;
-                    } else {
-                        hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
-                        hdr.refill_request.setValid();
-                    }
+                    hdr.pass.parse_path = PP_GET_SKIP_SWAP;
                     ig_md.route = 2;
                 }
             } else if (ig_md.step == STEP_REINSERT) {
@@ -1240,11 +1310,16 @@ control BoltAnswer(inout headers_t hdr,
         } else if (ig_md.step == STEP_DELIVER) {
             /* an answer a fork or a full batch left to this packet: NOOP, REFILL */
             if ((hdr.pass.flags & PF_HOST) != 0) {
+                /* BEST: carried in the header prio from the pass that found the last task
+                 * when the host got all it asked for; otherwise (a batch before the last,
+                 * or fewer than wanted) best_unsat, 0 for a retrieval from level 0 */
+                ig_md.answer_best = ig_md.best_unsat;
+                if (hdr.pass.want == 0) {
+                    ig_md.answer_best = hdr.bolt.prio;
+                }
                 hdr.refill_request.setInvalid();
                 answer_header(OP_REFILL, hdr.pass.listed);
-                /* a batch before the last, or the last of a host that got less than it
-                 * asked for (the search went on past it): first_level is 0, so 0 */
-                hdr.bolt.prio = ig_md.best_unsat;
+                hdr.bolt.prio = ig_md.answer_best;
             }
             ig_md.route = 1;
         }

@@ -43,7 +43,9 @@ parser BoltIngressParser(packet_in pkt,
         ig_md.answer_ip = 0; ig_md.answer_port = 0; ig_md.forward = 0;
         ig_md.nonempty_op = 0; ig_md.level_bit = 0; ig_md.level_clear = 0; ig_md.from_mask = 0;
         ig_md.below_mask = 0; ig_md.keep_sat = 0; ig_md.remaining = 0; ig_md.nonempty = 0;
-        ig_md.bits_sat = 0; ig_md.bits_unsat = 0; ig_md.best_sat = 0; ig_md.best_unsat = 0;
+        ig_md.bits_sat = 0; ig_md.bits_unsat = 0; ig_md.best_sat = 0; ig_md.best_unsat = 0; ig_md.answer_best = 0;
+        ig_md.credit_slot = 0; ig_md.credit_addr = 0; ig_md.credit_n = 0; ig_md.credit_held = 0;
+        ig_md.credit_short = 0; ig_md.credit_takeover = 0; ig_md.over_credit = 0;
         transition select(ig_intr_md.ingress_port) {
             recirculation_ports : parse_pass;
             default             : parse_ethernet;

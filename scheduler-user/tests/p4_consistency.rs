@@ -1563,7 +1563,7 @@ fn the_level_bitmap_is_touched_once_per_pass() {
 
 /// Every ASSIGN, NOOP and REFILL bolt.p4 writes carries BEST in its header prio: an
 /// ASSIGN the requester's BEST having got what it asked for, a NOOP the one having got
-/// less, a REFILL the one that fits (`Tier2::best_for`).
+/// less, a REFILL the one that fits (`Tier2::best_for`; a batch before the last 0).
 #[test]
 fn best_is_written_on_every_answer() {
     let p4 = P4::load();
@@ -1579,7 +1579,7 @@ fn best_is_written_on_every_answer() {
         let stamp = match op.as_str() {
             "OP_ASSIGN" => upto.contains("hdr.bolt.prio = ig_md.best_sat;"),
             "OP_NOOP" => upto.contains("hdr.bolt.prio = ig_md.best_unsat;"),
-            "OP_REFILL" => upto.contains("hdr.bolt.prio = ig_md.best_"),
+            "OP_REFILL" => upto.contains("hdr.bolt.prio = ig_md.answer_best;"),
             other => panic!("answer {other}"),
         };
         assert!(stamp, "an {op} leaves without its BEST stamp: {}", &upto[..upto.len().min(200)]);
@@ -1587,8 +1587,77 @@ fn best_is_written_on_every_answer() {
     }
     assert_eq!(seen.get("OP_ASSIGN"), Some(&1));
     assert_eq!(seen.get("OP_NOOP"), Some(&1));
-    assert_eq!(seen.get("OP_REFILL"), Some(&3));
+    // Every REFILL leaves from a STEP_DELIVER pass (the one that grants the credit),
+    // with best_unsat, or the best_sat its last search pass left in the header prio.
+    assert_eq!(seen.get("OP_REFILL"), Some(&1));
+    let flat: String = src.split_whitespace().collect();
+    assert!(flat.contains("ig_md.answer_best=ig_md.best_unsat;if(hdr.pass.want==0){ig_md.answer_best=hdr.bolt.prio;}"));
+    assert!(flat.contains("}elseif(ig_md.step==STEP_DELIVER){if((hdr.pass.flags&PF_HOST)!=0){"));
+    assert_eq!(src.matches("hdr.bolt.prio = ig_md.best_sat;").count(), 3, "ASSIGN, a full last batch, a last batch");
     // The answer's header is only ever written by answer_header; nothing else zeroes prio.
     let zeroes = src.matches("hdr.bolt.prio = 0;").count();
     assert_eq!(zeroes, 1, "hdr.bolt.prio = 0 outside answer_header");
+}
+
+/// The RETURN credit (switch/credit.rs): 4096 {owner, count} pairs at the CRC-32 of the
+/// agent's address; touched once per pass, a take on a RETURN's first pass (STEP_CREDIT,
+/// both admission paths) and a grant on the pass that sends a REFILL; the take covers
+/// min(n, credit) of an owned slot and nothing of another's, the grant takes a slot
+/// over from another address or adds with saturation; an entry beyond what is covered
+/// touches no queue register and bounces, counted.
+#[test]
+fn the_return_credit_is_the_software_switchs() {
+    let p4 = P4::load();
+    let consts = p4.consts();
+    assert_eq!(consts["CREDIT_SLOTS"], scheduler_user::switch::CREDIT_SLOTS as u64);
+    let flat: String = p4.src.split_whitespace().collect();
+    assert!(flat.contains("Register<credit_pair_t,bit<12>>(CREDIT_SLOTS)credit;"));
+    assert_eq!(1u64 << 12, consts["CREDIT_SLOTS"]);
+    assert!(flat.contains("Hash<bit<12>>(HashAlgorithm_t.CRC32)credit_hash;"));
+    assert!(flat.contains("ig_md.credit_slot=credit_hash.get({hdr.ipv4.src_addr});"));
+    assert_eq!(
+        p4.struct_fields("credit_pair_t"),
+        [("bit<32>", "owner"), ("bit<32>", "count")].map(|(t, n)| (t.into(), n.into()))
+    );
+    let actions: BTreeMap<String, String> = register_actions(&p4.src)
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("credit_"))
+        .map(|(n, b)| (n, b.split_whitespace().collect()))
+        .collect();
+    assert_eq!(actions.len(), 2, "{actions:?}");
+    assert!(actions["credit_grant"].contains(
+        "if(value.owner==ig_md.credit_addr){value.count=value.count|+|ig_md.credit_n;read=0;}\
+         else{value.owner=ig_md.credit_addr;value.count=ig_md.credit_n;read=1;}"
+    ));
+    assert!(actions["credit_take"].contains(
+        "if(value.owner==ig_md.credit_addr){read=value.count;value.count=value.count|-|ig_md.credit_n;}else{read=0;}"
+    ));
+    // Once per pass: the take and the grant in one if / else if.
+    assert!(flat.contains(
+        "if(ig_md.step==STEP_CREDIT){ig_md.credit_n=(bit<32>)hdr.bolt.count;\
+         ig_md.credit_held=credit_take.execute(ig_md.credit_slot);\
+         ig_md.credit_short=ig_md.credit_n|-|ig_md.credit_held;\
+         if(ig_md.credit_short==0){hdr.pass.covered=hdr.bolt.count;}else{hdr.pass.covered=ig_md.credit_held[7:0];}}\
+         elseif(ig_md.step==STEP_DELIVER&&(hdr.pass.flags&PF_HOST)!=0){ig_md.credit_n=(bit<32>)hdr.pass.listed;\
+         ig_md.credit_takeover=credit_grant.execute(ig_md.credit_slot);"
+    ));
+    for action in ["credit_take", "credit_grant"] {
+        assert_eq!(flat.matches(&format!("{action}.execute(")).count(), 1, "{action}");
+    }
+    // A RETURN's first queue step is the credit, from the front panel and when steered.
+    assert_eq!(flat.matches("elseif(hdr.bolt.op==OP_RETURN){ig_md.step=STEP_CREDIT;}").count(), 2);
+    assert!(!flat.contains("ig_md.step=STEP_RETURN;"));
+    assert!(flat.contains(
+        "if(ig_md.step==STEP_RETURN){if(hdr.pass.covered==0){ig_md.plan_step=0;ig_md.over_credit=1;\
+         return_over_credit.count(0);}else{hdr.pass.covered=hdr.pass.covered-1;}}"
+    ));
+    // min(n, credit), as the P4 computes it, is ReturnCredit::take.
+    for (granted, n) in [(0u32, 3u32), (2, 3), (3, 3), (9, 3), (16, 16), (u32::MAX, 1)] {
+        let agent = std::net::Ipv4Addr::new(10, 0, 3, 1);
+        let mut credit = scheduler_user::switch::ReturnCredit::default();
+        credit.grant(agent, granted);
+        let held = granted;
+        let covered = if n.saturating_sub(held) == 0 { n } else { held };
+        assert_eq!(credit.take(agent, n), covered, "granted {granted}, returned {n}");
+    }
 }

@@ -12,6 +12,11 @@
 //! that holds a packet between passes cannot be run by tier 2: its outputs carry
 //! `"best": null` and prio 0, and the replay stops before them.
 //!
+//! The RETURN credit is applied as the software switch does (`switch::ReturnCredit`):
+//! every REFILL sent grants its entries to the address it goes to, and a RETURN reaches
+//! the model with only the entries its sender's credit covers; each other one goes back
+//! to its client as a QUEUE_FULL of its own.
+//!
 //! The file is tests/vectors/p4/queue_vectors.json. This test fails when the committed
 //! file differs from what the model produces now; `BOLT_REGENERATE_VECTORS=1 cargo test
 //! -p scheduler-user --test p4_vectors` rewrites it.
@@ -27,10 +32,10 @@ use std::path::PathBuf;
 
 use scheduler_common::{
     decode, encode_assign, encode_get_task, encode_noop, encode_queue_full, encode_refill, encode_refill_req,
-    encode_return, encode_submit, Entry, JobRef, RefillRequest, Requester, Task, MAX_MESSAGE_LEN,
+    encode_return, encode_submit, Entry, JobRef, Message, RefillRequest, Requester, Task, MAX_MESSAGE_LEN,
 };
 use scheduler_user::queue::{Collect, Output, Packet, PassOutput, Pipeline, QueueConfig, Scheduler};
-use scheduler_user::switch::{Answer, Tier2, WaitConfig};
+use scheduler_user::switch::{Answer, ReturnCredit, Tier2, WaitConfig};
 use serde_json::{json, Value};
 
 /// The scheduler's own address: inputs are sent to it, answers come from it.
@@ -124,6 +129,9 @@ struct Model {
     scheduler: Option<Scheduler>,
     /// The software switch's tier 2 on the same packets: the source of BEST.
     tier2: Option<Tier2>,
+    /// The switch's RETURN credit; None for the bare queue model (the hand-written
+    /// vectors, which pin the queue alone).
+    credit: Option<ReturnCredit>,
     held: Vec<(String, Packet)>,
 }
 
@@ -148,6 +156,7 @@ impl Model {
             pipeline: Pipeline::new(config).unwrap(),
             scheduler: checked_by_scheduler.then(|| Scheduler::new(config).unwrap()),
             tier2: checked_by_scheduler.then(|| Tier2::new(Scheduler::new(config).unwrap(), wait)),
+            credit: Some(ReturnCredit::default()),
             held: Vec::new(),
         }
     }
@@ -165,6 +174,37 @@ impl Model {
     /// One packet from outside, processed with every pass it causes.
     fn message(&mut self, payload: &[u8], src: SocketAddrV4) -> Step {
         let msg = decode(payload).expect("vector inputs are valid messages");
+        let mut over_credit = Vec::new();
+        let msg = match (msg, self.credit.as_mut()) {
+            (Message::Return(entries), Some(credit)) => {
+                let (covered, _) = credit.cover_return(entries, src, &mut over_credit);
+                assert!(!covered.is_empty(), "vector RETURNs are covered in part at least (a switch pass is made)");
+                Message::Return(covered)
+            }
+            (other, _) => other,
+        };
+        let mut step = self.run_message(&msg, src);
+        for a in &over_credit {
+            let (o, best) = as_output(a);
+            step.outputs.push(o);
+            step.best.push(best);
+        }
+        self.grant(&step);
+        step
+    }
+
+    /// Every REFILL sent credits its entries to the address it goes to.
+    fn grant(&mut self, step: &Step) {
+        let Some(credit) = self.credit.as_mut() else { return };
+        for o in &step.outputs {
+            if let Output::Refill { to, entries } = o {
+                credit.grant(*to.ip(), entries.len() as u32);
+            }
+        }
+    }
+
+    fn run_message(&mut self, msg: &Message<'_>, src: SocketAddrV4) -> Step {
+        let msg = *msg;
         let pkt = self.pipeline.admit(&msg, src).expect("vector inputs go to the switch");
         let mut out = Collect::default();
         self.run_fifo(pkt, &mut out);
@@ -420,14 +460,15 @@ fn scenarios() -> Vec<Scenario> {
         |tid: u32, prio: u8| Entry::new(40, 41, task(tid, prio, 0), OTHER_CLIENT.ip().octets(), OTHER_CLIENT.port());
     let mut s = Scenario::new(
         "return",
-        "a host gives entries back; they queue like SUBMIT, keep their client, and bounce to it when full",
+        "a host gives entries back: as many as it was REFILLed queue like SUBMIT and keep their client, \
+         bouncing to it when the queue is full; the one beyond its credit bounces to its client too",
         1,
         1024,
         false,
     );
-    let seven: Vec<Task> = (0..7).map(|i| task(1000 + i, 1, 0)).collect();
-    s.send(submit(14, &seven), CLIENT);
-    s.send(return_entries(&[other(1100, 1), other(1101, 1), other(1102, 1)]), HOST);
+    let ten: Vec<Task> = (0..10).map(|i| task(1000 + i, 1, 0)).collect();
+    s.send(submit(14, &ten[..7]), CLIENT).send(refill_req(0, 3), HOST).send(submit(15, &ten[7..]), CLIENT);
+    s.send(return_entries(&[other(1100, 1), other(1101, 1), other(1102, 1), other(1103, 1)]), HOST);
     for seq in 0..9 {
         s.send(get_task(1, 0, seq), EXECUTOR);
     }
@@ -497,10 +538,13 @@ fn vectors_cover_every_operation_the_p4_program_handles() {
         .map(|o| (o["payload"].as_str().unwrap().len() / 2 - 8) / 40)
         .collect();
     assert_eq!(batches[..2], [16, 2]);
+    // Of four returned entries, the credit covers three (a REFILL of three): one queued,
+    // two bounced by the full queue, one by the credit.
     let ret = all.iter().find(|s| s.name == "return").unwrap();
-    let bounced = ret.steps[1]["outputs"].as_array().unwrap();
-    assert_eq!(bounced.len(), 2, "two RETURN entries bounce to their client");
-    assert!(bounced.iter().all(|o| o["to"] == OTHER_CLIENT.to_string()));
+    let bounced = ret.steps[3]["outputs"].as_array().unwrap();
+    assert_eq!(bounced.len(), 3, "three RETURN entries bounce to their client");
+    assert!(bounced.iter().all(|o| o["to"] == OTHER_CLIENT.to_string() && o["op"] == "QUEUE_FULL"));
+    assert_eq!(ret.steps[3]["stats"]["returned_tasks"], 3, "the covered three reach the queue, the fourth not");
     // The restart really restarted: the held search ended in a NOOP after task 701 left.
     let restart = all.iter().find(|s| s.name == "swap_restart").unwrap();
     assert_eq!(restart.steps[3]["outputs"][0]["op"], "NOOP");
@@ -542,6 +586,7 @@ fn hand_written_vectors_hold() {
         let steps = sc["steps"].as_array().unwrap();
         let interleaved = steps.iter().any(|st| st["kind"] != "message");
         let mut model = Model::new(config, !interleaved);
+        model.credit = None;
         for (n, st) in steps.iter().enumerate() {
             let at = format!("{name} step {n}");
             let input = st["payload"].as_str().map(|p| unhex(&hand_hex(p)));
