@@ -7,7 +7,7 @@
 
 const bit<16> BOLT_PORT          = 7171;    /* DEFAULT_PORT */
 const bit<16> BOLT_MAGIC         = 0xB017;  /* MAGIC */
-const bit<8>  BOLT_VERSION       = 1;       /* VERSION */
+const bit<8>  BOLT_VERSION       = 2;       /* VERSION */
 const bit<8>  MAX_LIST           = 16;      /* MAX_LIST */
 const bit<8>  MAX_PRIORITIES     = 8;       /* MAX_PRIORITIES */
 const bit<8>  DEFAULT_PRIORITIES = 4;       /* DEFAULT_PRIORITIES */
@@ -25,8 +25,17 @@ const bit<8> OP_SWAP       = 10;
 const bit<8> OP_REPAIR     = 11;
 const bit<8> OP_CLAIM      = 12;
 const bit<8> OP_CLAIM_REPLY = 13;
+const bit<8> OP_HINT        = 14;   /* tier 2 -> agents: header only, prio = BEST */
+const bit<8> OP_STEAL_PROBE = 15;   /* OP_STEAL_*: agent to agent only */
+const bit<8> OP_STEAL_LOAD  = 16;
+const bit<8> OP_STEAL_REQ   = 17;
+const bit<8> OP_STEAL_GRANT = 18;
+const bit<8> OP_STEAL_ACK   = 19;
+const bit<8> OP_STEAL_DONE  = 20;
 
-const bit<8> KNOWN_HEADER_FLAGS = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE */
+const bit<8> SUBMIT_FLAGS       = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE: SUBMIT only */
+const bit<8> GET_TASK_FLAGS     = 0x04;   /* FLAG_WAIT: GET_TASK only */
+const bit<8> KNOWN_HEADER_FLAGS = 0x07;   /* SUBMIT_FLAGS | GET_TASK_FLAGS */
 const bit<8> KNOWN_TASK_FLAGS   = 0x01;   /* TASK_FLAG_EXACTLY_ONCE */
 
 const bit<8> REPAIR_ADD_PTR      = 0;
@@ -94,6 +103,7 @@ const bit<8> STEP_RETRIEVE = 3;  /* retrieve_pass */
 const bit<8> STEP_SWAP     = 4;  /* swap_pass */
 const bit<8> STEP_REINSERT = 5;  /* reinsert_pass */
 const bit<8> STEP_DELIVER  = 6;  /* send the finished answer this packet carries */
+const bit<8> STEP_CREDIT   = 7;  /* a RETURN's first pass: its sender's credit (credit.rs) */
 /* pass_plan steps beyond STEP_*: a spawned REPAIR, by the pointer it resets. */
 const bit<8> PLAN_REPAIR_ADD      = 8;
 const bit<8> PLAN_REPAIR_RETRIEVE = 9;
@@ -264,6 +274,16 @@ header claim_h {
     bit<24> pad;
 }
 
+/* StealBody (12 B): every STEAL_* body; agent to agent, so the switch only validates
+ * it before counting it as wrong direction. */
+header steal_h {
+    bit<16> node;
+    bit<8>  want;
+    bit<8>  verdict;
+    bit<32> seq;
+    bit<32> load;
+}
+
 /* Completion (32 B): COMPLETE body; parsed only to validate it (status, pads) */
 header completion_h {
     bit<32> uid;
@@ -299,7 +319,8 @@ header bolt_pass_h {
     bit<16> want;          /* Retrieval::want */
     bit<8>  repair_target; /* RepairState.target of the spawned REPAIR */
     bit<8>  repair_level;  /* 0-based level of the spawned REPAIR */
-    bit<16> pad;
+    bit<8>  first_level;   /* the 0-based level the retrieval began at (BEST's mask) */
+    bit<8>  covered;       /* RETURN: entries left that its sender's credit covers */
     bit<32> repair_value;  /* RepairState.value of the spawned REPAIR */
 }
 
@@ -324,11 +345,20 @@ struct headers_t {
     refill_request_h          refill_request;
     completion_h              completion;     /* COMPLETE, front panel: validated, never answered */
     claim_h                   claim;          /* CLAIM, CLAIM_REPLY: validated, never answered */
+    steal_h                   steal;          /* STEAL_*: validated, never answered */
     task_h                    task_cur;       /* SUBMIT: the first task left, which this pass enqueues */
     entry_h                   entry_cur;      /* RETURN: the first entry left; bounce */
     entry_h                   entry_out;      /* the entry a dequeue or swap took out; in a
                                                * REFILL it goes in front of those found
                                                * before, which follow as payload */
+}
+
+/* One slot of the RETURN credit (switch/credit.rs): the agent address that owns it and
+ * what it may still return. */
+const bit<32> CREDIT_SLOTS = 4096;   /* credit::CREDIT_SLOTS */
+struct credit_pair_t {
+    bit<32> owner;
+    bit<32> count;
 }
 
 /* The ENTRY being written by an enqueue or swap, as the register words hold it. */
@@ -424,6 +454,28 @@ struct ingress_md_t {
     bit<32> answer_ip;
     bit<16> answer_port;
     bit<1>  forward;          /* plain L2/L3 forwarding */
+    /* BEST (switch/levels.rs): the non-empty-level bitmap and the answer's stamp */
+    bit<2>  nonempty_op;      /* 0 read, 1 set this level's bit, 2 clear it */
+    bit<8>  level_bit;        /* 1 << level8 */
+    bit<8>  level_clear;      /* ~level_bit */
+    bit<8>  from_mask;        /* levels level8 and below in priority: ~(level_bit - 1) */
+    bit<8>  below_mask;       /* levels above first_level: (1 << first_level) - 1 */
+    bit<8>  keep_sat;         /* below_mask | from_mask */
+    ptr_t   remaining;        /* add_ptr - retrieve_ptr after a retrieval */
+    bit<8>  nonempty;         /* the bitmap after this pass's operation */
+    bit<8>  bits_sat;         /* nonempty & keep_sat */
+    bit<8>  bits_unsat;       /* nonempty & below_mask */
+    bit<8>  best_sat;         /* BEST for a requester that got all it asked for */
+    bit<8>  best_unsat;       /* BEST for one that got less */
+    bit<8>  answer_best;      /* the BEST a delivered REFILL carries */
+    /* RETURN credit (switch/credit.rs) */
+    bit<12> credit_slot;      /* CRC-32 of the agent's address, low 12 bits */
+    bit<32> credit_addr;      /* the agent: a RETURN's source, a REFILL's destination */
+    bit<32> credit_n;         /* entries returned (take) or sent (grant) */
+    bit<32> credit_held;      /* the credit before a take (0 if another address owns the slot) */
+    bit<32> credit_short;     /* credit_n - credit_held, saturating at 0 */
+    bit<8>  credit_takeover;  /* 1: a grant took the slot from another address */
+    bit<1>  over_credit;      /* this RETURN entry is beyond its sender's credit */
 }
 
 struct egress_md_t {

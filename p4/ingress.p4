@@ -69,7 +69,8 @@ control BoltPassSetup(inout headers_t hdr,
             hdr.pass.want = 0;
             hdr.pass.repair_target = 0;
             hdr.pass.repair_level = 0;
-            hdr.pass.pad = 0;
+            hdr.pass.first_level = 0;
+            hdr.pass.covered = 0;
             hdr.pass.repair_value = 0;
         }
         if (hdr.pass.copy != PASS_SPAWN) {
@@ -121,7 +122,7 @@ control BoltPassSetup(inout headers_t hdr,
             if (hdr.bolt.op == OP_SUBMIT) {
                 ig_md.step = STEP_SUBMIT;
             } else if (hdr.bolt.op == OP_RETURN) {
-                ig_md.step = STEP_RETURN;
+                ig_md.step = STEP_CREDIT;
             } else {
                 ig_md.step = STEP_RETRIEVE;
             }
@@ -152,8 +153,8 @@ control BoltFrontPanel(inout headers_t hdr,
                        inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     /* SwitchStats.malformed, by DecodeError::index. */
     Counter<bit<64>, bit<4>>(DECODE_ERROR_KINDS, CounterType_t.PACKETS) malformed;
-    /* Valid messages that do not go to a switch, by op. */
-    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) wrong_direction;
+    /* Valid messages that do not go to a switch, by op (ops run to OP_STEAL_DONE = 20). */
+    Counter<bit<64>, bit<5>>(32, CounterType_t.PACKETS) wrong_direction;
     /* Refused by the ACLs, by op. */
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) acl_denied;
     /* SUBMIT only from allowed client prefixes. Each ACL is an LPM on the source
@@ -235,7 +236,7 @@ control BoltFrontPanel(inout headers_t hdr,
             } else if (hdr.bolt.op != OP_SUBMIT && hdr.bolt.op != OP_GET_TASK &&
                        hdr.bolt.op != OP_REFILL_REQ && hdr.bolt.op != OP_RETURN) {
                 /* NotForSwitch::WrongDirection */
-                wrong_direction.count(hdr.bolt.op[3:0]);
+                wrong_direction.count(hdr.bolt.op[4:0]);
                 ig_dprsr_md.drop_ctl = 1;
             } else {
                 if (hdr.bolt.op == OP_SUBMIT) {
@@ -256,7 +257,7 @@ control BoltFrontPanel(inout headers_t hdr,
                     if (hdr.bolt.op == OP_SUBMIT) {
                         ig_md.step = STEP_SUBMIT;
                     } else if (hdr.bolt.op == OP_RETURN) {
-                        ig_md.step = STEP_RETURN;
+                        ig_md.step = STEP_CREDIT;
                     } else if (hdr.bolt.op == OP_GET_TASK) {
                         ig_md.step = STEP_RETRIEVE;
                         /* RTRV_PRIO below the configured levels starts at the lowest. */
@@ -264,6 +265,7 @@ control BoltFrontPanel(inout headers_t hdr,
                         if (ig_md.prio_room[7:7] == 1) {
                             hdr.bolt.prio = ig_md.priorities;
                         }
+                        hdr.pass.first_level = hdr.bolt.prio - 1;
                     } else {
                         ig_md.step = STEP_RETRIEVE;
                         hdr.bolt.prio = 1;
@@ -467,6 +469,130 @@ control BoltQueuePass(inout headers_t hdr,
         }
     }
 
+    /* Levels (switch/levels.rs): bit l set while level l is believed to hold tasks. One
+     * RegisterAction per pass: an enqueue sets its level's bit, a retrieval that leaves
+     * its level empty clears it, every other pass reads. */
+    Register<bit<8>, bit<1>>(1, 0) nonempty;
+    /* Levels::set */
+    RegisterAction<bit<8>, bit<1>, bit<8>>(nonempty) nonempty_set = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            value = value | ig_md.level_bit;
+            read = value;
+        }
+    };
+    /* Levels::after_retrieval, for the level this pass searched */
+    RegisterAction<bit<8>, bit<1>, bit<8>>(nonempty) nonempty_clear = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            value = value & ig_md.level_clear;
+            read = value;
+        }
+    };
+    RegisterAction<bit<8>, bit<1>, bit<8>>(nonempty) nonempty_read = {
+        void apply(inout bit<8> value, out bit<8> read) {
+            read = value;
+        }
+    };
+    /* RETURN credit (switch/credit.rs ReturnCredit): per agent address, what tier 2
+     * REFILLed to it minus what it RETURNed. 4096 {owner, count} pairs at the CRC-32 of
+     * the address (credit::slot); one RegisterAction per pass: a grant on the pass that
+     * sends a REFILL (STEP_DELIVER of a host's retrieval), a take on a RETURN's first. */
+    Register<credit_pair_t, bit<12>>(CREDIT_SLOTS) credit;
+    Hash<bit<12>>(HashAlgorithm_t.CRC32) credit_hash;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) credit_takeovers;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) return_over_credit;
+    /* ReturnCredit::grant: a REFILL of credit_n tasks to credit_addr. Read 1 when the
+     * slot changes owner (the former owner's credit is gone). */
+    RegisterAction<credit_pair_t, bit<12>, bit<8>>(credit) credit_grant = {
+        void apply(inout credit_pair_t value, out bit<8> read) {
+            if (value.owner == ig_md.credit_addr) {
+                value.count = value.count |+| ig_md.credit_n;
+                read = 0;
+            } else {
+                value.owner = ig_md.credit_addr;
+                value.count = ig_md.credit_n;
+                read = 1;
+            }
+        }
+    };
+    /* ReturnCredit::take: the credit before (0 for another owner's slot), less what is
+     * returned, at least 0; covered = min(credit_n, read) is taken after. */
+    RegisterAction<credit_pair_t, bit<12>, bit<32>>(credit) credit_take = {
+        void apply(inout credit_pair_t value, out bit<32> read) {
+            if (value.owner == ig_md.credit_addr) {
+                read = value.count;
+                value.count = value.count |-| ig_md.credit_n;
+            } else {
+                read = 0;
+            }
+        }
+    };
+    /* The level's bit, its complement, and the levels from it down (BEST's masks). */
+    action set_level_masks(bit<8> level_bit, bit<8> level_clear, bit<8> from_mask) {
+        ig_md.level_bit = level_bit;
+        ig_md.level_clear = level_clear;
+        ig_md.from_mask = from_mask;
+    }
+    table level_masks {
+        key = { ig_md.level8 : exact; }
+        actions = { set_level_masks; }
+        default_action = set_level_masks(0, 0xff, 0);
+        size = 8;
+        const entries = {
+            0 : set_level_masks(0x01, 0xfe, 0xff);
+            1 : set_level_masks(0x02, 0xfd, 0xfe);
+            2 : set_level_masks(0x04, 0xfb, 0xfc);
+            3 : set_level_masks(0x08, 0xf7, 0xf8);
+            4 : set_level_masks(0x10, 0xef, 0xf0);
+            5 : set_level_masks(0x20, 0xdf, 0xe0);
+            6 : set_level_masks(0x40, 0xbf, 0xc0);
+            7 : set_level_masks(0x80, 0x7f, 0x80);
+        }
+    }
+    /* The levels above the one the retrieval began at: they stay in its BEST. */
+    action set_below_mask(bit<8> below_mask) { ig_md.below_mask = below_mask; }
+    table first_level_mask {
+        key = { hdr.pass.first_level : exact; }
+        actions = { set_below_mask; }
+        default_action = set_below_mask(0);
+        size = 8;
+        const entries = {
+            0 : set_below_mask(0x00);
+            1 : set_below_mask(0x01);
+            2 : set_below_mask(0x03);
+            3 : set_below_mask(0x07);
+            4 : set_below_mask(0x0f);
+            5 : set_below_mask(0x1f);
+            6 : set_below_mask(0x3f);
+            7 : set_below_mask(0x7f);
+        }
+    }
+    /* Levels::best: the lowest set bit as a wire priority, 0 for none (best_levels.p4inc),
+     * once per candidate mask so that the answer only picks one. */
+    action set_best_sat(bit<8> best) { ig_md.best_sat = best; }
+    table best_of_sat {
+        key = { ig_md.bits_sat : exact; }
+        actions = { set_best_sat; }
+        default_action = set_best_sat(0);
+        size = 256;
+        const entries = {
+#define set_best set_best_sat
+#include "best_levels.p4inc"
+#undef set_best
+        }
+    }
+    action set_best_unsat(bit<8> best) { ig_md.best_unsat = best; }
+    table best_of_unsat {
+        key = { ig_md.bits_unsat : exact; }
+        actions = { set_best_unsat; }
+        default_action = set_best_unsat(0);
+        size = 256;
+        const entries = {
+#define set_best set_best_unsat
+#include "best_levels.p4inc"
+#undef set_best
+        }
+    }
+
     /* add_flag(level) = bit 2l, retrieve_flag(level) = bit 2l+1 (pipeline.rs). */
     action set_flag_mask(bit<16> mask) { ig_md.flag_mask = mask; }
     table repair_flag_mask {
@@ -499,10 +625,43 @@ control BoltQueuePass(inout headers_t hdr,
         } else {
             ig_md.task_prio = hdr.bolt.prio;
         }
+        /* Stage 0: the RETURN credit. A RETURN's first pass (STEP_CREDIT, no queue
+         * access) takes from its source's credit and carries what it covers; each RETURN
+         * pass then enqueues its entry while some is covered, or refuses it. The pass that
+         * sends a REFILL (STEP_DELIVER of a host's retrieval: every REFILL leaves so)
+         * grants its entries to the address it goes to, the request's source. */
+        ig_md.credit_addr = hdr.ipv4.src_addr;
+        ig_md.credit_slot = credit_hash.get({ hdr.ipv4.src_addr });
+        if (ig_md.step == STEP_CREDIT) {
+            ig_md.credit_n = (bit<32>)hdr.bolt.count;
+            ig_md.credit_held = credit_take.execute(ig_md.credit_slot);
+            ig_md.credit_short = ig_md.credit_n |-| ig_md.credit_held;
+            if (ig_md.credit_short == 0) {
+                hdr.pass.covered = hdr.bolt.count;
+            } else {
+                hdr.pass.covered = ig_md.credit_held[7:0];
+            }
+        } else if (ig_md.step == STEP_DELIVER && (hdr.pass.flags & PF_HOST) != 0) {
+            ig_md.credit_n = (bit<32>)hdr.pass.listed;
+            ig_md.credit_takeover = credit_grant.execute(ig_md.credit_slot);
+            if (ig_md.credit_takeover == 1 && hdr.pass.listed != 0) {
+                credit_takeovers.count(0);
+            }
+        }
+
         /* The step the plan is looked up with: a SWAP whose budget is spent touches no
-         * register (Pipeline::swap_pass); a REPAIR names its pointer (repair_pass). */
+         * register (Pipeline::swap_pass); a REPAIR names its pointer (repair_pass); a
+         * RETURN entry beyond its sender's credit touches none and bounces. */
         ig_md.plan_step = ig_md.step;
-        if (ig_md.step == STEP_SWAP && hdr.pass.budget == 0) {
+        if (ig_md.step == STEP_RETURN) {
+            if (hdr.pass.covered == 0) {
+                ig_md.plan_step = 0;
+                ig_md.over_credit = 1;
+                return_over_credit.count(0);
+            } else {
+                hdr.pass.covered = hdr.pass.covered - 1;
+            }
+        } else if (ig_md.step == STEP_SWAP && hdr.pass.budget == 0) {
             ig_md.plan_step = 0;
         } else if (hdr.pass.copy == PASS_SPAWN && hdr.bolt.op == OP_REPAIR) {
             ig_md.write_value = hdr.repair_state.value;
@@ -514,6 +673,9 @@ control BoltQueuePass(inout headers_t hdr,
         }
         pass_plan.apply();
         ig_md.level = ig_md.level8[QUEUE_LEVEL_BITS - 1:0];
+        level_masks.apply();
+        first_level_mask.apply();
+        ig_md.keep_sat = ig_md.below_mask | ig_md.from_mask;
         if (ig_md.clamped == 1) {
             priority_clamped.count(0);
         }
@@ -711,6 +873,33 @@ control BoltQueuePass(inout headers_t hdr,
             ig_md.matches = 0;
         }
 
+        /* Stage::Levels, after the match: the bitmap and this pass's two BEST candidates.
+         * A retrieval clears its level's bit when it leaves the level empty (add_ptr -
+         * retrieve_ptr <= 0 after the pass), unless it holds the task it found for a SWAP
+         * (that task goes back to the level). */
+        ig_md.remaining = ig_md.add_ptr - ig_md.retrieve_stored;
+        ig_md.nonempty_op = 0;
+        if (ig_md.add_op == 2) {
+            ig_md.nonempty_op = 1;
+        } else if (ig_md.step == STEP_RETRIEVE && ig_md.retrieve_op == 2) {
+            if (ig_md.remaining == 0 || ig_md.remaining[31:31] == 1) {
+                if (ig_md.was_valid == 0 || ig_md.matches == 1) {
+                    ig_md.nonempty_op = 2;
+                }
+            }
+        }
+        if (ig_md.nonempty_op == 1) {
+            ig_md.nonempty = nonempty_set.execute(0);
+        } else if (ig_md.nonempty_op == 2) {
+            ig_md.nonempty = nonempty_clear.execute(0);
+        } else {
+            ig_md.nonempty = nonempty_read.execute(0);
+        }
+        ig_md.bits_sat = ig_md.nonempty & ig_md.keep_sat;
+        ig_md.bits_unsat = ig_md.nonempty & ig_md.below_mask;
+        best_of_sat.apply();
+        best_of_unsat.apply();
+
         /* The REPAIR an enqueue spawns: the first to find the pointer wrong. */
         if (ig_md.add_op == 2 && (ig_md.full == 1 || ig_md.behind == 1) && ig_md.flag_was_set == 0) {
             ig_md.spawn_repair = 1;
@@ -866,9 +1055,15 @@ control BoltAnswer(inout headers_t hdr,
                 ig_md.mirror_kind = 0;
                 ig_md.route = 1;
             }
+        } else if (ig_md.step == STEP_CREDIT) {
+            /* the credit is taken: the entries follow, one per pass (P4 only) */
+            hdr.pass.step = STEP_RETURN;
+            hdr.pass.parse_path = PP_RETURN;
+            ig_md.route = 2;
         } else if (ig_md.step == STEP_RETURN) {
-            /* return_pass: the first entry left leaves the packet; one not queued goes
-             * back to its own client, from a mirror copy cut after the entry */
+            /* return_pass: the first entry left leaves the packet; one not queued (the
+             * queue refused it, or the credit did not cover it) goes back to its own
+             * client, from a mirror copy cut after the entry */
             ig_md.more = 0;
             if (hdr.bolt.count > 1) {
                 ig_md.more = 1;
@@ -996,6 +1191,7 @@ control BoltAnswer(inout headers_t hdr,
                 if ((hdr.pass.flags & PF_HOST) == 0) {
                     hdr.requester.setInvalid();
                     answer_header(OP_ASSIGN, 1);
+                    hdr.bolt.prio = ig_md.best_sat;
                     ig_md.route = 1;
                 } else {
                     /* The entry found goes in front of those found before, which follow
@@ -1007,9 +1203,11 @@ control BoltAnswer(inout headers_t hdr,
                         /* a full batch goes out now (send_refill) */
                         hdr.pass.flags = hdr.pass.flags | PF_BATCH_SENT;
                         if (hdr.pass.want == 0) {
-                            hdr.refill_request.setInvalid();
-                            answer_header(OP_REFILL, MAX_LIST);
-                            ig_md.route = 1;
+                            /* the last batch: sent by the next pass, which grants its
+                             * credit; BEST rides in the header prio until then */
+                            hdr.bolt.prio = ig_md.best_sat;
+                            hdr.pass.step = STEP_DELIVER;
+                            ig_md.route = 2;
                         } else {
                             /* this packet delivers the batch on its next pass; a mirror
                              * copy cut back to the request searches on */
@@ -1032,11 +1230,18 @@ control BoltAnswer(inout headers_t hdr,
                 /* Pipeline::finish: NOOP, or the last REFILL batch (an empty one if none) */
                 if ((hdr.pass.flags & PF_HOST) == 0) {
                     answer_header(OP_NOOP, 0);
+                    hdr.bolt.prio = ig_md.best_unsat;
                     ig_md.route = 1;
                 } else if (hdr.pass.listed != 0 || (hdr.pass.flags & PF_BATCH_SENT) == 0) {
-                    hdr.refill_request.setInvalid();
-                    answer_header(OP_REFILL, hdr.pass.listed);
-                    ig_md.route = 1;
+                    /* the last REFILL, sent by the next pass (it grants the credit). A
+                     * host that got all it asked for (want reached 0 in this pass) is
+                     * told best_sat, carried in the header prio; one that got less is
+                     * told best_unsat, which is 0 for a retrieval from level 0. */
+                    if (hdr.pass.want == 0) {
+                        hdr.bolt.prio = ig_md.best_sat;
+                    }
+                    hdr.pass.step = STEP_DELIVER;
+                    ig_md.route = 2;
                 } else {
                     ig_md.route = 0;
                 }
@@ -1078,14 +1283,10 @@ control BoltAnswer(inout headers_t hdr,
                         hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
                     }
                 } else if (ig_md.route == 1) {
-                    /* the NOOP or REFILL is delivered by this packet's next pass */
+                    /* the NOOP is delivered by this packet's next pass (a REFILL always is:
+                     * it took the branch above) */
                     hdr.pass.step = STEP_DELIVER;
-                    if ((hdr.pass.flags & PF_HOST) == 0) {
-                        hdr.pass.parse_path = PP_GET_SKIP_SWAP;
-                    } else {
-                        hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
-                        hdr.refill_request.setValid();
-                    }
+                    hdr.pass.parse_path = PP_GET_SKIP_SWAP;
                     ig_md.route = 2;
                 }
             } else if (ig_md.step == STEP_REINSERT) {
@@ -1109,8 +1310,16 @@ control BoltAnswer(inout headers_t hdr,
         } else if (ig_md.step == STEP_DELIVER) {
             /* an answer a fork or a full batch left to this packet: NOOP, REFILL */
             if ((hdr.pass.flags & PF_HOST) != 0) {
+                /* BEST: carried in the header prio from the pass that found the last task
+                 * when the host got all it asked for; otherwise (a batch before the last,
+                 * or fewer than wanted) best_unsat, 0 for a retrieval from level 0 */
+                ig_md.answer_best = ig_md.best_unsat;
+                if (hdr.pass.want == 0) {
+                    ig_md.answer_best = hdr.bolt.prio;
+                }
                 hdr.refill_request.setInvalid();
                 answer_header(OP_REFILL, hdr.pass.listed);
+                hdr.bolt.prio = ig_md.answer_best;
             }
             ig_md.route = 1;
         }
@@ -1246,6 +1455,7 @@ control BoltIngressDeparser(packet_out pkt,
         pkt.emit(hdr.refill_request);
         pkt.emit(hdr.completion);
         pkt.emit(hdr.claim);
+        pkt.emit(hdr.steal);
         /* at most one list item: the rest of a list follows as payload */
         pkt.emit(hdr.task_cur);
         pkt.emit(hdr.entry_cur);

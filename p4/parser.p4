@@ -41,6 +41,11 @@ parser BoltIngressParser(packet_in pkt,
         ig_md.spawn_repair = 0; ig_md.bounce = 0; ig_md.matches = 0; ig_md.more = 0;
         ig_md.next_level = 0; ig_md.route = 0; ig_md.to_entry_client = 0;
         ig_md.answer_ip = 0; ig_md.answer_port = 0; ig_md.forward = 0;
+        ig_md.nonempty_op = 0; ig_md.level_bit = 0; ig_md.level_clear = 0; ig_md.from_mask = 0;
+        ig_md.below_mask = 0; ig_md.keep_sat = 0; ig_md.remaining = 0; ig_md.nonempty = 0;
+        ig_md.bits_sat = 0; ig_md.bits_unsat = 0; ig_md.best_sat = 0; ig_md.best_unsat = 0; ig_md.answer_best = 0;
+        ig_md.credit_slot = 0; ig_md.credit_addr = 0; ig_md.credit_n = 0; ig_md.credit_held = 0;
+        ig_md.credit_short = 0; ig_md.credit_takeover = 0; ig_md.over_credit = 0;
         transition select(ig_intr_md.ingress_port) {
             recirculation_ports : parse_pass;
             default             : parse_ethernet;
@@ -94,16 +99,17 @@ parser BoltIngressParser(packet_in pkt,
         transition select(hdr.bolt.op) {
             1 .. 9  : check_flags;
             10 .. 11: internal_op;
-            12 .. 13: check_flags;
+            12 .. 20: check_flags;
             default : unknown_op;
         }
     }
 
-    /* shape(op).flags: SUBMIT may carry KNOWN_HEADER_FLAGS (no bit of its complement),
-     * every other op none. */
+    /* shape(op).flags: SUBMIT may carry SUBMIT_FLAGS, GET_TASK may carry GET_TASK_FLAGS
+     * (WAIT; no bit of the complement), every other op none. */
     state check_flags {
         transition select(hdr.bolt.op, hdr.bolt.flags) {
-            (OP_SUBMIT, 0x00 &&& ~KNOWN_HEADER_FLAGS) : check_count;
+            (OP_SUBMIT, 0x00 &&& ~SUBMIT_FLAGS)     : check_count;
+            (OP_GET_TASK, 0x00 &&& ~GET_TASK_FLAGS) : check_count;
             (_, 0x00)                  : check_count;
             default                    : unknown_flags;
         }
@@ -123,13 +129,17 @@ parser BoltIngressParser(packet_in pkt,
             (OP_RETURN, 1 .. 16)     : check_header_bytes;
             (OP_CLAIM, 0)            : check_header_bytes;
             (OP_CLAIM_REPLY, 0)      : check_header_bytes;
+            (OP_HINT, 0)             : check_header_bytes;
+            (OP_STEAL_GRANT, 0 .. 16): check_header_bytes;
+            (OP_STEAL_PROBE .. OP_STEAL_DONE, 0) : check_header_bytes;
             default                  : bad_count;
         }
     }
 
-    /* frame(): header prio is a priority on GET_TASK (check_priority) and 0 on every
-     * other external op; header rsrc is free on GET_TASK and REFILL_REQ and 0 elsewhere.
-     * Then the op's body. */
+    /* frame(): header prio is a priority on GET_TASK (check_priority), BEST (0 ..
+     * MAX_PRIORITIES, BadPriority above) on the ops tier 2 sends towards the hosts
+     * (ASSIGN, NOOP, REFILL, HINT), and 0 on every other external op; header rsrc is free
+     * on GET_TASK and REFILL_REQ and 0 elsewhere. Then the op's body. */
     state check_header_bytes {
         transition select(hdr.bolt.op, hdr.bolt.prio, hdr.bolt.rsrc) {
             (OP_GET_TASK, 1 .. MAX_PRIORITIES, _)   : parse_requester;
@@ -138,13 +148,37 @@ parser BoltIngressParser(packet_in pkt,
             (OP_SUBMIT, 0, 0)          : parse_submit_first;
             (OP_QUEUE_FULL, 0, 0)      : parse_submit_first;
             (OP_RETURN, 0, 0)          : parse_return_first;
-            (OP_ASSIGN, 0, 0)          : parse_return_first;
-            (OP_REFILL, 0, 0)          : parse_refill_first;
-            (OP_NOOP, 0, 0)            : parse_requester;
+            (OP_ASSIGN, 0 .. MAX_PRIORITIES, 0) : parse_return_first;
+            (OP_REFILL, 0 .. MAX_PRIORITIES, 0) : parse_refill_first;
+            (OP_NOOP, 0 .. MAX_PRIORITIES, 0)   : parse_requester;
+            (OP_HINT, 0 .. MAX_PRIORITIES, 0)   : accept;
             (OP_COMPLETE, 0, 0)        : parse_completion;
             (OP_CLAIM, 0, 0)           : parse_claim;
             (OP_CLAIM_REPLY, 0, 0)     : parse_claim;
+            (OP_STEAL_PROBE .. OP_STEAL_DONE, 0, 0) : parse_steal;
+            /* a BEST in range with a non-zero rsrc, or a prio where none belongs */
+            (_, 0 .. MAX_PRIORITIES, _) : bad_field;
+            (OP_ASSIGN, _, _)          : bad_priority;
+            (OP_REFILL, _, _)          : bad_priority;
+            (OP_NOOP, _, _)            : bad_priority;
+            (OP_HINT, _, _)            : bad_priority;
             default                    : bad_field;
+        }
+    }
+
+    /* STEAL_* (check_steal): want only on STEAL_REQ (1 .. MAX_LIST), verdict only on
+     * STEAL_DONE (COMMIT 1, ABORT 2), load only on STEAL_LOAD; every other field zero. A
+     * STEAL_GRANT's entries are then checked as a REFILL's, its first one here. */
+    state parse_steal {
+        pkt.extract(hdr.steal);
+        transition select(hdr.bolt.op, hdr.steal.want, hdr.steal.verdict, hdr.steal.load) {
+            (OP_STEAL_GRANT, 0, 0, 0)       : parse_refill_first;
+            (OP_STEAL_LOAD, 0, 0, _)        : accept;
+            (OP_STEAL_REQ, 1 .. MAX_LIST, 0, 0) : accept;
+            (OP_STEAL_DONE, 0, 1 .. 2, 0)   : accept;
+            (OP_STEAL_PROBE, 0, 0, 0)       : accept;
+            (OP_STEAL_ACK, 0, 0, 0)         : accept;
+            default                         : bad_field;
         }
     }
 

@@ -194,7 +194,7 @@ class ScenarioReplay:
                 self.add(ingress(acl), [gc.KeyTuple("hdr.ipv4.src_addr", addr, prefix_len=32)],
                          [], ingress("allow"))
         # Fresh queues: pointers, flags and slots back to their initial values.
-        for reg in ["add_ptr", "retrieve_ptr", "repairing", "valid", "task_rsrc"]:
+        for reg in ["add_ptr", "retrieve_ptr", "repairing", "valid", "task_rsrc", "nonempty", "credit"]:
             self.table(ingress(reg)).entry_del(self.target)
         for counter in ["op_passes", "enqueue_results", "deliveries", "answers"]:
             self.table(ingress(counter)).entry_del(self.target)

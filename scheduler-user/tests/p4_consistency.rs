@@ -13,11 +13,12 @@ use std::path::PathBuf;
 
 use scheduler_common::{
     decode, decode_packet, encode_assign, encode_claim, encode_claim_reply, encode_complete, encode_get_task,
-    encode_noop, encode_queue_full, encode_refill, encode_refill_req, encode_repair, encode_return, encode_submit,
-    message_len, Claim, Completion, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester,
-    SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_RESUBMIT, KNOWN_HEADER_FLAGS,
-    KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR,
-    STATUS_FAILED, SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
+    encode_hint, encode_noop, encode_queue_full, encode_refill, encode_refill_req, encode_repair, encode_return,
+    encode_steal, encode_steal_grant, encode_submit, message_len, Claim, Completion, DecodeError, Entry, Header,
+    JobRef, Op, RefillRequest, RepairState, Requester, StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED,
+    DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC,
+    MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, STEAL_ABORT,
+    SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
 use scheduler_user::queue::{DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 
@@ -327,6 +328,21 @@ fn message_bodies_match_scheduler_common() {
         ],
         "claim_h",
     );
+    // STEAL_* go between agents; validated, then refused.
+    check_layout(
+        &p4,
+        "StealBody",
+        size_of::<StealBody>(),
+        StealBody::LEN,
+        &[
+            field!(StealBody, node, 2, [("node", 16)]),
+            field!(StealBody, want, 1, [("want", 8)]),
+            field!(StealBody, verdict, 1, [("verdict", 8)]),
+            field!(StealBody, seq, 4, [("seq", 32)]),
+            field!(StealBody, load, 4, [("load", 32)]),
+        ],
+        "steal_h",
+    );
 }
 
 #[test]
@@ -365,6 +381,8 @@ fn protocol_constants_match() {
     assert_eq!(get("MAX_PRIORITIES"), MAX_PRIORITIES as u64);
     assert_eq!(get("DEFAULT_PRIORITIES"), DEFAULT_PRIORITIES as u64);
     assert_eq!(get("KNOWN_HEADER_FLAGS"), KNOWN_HEADER_FLAGS as u64);
+    assert_eq!(get("SUBMIT_FLAGS"), SUBMIT_FLAGS as u64);
+    assert_eq!(get("GET_TASK_FLAGS"), GET_TASK_FLAGS as u64);
     assert_eq!(get("KNOWN_TASK_FLAGS"), KNOWN_TASK_FLAGS as u64);
     assert_eq!(get("REPAIR_ADD_PTR"), REPAIR_ADD_PTR as u64);
     assert_eq!(get("REPAIR_RETRIEVE_PTR"), REPAIR_RETRIEVE_PTR as u64);
@@ -469,13 +487,16 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
             let prio = if op == Op::GetTask { 1 } else { 0 };
             buf[..Header::LEN].copy_from_slice(scheduler_common::as_bytes(&Header::new(op, count, prio, 0, 0)));
             let body = &mut buf[Header::LEN..];
-            // Valid content where decode checks it: priorities 1, REFILL_REQ want 1.
+            // Valid content where decode checks it: priorities 1, REFILL_REQ and STEAL_REQ
+            // want 1, STEAL_DONE verdict 1.
             match op {
                 Op::Submit | Op::QueueFull => {
                     (0..count as usize).for_each(|i| body[JobRef::LEN + i * Task::LEN + 4] = 1)
                 }
                 Op::Assign | Op::Refill | Op::Return => (0..count as usize).for_each(|i| body[i * Entry::LEN + 12] = 1),
-                Op::RefillReq => body[2] = 1,
+                Op::StealGrant => (0..count as usize).for_each(|i| body[StealBody::LEN + i * Entry::LEN + 12] = 1),
+                Op::RefillReq | Op::StealReq => body[2] = 1,
+                Op::StealDone => body[3] = 1,
                 Op::ClaimReply => body[16] = CLAIM_GRANTED,
                 _ => {}
             }
@@ -756,7 +777,8 @@ fn test_task(tid: u32, prio: u8, rsrc: u8, flags: u8) -> Task {
     t
 }
 
-/// One valid message of every op a client or executor sends, from the encoders.
+/// One valid message of every op a client, executor, agent or tier 2 sends, from the
+/// encoders: with and without WAIT, with a zero and a non-zero BEST.
 fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     let tasks = [test_task(1, 1, 0, 0), test_task(2, 3, 0b101, TASK_FLAG_EXACTLY_ONCE)];
     let entries: Vec<Entry> = tasks.iter().map(|t| Entry::new(7, 9, *t, [192, 0, 2, 9], 5000)).collect();
@@ -772,18 +794,34 @@ fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     };
     put(Op::Submit, &|b| encode_submit(b, job, FLAG_RESUBMIT, &tasks).unwrap());
     put(Op::GetTask, &|b| encode_get_task(b, 2, 0b11, from, false).unwrap());
+    put(Op::GetTask, &|b| encode_get_task(b, 1, 0, from, true).unwrap());
     put(Op::Assign, &|b| encode_assign(b, &entries[1], 0).unwrap());
+    put(Op::Assign, &|b| encode_assign(b, &entries[0], 2).unwrap());
     put(Op::Noop, &|b| encode_noop(b, from, 0).unwrap());
+    put(Op::Noop, &|b| encode_noop(b, from, MAX_PRIORITIES).unwrap());
     put(Op::Complete, &|b| encode_complete(b, &completion).unwrap());
     put(Op::QueueFull, &|b| encode_queue_full(b, job, &tasks).unwrap());
     put(Op::RefillReq, &|b| encode_refill_req(b, 0b1, RefillRequest::new(4, 3)).unwrap());
     put(Op::Refill, &|b| encode_refill(b, &entries, 0).unwrap());
     put(Op::Refill, &|b| encode_refill(b, &[], 0).unwrap());
+    put(Op::Refill, &|b| encode_refill(b, &entries, 1).unwrap());
+    put(Op::Hint, &|b| encode_hint(b, 0).unwrap());
+    put(Op::Hint, &|b| encode_hint(b, 3).unwrap());
     put(Op::Return, &|b| encode_return(b, &entries).unwrap());
     let claim = Claim::of(&entries[1], 4, 2);
     put(Op::Claim, &|b| encode_claim(b, &claim).unwrap());
     put(Op::Claim, &|b| encode_claim(b, &claim.renewal()).unwrap());
     put(Op::ClaimReply, &|b| encode_claim_reply(b, &claim.answered(CLAIM_DENIED)).unwrap());
+    let steal = StealBody::new(4, 0x0102_0304);
+    put(Op::StealProbe, &|b| encode_steal(b, Op::StealProbe, &steal).unwrap());
+    let mut load = steal;
+    load.set_load(9);
+    put(Op::StealLoad, &|b| encode_steal(b, Op::StealLoad, &load).unwrap());
+    put(Op::StealReq, &|b| encode_steal(b, Op::StealReq, &StealBody { want: 3, ..steal }).unwrap());
+    put(Op::StealGrant, &|b| encode_steal_grant(b, &steal, &entries).unwrap());
+    put(Op::StealGrant, &|b| encode_steal_grant(b, &steal, &[]).unwrap());
+    put(Op::StealAck, &|b| encode_steal(b, Op::StealAck, &steal).unwrap());
+    put(Op::StealDone, &|b| encode_steal(b, Op::StealDone, &StealBody { verdict: STEAL_ABORT, ..steal }).unwrap());
     out
 }
 
@@ -822,11 +860,13 @@ fn switch_verdict(runner: &ParserRunner, msg: &[u8]) -> Result<(), usize> {
 }
 
 /// The bytes of `msg` bolt.p4 checks: all of them, but for a list an op the switch
-/// refuses as wrong direction carries (QUEUE_FULL, REFILL), only up to the first item.
+/// refuses as wrong direction carries (QUEUE_FULL, REFILL, STEAL_GRANT), only up to the
+/// first item.
 fn checked_len(op: Op, msg: &[u8]) -> usize {
     match op {
         Op::QueueFull => Header::LEN + JobRef::LEN + Task::LEN,
         Op::Refill => msg.len().min(Header::LEN + Entry::LEN),
+        Op::StealGrant => msg.len().min(Header::LEN + StealBody::LEN + Entry::LEN),
         _ => msg.len(),
     }
 }
@@ -870,6 +910,11 @@ fn front_panel_parser_refuses_what_decode_refuses() {
     let from_p4 = header_use(|b| switch_verdict(&runner, b).is_ok());
     assert_eq!(from_p4, from_decode, "header prio/rsrc/flags use per op: bolt.p4 vs decode()");
     assert_eq!(from_decode["SUBMIT"], (false, false, SUBMIT_FLAGS));
+    assert_eq!(from_decode["GET_TASK"], (true, true, GET_TASK_FLAGS));
+    for best in ["ASSIGN", "NOOP", "REFILL", "HINT"] {
+        assert_eq!(from_decode[best], (true, false, 0), "{best} carries BEST in its header prio");
+    }
+    assert_eq!(from_decode.len(), Op::ALL.iter().filter(|op| !op.is_internal()).count(), "an external op is not tried");
 }
 
 /// What bolt.p4 writes itself must also be what the decoders accept: the REPAIR packets
@@ -1438,4 +1483,181 @@ fn parser_rows_and_deparser_entries_fit_both_chips() {
     assert!(entries <= 192, "{entries} deparser entries, 192 on Tofino");
     assert!(chunks <= 128, "{chunks} deparser chunks, 128 on Tofino 2");
     assert!(bytes <= 640, "{bytes} B of headers");
+}
+
+/// The const entries of `table NAME` (or of the file it includes) as (key, action
+/// arguments), both as numbers.
+fn const_entries(p4: &P4, name: &str) -> Vec<(Vec<u64>, Vec<u64>)> {
+    let body = table_body(&p4.src, name);
+    let entries = &body[body.find("const entries").unwrap_or_else(|| panic!("{name} has no const entries"))..];
+    let text = match entries.find("#include \"") {
+        Some(at) => {
+            let file = entries[at + 10..].split('"').next().unwrap();
+            strip_comments(&read(file))
+        }
+        None => entries[entries.find('{').unwrap() + 1..entries.find('}').unwrap()].to_string(),
+    };
+    let numbers =
+        |s: &str| -> Vec<u64> { s.split(',').map(str::trim).filter(|v| !v.is_empty()).map(parse_int).collect() };
+    text.split(';')
+        .map(str::trim)
+        .filter(|e| e.contains(':') && !e.starts_with('#'))
+        .map(|e| {
+            let (key, action) = e.split_once(':').unwrap();
+            let args = &action[action.find('(').unwrap() + 1..action.rfind(')').unwrap()];
+            (numbers(key.trim().trim_start_matches('(').trim_end_matches(')')), numbers(args))
+        })
+        .collect()
+}
+
+/// BEST (switch/levels.rs `Levels::best`): the lowest set bit of the bitmap as a wire
+/// priority, 0 for none, for all 256 bitmaps, in both tables; the level masks that pick
+/// which levels a requester is told about (`Levels::best_excluding`).
+#[test]
+fn best_tables_give_the_highest_non_empty_level() {
+    let p4 = P4::load();
+    for table in ["best_of_sat", "best_of_unsat"] {
+        let entries = const_entries(&p4, table);
+        let found: BTreeMap<u64, u64> = entries.iter().map(|(k, a)| (k[0], a[0])).collect();
+        assert_eq!(found.len(), 256, "{table}: one entry per 8-bit bitmap");
+        for (bits, best) in found {
+            let expected = if bits == 0 { 0 } else { bits.trailing_zeros() as u64 + 1 };
+            assert_eq!(best, expected, "{table}: bitmap {bits:#010b}");
+        }
+    }
+    let masks = const_entries(&p4, "level_masks");
+    assert_eq!(masks.len(), 8);
+    for (key, args) in masks {
+        let l = key[0];
+        assert_eq!(args, vec![1 << l, !(1u64 << l) & 0xff, (0xffu64 << l) & 0xff], "level_masks level {l}");
+    }
+    let below = const_entries(&p4, "first_level_mask");
+    assert_eq!(below.len(), 8);
+    for (key, args) in below {
+        assert_eq!(args, vec![(1u64 << key[0]) - 1], "first_level_mask level {}", key[0]);
+    }
+}
+
+/// The non-empty-level register is touched once per pass: its three RegisterActions sit
+/// in one if / else if / else on `nonempty_op`, and nothing else uses the register.
+#[test]
+fn the_level_bitmap_is_touched_once_per_pass() {
+    let p4 = P4::load();
+    let flat: String = p4.src.split_whitespace().collect();
+    assert!(flat.contains(
+        "if(ig_md.nonempty_op==1){ig_md.nonempty=nonempty_set.execute(0);}\
+         elseif(ig_md.nonempty_op==2){ig_md.nonempty=nonempty_clear.execute(0);}\
+         else{ig_md.nonempty=nonempty_read.execute(0);}"
+    ));
+    for action in ["nonempty_set", "nonempty_clear", "nonempty_read"] {
+        assert_eq!(flat.matches(&format!("{action}.execute(")).count(), 1, "{action}");
+    }
+    let actions: Vec<String> =
+        register_actions(&p4.src).into_iter().map(|(n, _)| n).filter(|n| n.starts_with("nonempty")).collect();
+    assert_eq!(actions.len(), 3, "{actions:?}");
+    // An enqueue sets, a retrieval that leaves its level empty (and holds nothing for a
+    // SWAP) clears.
+    assert!(flat.contains("if(ig_md.add_op==2){ig_md.nonempty_op=1;}"));
+    assert!(flat.contains("if(ig_md.was_valid==0||ig_md.matches==1){ig_md.nonempty_op=2;}"));
+}
+
+/// Every ASSIGN, NOOP and REFILL bolt.p4 writes carries BEST in its header prio: an
+/// ASSIGN the requester's BEST having got what it asked for, a NOOP the one having got
+/// less, a REFILL the one that fits (`Tier2::best_for`; a batch before the last 0).
+#[test]
+fn best_is_written_on_every_answer() {
+    let p4 = P4::load();
+    let src = &p4.src[p4.src.find("control BoltAnswer").expect("no BoltAnswer")..];
+    let mut seen = BTreeMap::new();
+    for (at, _) in src.match_indices("answer_header(OP_") {
+        let call = &src[at..];
+        let op = call["answer_header(".len()..].split(',').next().unwrap().to_string();
+        if op == "OP_QUEUE_FULL" {
+            continue;
+        }
+        let upto = &call[..call.find("ig_md.route").expect("an answer without a route")];
+        let stamp = match op.as_str() {
+            "OP_ASSIGN" => upto.contains("hdr.bolt.prio = ig_md.best_sat;"),
+            "OP_NOOP" => upto.contains("hdr.bolt.prio = ig_md.best_unsat;"),
+            "OP_REFILL" => upto.contains("hdr.bolt.prio = ig_md.answer_best;"),
+            other => panic!("answer {other}"),
+        };
+        assert!(stamp, "an {op} leaves without its BEST stamp: {}", &upto[..upto.len().min(200)]);
+        *seen.entry(op).or_insert(0) += 1;
+    }
+    assert_eq!(seen.get("OP_ASSIGN"), Some(&1));
+    assert_eq!(seen.get("OP_NOOP"), Some(&1));
+    // Every REFILL leaves from a STEP_DELIVER pass (the one that grants the credit),
+    // with best_unsat, or the best_sat its last search pass left in the header prio.
+    assert_eq!(seen.get("OP_REFILL"), Some(&1));
+    let flat: String = src.split_whitespace().collect();
+    assert!(flat.contains("ig_md.answer_best=ig_md.best_unsat;if(hdr.pass.want==0){ig_md.answer_best=hdr.bolt.prio;}"));
+    assert!(flat.contains("}elseif(ig_md.step==STEP_DELIVER){if((hdr.pass.flags&PF_HOST)!=0){"));
+    assert_eq!(src.matches("hdr.bolt.prio = ig_md.best_sat;").count(), 3, "ASSIGN, a full last batch, a last batch");
+    // The answer's header is only ever written by answer_header; nothing else zeroes prio.
+    let zeroes = src.matches("hdr.bolt.prio = 0;").count();
+    assert_eq!(zeroes, 1, "hdr.bolt.prio = 0 outside answer_header");
+}
+
+/// The RETURN credit (switch/credit.rs): 4096 {owner, count} pairs at the CRC-32 of the
+/// agent's address; touched once per pass, a take on a RETURN's first pass (STEP_CREDIT,
+/// both admission paths) and a grant on the pass that sends a REFILL; the take covers
+/// min(n, credit) of an owned slot and nothing of another's, the grant takes a slot
+/// over from another address or adds with saturation; an entry beyond what is covered
+/// touches no queue register and bounces, counted.
+#[test]
+fn the_return_credit_is_the_software_switchs() {
+    let p4 = P4::load();
+    let consts = p4.consts();
+    assert_eq!(consts["CREDIT_SLOTS"], scheduler_user::switch::CREDIT_SLOTS as u64);
+    let flat: String = p4.src.split_whitespace().collect();
+    assert!(flat.contains("Register<credit_pair_t,bit<12>>(CREDIT_SLOTS)credit;"));
+    assert_eq!(1u64 << 12, consts["CREDIT_SLOTS"]);
+    assert!(flat.contains("Hash<bit<12>>(HashAlgorithm_t.CRC32)credit_hash;"));
+    assert!(flat.contains("ig_md.credit_slot=credit_hash.get({hdr.ipv4.src_addr});"));
+    assert_eq!(
+        p4.struct_fields("credit_pair_t"),
+        [("bit<32>", "owner"), ("bit<32>", "count")].map(|(t, n)| (t.into(), n.into()))
+    );
+    let actions: BTreeMap<String, String> = register_actions(&p4.src)
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("credit_"))
+        .map(|(n, b)| (n, b.split_whitespace().collect()))
+        .collect();
+    assert_eq!(actions.len(), 2, "{actions:?}");
+    assert!(actions["credit_grant"].contains(
+        "if(value.owner==ig_md.credit_addr){value.count=value.count|+|ig_md.credit_n;read=0;}\
+         else{value.owner=ig_md.credit_addr;value.count=ig_md.credit_n;read=1;}"
+    ));
+    assert!(actions["credit_take"].contains(
+        "if(value.owner==ig_md.credit_addr){read=value.count;value.count=value.count|-|ig_md.credit_n;}else{read=0;}"
+    ));
+    // Once per pass: the take and the grant in one if / else if.
+    assert!(flat.contains(
+        "if(ig_md.step==STEP_CREDIT){ig_md.credit_n=(bit<32>)hdr.bolt.count;\
+         ig_md.credit_held=credit_take.execute(ig_md.credit_slot);\
+         ig_md.credit_short=ig_md.credit_n|-|ig_md.credit_held;\
+         if(ig_md.credit_short==0){hdr.pass.covered=hdr.bolt.count;}else{hdr.pass.covered=ig_md.credit_held[7:0];}}\
+         elseif(ig_md.step==STEP_DELIVER&&(hdr.pass.flags&PF_HOST)!=0){ig_md.credit_n=(bit<32>)hdr.pass.listed;\
+         ig_md.credit_takeover=credit_grant.execute(ig_md.credit_slot);"
+    ));
+    for action in ["credit_take", "credit_grant"] {
+        assert_eq!(flat.matches(&format!("{action}.execute(")).count(), 1, "{action}");
+    }
+    // A RETURN's first queue step is the credit, from the front panel and when steered.
+    assert_eq!(flat.matches("elseif(hdr.bolt.op==OP_RETURN){ig_md.step=STEP_CREDIT;}").count(), 2);
+    assert!(!flat.contains("ig_md.step=STEP_RETURN;"));
+    assert!(flat.contains(
+        "if(ig_md.step==STEP_RETURN){if(hdr.pass.covered==0){ig_md.plan_step=0;ig_md.over_credit=1;\
+         return_over_credit.count(0);}else{hdr.pass.covered=hdr.pass.covered-1;}}"
+    ));
+    // min(n, credit), as the P4 computes it, is ReturnCredit::take.
+    for (granted, n) in [(0u32, 3u32), (2, 3), (3, 3), (9, 3), (16, 16), (u32::MAX, 1)] {
+        let agent = std::net::Ipv4Addr::new(10, 0, 3, 1);
+        let mut credit = scheduler_user::switch::ReturnCredit::default();
+        credit.grant(agent, granted);
+        let held = granted;
+        let covered = if n.saturating_sub(held) == 0 { n } else { held };
+        assert_eq!(credit.take(agent, n), covered, "granted {granted}, returned {n}");
+    }
 }

@@ -5,6 +5,18 @@
 //! (occupancy, add_ptr and retrieve_ptr per level, the repair flag) and the model's
 //! counters. p4/tests/test_vectors.py replays them on the Tofino model.
 //!
+//! The BEST stamp in the header prio of each ASSIGN, NOOP and REFILL comes from the
+//! software switch's tier 2 (`switch::Tier2`, its level bitmap), run on the same packets
+//! next to the model with a park table of size 0 (bolt.p4 parks nothing); its answers must
+//! be the model's, and its HINTs (which bolt.p4 does not send) are left out. A scenario
+//! that holds a packet between passes cannot be run by tier 2: its outputs carry
+//! `"best": null` and prio 0, and the replay stops before them.
+//!
+//! The RETURN credit is applied as the software switch does (`switch::ReturnCredit`):
+//! every REFILL sent grants its entries to the address it goes to, and a RETURN reaches
+//! the model with only the entries its sender's credit covers; each other one goes back
+//! to its client as a QUEUE_FULL of its own.
+//!
 //! The file is tests/vectors/p4/queue_vectors.json. This test fails when the committed
 //! file differs from what the model produces now; `BOLT_REGENERATE_VECTORS=1 cargo test
 //! -p scheduler-user --test p4_vectors` rewrites it.
@@ -20,9 +32,10 @@ use std::path::PathBuf;
 
 use scheduler_common::{
     decode, encode_assign, encode_get_task, encode_noop, encode_queue_full, encode_refill, encode_refill_req,
-    encode_return, encode_submit, Entry, JobRef, RefillRequest, Requester, Task, MAX_MESSAGE_LEN,
+    encode_return, encode_submit, Entry, JobRef, Message, RefillRequest, Requester, Task, MAX_MESSAGE_LEN,
 };
 use scheduler_user::queue::{Collect, Output, Packet, PassOutput, Pipeline, QueueConfig, Scheduler};
+use scheduler_user::switch::{Answer, ReturnCredit, Tier2, WaitConfig};
 use serde_json::{json, Value};
 
 /// The scheduler's own address: inputs are sent to it, answers come from it.
@@ -76,16 +89,35 @@ fn return_entries(entries: &[Entry]) -> Vec<u8> {
     encoded(|b| encode_return(b, entries).unwrap())
 }
 
-fn output_json(o: &Output) -> Value {
+/// An output of the model as sent, with `best` in the header prio of ASSIGN, NOOP and
+/// REFILL (`None`: not known, written as 0 and marked null).
+fn output_json(o: &Output, best: Option<u8>) -> Value {
+    let b = best.unwrap_or(0);
     let (to, op, payload) = match o {
-        Output::Assign { to, entry } => (to, "ASSIGN", encoded(|b| encode_assign(b, entry, 0).unwrap())),
-        Output::Noop { to, who } => (to, "NOOP", encoded(|b| encode_noop(b, *who, 0).unwrap())),
+        Output::Assign { to, entry } => (to, "ASSIGN", encoded(|buf| encode_assign(buf, entry, b).unwrap())),
+        Output::Noop { to, who } => (to, "NOOP", encoded(|buf| encode_noop(buf, *who, b).unwrap())),
         Output::QueueFull { to, job, tasks } => {
-            (to, "QUEUE_FULL", encoded(|b| encode_queue_full(b, *job, tasks).unwrap()))
+            (to, "QUEUE_FULL", encoded(|buf| encode_queue_full(buf, *job, tasks).unwrap()))
         }
-        Output::Refill { to, entries } => (to, "REFILL", encoded(|b| encode_refill(b, entries, 0).unwrap())),
+        Output::Refill { to, entries } => (to, "REFILL", encoded(|buf| encode_refill(buf, entries, b).unwrap())),
     };
-    json!({ "to": to.to_string(), "from": SWITCH.to_string(), "op": op, "payload": hex(&payload) })
+    let mut v = json!({ "to": to.to_string(), "from": SWITCH.to_string(), "op": op, "payload": hex(&payload) });
+    if !matches!(o, Output::QueueFull { .. }) {
+        v["best"] = json!(best);
+    }
+    v
+}
+
+/// The model's output an answer of tier 2 is, and the BEST it carries (None for a
+/// QUEUE_FULL, which has none).
+fn as_output(a: &Answer) -> (Output, Option<u8>) {
+    match a {
+        Answer::Assign { to, entry, best } => (Output::Assign { to: *to, entry: *entry }, Some(*best)),
+        Answer::Noop { to, who, best } => (Output::Noop { to: *to, who: *who }, Some(*best)),
+        Answer::QueueFull { to, job, tasks } => (Output::QueueFull { to: *to, job: *job, tasks: tasks.to_vec() }, None),
+        Answer::Refill { to, entries, best } => (Output::Refill { to: *to, entries: entries.to_vec() }, Some(*best)),
+        Answer::Hint { .. } => unreachable!("HINTs are left out before"),
+    }
 }
 
 /// The model as the switch runs it: recirculated and spawned packets are served from a
@@ -95,18 +127,36 @@ fn output_json(o: &Output) -> Value {
 struct Model {
     pipeline: Pipeline,
     scheduler: Option<Scheduler>,
+    /// The software switch's tier 2 on the same packets: the source of BEST.
+    tier2: Option<Tier2>,
+    /// The switch's RETURN credit; None for the bare queue model (the hand-written
+    /// vectors, which pin the queue alone).
+    credit: Option<ReturnCredit>,
     held: Vec<(String, Packet)>,
 }
 
 struct Step {
     outputs: Vec<Output>,
+    /// BEST of each output, where tier 2 ran (None for QUEUE_FULL, or without tier 2).
+    best: Vec<Option<u8>>,
+}
+
+impl Step {
+    fn unstamped(outputs: Vec<Output>) -> Step {
+        let best = vec![None; outputs.len()];
+        Step { outputs, best }
+    }
 }
 
 impl Model {
     fn new(config: QueueConfig, checked_by_scheduler: bool) -> Model {
+        // bolt.p4 parks nothing: a park table of size 0 answers at once, as version 1 did.
+        let wait = WaitConfig { max_parked: 0, ..WaitConfig::default() };
         Model {
             pipeline: Pipeline::new(config).unwrap(),
             scheduler: checked_by_scheduler.then(|| Scheduler::new(config).unwrap()),
+            tier2: checked_by_scheduler.then(|| Tier2::new(Scheduler::new(config).unwrap(), wait)),
+            credit: Some(ReturnCredit::default()),
             held: Vec::new(),
         }
     }
@@ -124,6 +174,37 @@ impl Model {
     /// One packet from outside, processed with every pass it causes.
     fn message(&mut self, payload: &[u8], src: SocketAddrV4) -> Step {
         let msg = decode(payload).expect("vector inputs are valid messages");
+        let mut over_credit = Vec::new();
+        let msg = match (msg, self.credit.as_mut()) {
+            (Message::Return(entries), Some(credit)) => {
+                let (covered, _) = credit.cover_return(entries, src, &mut over_credit);
+                assert!(!covered.is_empty(), "vector RETURNs are covered in part at least (a switch pass is made)");
+                Message::Return(covered)
+            }
+            (other, _) => other,
+        };
+        let mut step = self.run_message(&msg, src);
+        for a in &over_credit {
+            let (o, best) = as_output(a);
+            step.outputs.push(o);
+            step.best.push(best);
+        }
+        self.grant(&step);
+        step
+    }
+
+    /// Every REFILL sent credits its entries to the address it goes to.
+    fn grant(&mut self, step: &Step) {
+        let Some(credit) = self.credit.as_mut() else { return };
+        for o in &step.outputs {
+            if let Output::Refill { to, entries } = o {
+                credit.grant(*to.ip(), entries.len() as u32);
+            }
+        }
+    }
+
+    fn run_message(&mut self, msg: &Message<'_>, src: SocketAddrV4) -> Step {
+        let msg = *msg;
         let pkt = self.pipeline.admit(&msg, src).expect("vector inputs go to the switch");
         let mut out = Collect::default();
         self.run_fifo(pkt, &mut out);
@@ -134,7 +215,13 @@ impl Model {
             assert_eq!(self.pipeline.stats(), s.stats(), "the FIFO driver and Scheduler disagree on counters");
             assert_eq!(self.pipeline.occupancy(), s.pipeline().occupancy());
         }
-        Step { outputs: out.0 }
+        let Some(t2) = self.tier2.as_mut() else { return Step::unstamped(out.0) };
+        let mut answers = Vec::new();
+        t2.handle(&msg, src, std::time::Instant::now(), &mut answers).unwrap();
+        let (outputs, best): (Vec<Output>, Vec<Option<u8>>) =
+            answers.iter().filter(|a| !matches!(a, Answer::Hint { .. })).map(as_output).unzip();
+        assert_eq!(outputs, out.0, "tier 2 and the model disagree on outputs");
+        Step { outputs, best }
     }
 
     /// Only the first pass of a packet; what it recirculates is held under `id`.
@@ -146,7 +233,7 @@ impl Model {
         let PassOutput { recirculate, spawn } = self.pipeline.pass(pkt, &mut out);
         assert!(spawn.is_none(), "a held first pass must not spawn");
         self.held.push((id.to_string(), recirculate.expect("the first pass must recirculate to be held")));
-        Step { outputs: out.0 }
+        Step::unstamped(out.0)
     }
 
     /// Releases a held packet and runs it to completion.
@@ -155,7 +242,7 @@ impl Model {
         let (_, pkt) = self.held.remove(at);
         let mut out = Collect::default();
         self.run_fifo(pkt, &mut out);
-        Step { outputs: out.0 }
+        Step::unstamped(out.0)
     }
 
     fn state(&self) -> Value {
@@ -187,7 +274,7 @@ impl Scenario {
     fn record(&mut self, kind: &str, id: Option<&str>, input: Option<(&[u8], SocketAddrV4)>, step: Step) {
         let mut v = json!({
             "kind": kind,
-            "outputs": step.outputs.iter().map(output_json).collect::<Vec<_>>(),
+            "outputs": step.outputs.iter().zip(&step.best).map(|(o, b)| output_json(o, *b)).collect::<Vec<_>>(),
             "queues": self.model.state(),
             "stats": serde_json::to_value(self.model.pipeline.stats()).unwrap(),
         });
@@ -373,14 +460,15 @@ fn scenarios() -> Vec<Scenario> {
         |tid: u32, prio: u8| Entry::new(40, 41, task(tid, prio, 0), OTHER_CLIENT.ip().octets(), OTHER_CLIENT.port());
     let mut s = Scenario::new(
         "return",
-        "a host gives entries back; they queue like SUBMIT, keep their client, and bounce to it when full",
+        "a host gives entries back: as many as it was REFILLed queue like SUBMIT and keep their client, \
+         bouncing to it when the queue is full; the one beyond its credit bounces to its client too",
         1,
         1024,
         false,
     );
-    let seven: Vec<Task> = (0..7).map(|i| task(1000 + i, 1, 0)).collect();
-    s.send(submit(14, &seven), CLIENT);
-    s.send(return_entries(&[other(1100, 1), other(1101, 1), other(1102, 1)]), HOST);
+    let ten: Vec<Task> = (0..10).map(|i| task(1000 + i, 1, 0)).collect();
+    s.send(submit(14, &ten[..7]), CLIENT).send(refill_req(0, 3), HOST).send(submit(15, &ten[7..]), CLIENT);
+    s.send(return_entries(&[other(1100, 1), other(1101, 1), other(1102, 1), other(1103, 1)]), HOST);
     for seq in 0..9 {
         s.send(get_task(1, 0, seq), EXECUTOR);
     }
@@ -450,10 +538,13 @@ fn vectors_cover_every_operation_the_p4_program_handles() {
         .map(|o| (o["payload"].as_str().unwrap().len() / 2 - 8) / 40)
         .collect();
     assert_eq!(batches[..2], [16, 2]);
+    // Of four returned entries, the credit covers three (a REFILL of three): one queued,
+    // two bounced by the full queue, one by the credit.
     let ret = all.iter().find(|s| s.name == "return").unwrap();
-    let bounced = ret.steps[1]["outputs"].as_array().unwrap();
-    assert_eq!(bounced.len(), 2, "two RETURN entries bounce to their client");
-    assert!(bounced.iter().all(|o| o["to"] == OTHER_CLIENT.to_string()));
+    let bounced = ret.steps[3]["outputs"].as_array().unwrap();
+    assert_eq!(bounced.len(), 3, "three RETURN entries bounce to their client");
+    assert!(bounced.iter().all(|o| o["to"] == OTHER_CLIENT.to_string() && o["op"] == "QUEUE_FULL"));
+    assert_eq!(ret.steps[3]["stats"]["returned_tasks"], 3, "the covered three reach the queue, the fourth not");
     // The restart really restarted: the held search ended in a NOOP after task 701 left.
     let restart = all.iter().find(|s| s.name == "swap_restart").unwrap();
     assert_eq!(restart.steps[3]["outputs"][0]["op"], "NOOP");
@@ -495,6 +586,7 @@ fn hand_written_vectors_hold() {
         let steps = sc["steps"].as_array().unwrap();
         let interleaved = steps.iter().any(|st| st["kind"] != "message");
         let mut model = Model::new(config, !interleaved);
+        model.credit = None;
         for (n, st) in steps.iter().enumerate() {
             let at = format!("{name} step {n}");
             let input = st["payload"].as_str().map(|p| unhex(&hand_hex(p)));
@@ -508,7 +600,7 @@ fn hand_written_vectors_hold() {
             let got: Vec<(String, String)> = step
                 .outputs
                 .iter()
-                .map(output_json)
+                .map(|o| output_json(o, None))
                 .map(|o| (o["to"].as_str().unwrap().to_string(), o["payload"].as_str().unwrap().to_string()))
                 .collect();
             let expect: Vec<(String, String)> = st["expect"]

@@ -20,7 +20,11 @@
 //! bounce to their clients. Nothing is lost and nothing forged is queued, whichever
 //! agents share a slot.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use scheduler_common::{Entry, JobRef};
+
+use super::tier2::Answer;
 
 /// Slots of the credit table: agents tracked at once without sharing.
 pub const CREDIT_SLOTS: usize = 4096;
@@ -74,6 +78,24 @@ impl ReturnCredit {
         let covered = entries.min(self.credit[i]);
         self.credit[i] -= covered;
         covered
+    }
+
+    /// The part of a RETURN from `src` that its credit covers (possibly none), charged to
+    /// it, and how many entries it did not cover. Each of those goes back to its own
+    /// client as QUEUE_FULL, as the pipeline bounces a RETURN entry it cannot queue.
+    pub fn cover_return<'m>(
+        &mut self,
+        entries: &'m [Entry],
+        src: SocketAddrV4,
+        out: &mut Vec<Answer>,
+    ) -> (&'m [Entry], u64) {
+        let covered = self.take(*src.ip(), entries.len() as u32) as usize;
+        for entry in &entries[covered..] {
+            let to = SocketAddrV4::new(entry.client_ip.into(), entry.client_port());
+            let job = JobRef::new(entry.uid(), entry.jid());
+            out.push(Answer::QueueFull { to, job, tasks: std::iter::once(entry.task).collect() });
+        }
+        (&entries[..covered], (entries.len() - covered) as u64)
     }
 
     /// The credit `agent` holds now.

@@ -1,10 +1,10 @@
 //! The switch's packet loop and its `bolt switch` command.
 
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use scheduler_common::{decode, Entry, Ipv4Prefix, JobRef, Message};
+use scheduler_common::{decode, Ipv4Prefix, Message};
 
 use super::admission::{parse_prefix, AccessRules, GetTaskLimit};
 use super::credit::ReturnCredit;
@@ -40,26 +40,6 @@ fn send_all(
             counters.send_failures += tx.flush(sock) as u64;
         }
     }
-}
-
-/// The part of a RETURN from `src` that its credit covers (possibly none). Each entry
-/// beyond it goes back to its own client as QUEUE_FULL, as the pipeline bounces a RETURN
-/// entry it cannot queue.
-fn covered_by_credit<'m>(
-    entries: &'m [Entry],
-    src: SocketAddrV4,
-    credit: &mut ReturnCredit,
-    out: &mut Vec<Answer>,
-    over: &mut u64,
-) -> &'m [Entry] {
-    let covered = credit.take(*src.ip(), entries.len() as u32) as usize;
-    for entry in &entries[covered..] {
-        let to = SocketAddrV4::new(entry.client_ip.into(), entry.client_port());
-        let job = JobRef::new(entry.uid(), entry.jid());
-        out.push(Answer::QueueFull { to, job, tasks: std::iter::once(entry.task).collect() });
-    }
-    *over += (entries.len() - covered) as u64;
-    &entries[..covered]
 }
 
 /// Receives a batch, runs every datagram through tier 2, sends what it produced, and
@@ -112,13 +92,8 @@ pub(super) fn packet_loop(
                     }
                     let msg = match msg {
                         Message::Return(entries) => {
-                            let covered = covered_by_credit(
-                                entries,
-                                src,
-                                &mut credit,
-                                &mut out,
-                                &mut counters.return_over_credit,
-                            );
+                            let (covered, over) = credit.cover_return(entries, src, &mut out);
+                            counters.return_over_credit += over;
                             if covered.is_empty() {
                                 send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters);
                                 continue;

@@ -250,7 +250,8 @@ impl Tier2 {
                 }
                 Answer::Refill { entries, .. } => {
                     taken += entries.len();
-                    last = entries.last().map(level).or(last);
+                    // A batch lists its entries newest first.
+                    last = entries.first().map(level).or(last);
                 }
                 _ => {}
             }
@@ -300,11 +301,14 @@ impl Tier2 {
     }
 
     /// Moves the collected answers to `wanted`'s retrieval to `out`, stamped with BEST
-    /// for that requester.
+    /// for that requester. A REFILL batch that another follows carries 0: a switch sends
+    /// a full batch before its search ends (bolt.p4 does), so only the last knows BEST.
     fn stamp_into(&mut self, wanted: &Wanted, out: &mut Vec<Answer>) {
         let best = self.best_for(wanted, &self.collected);
-        for mut a in self.collected.drain(..) {
-            a.set_best(best);
+        let last_refill = self.collected.iter().rposition(|a| matches!(a, Answer::Refill { .. }));
+        for (i, mut a) in self.collected.drain(..).enumerate() {
+            let batch_before_last = matches!(a, Answer::Refill { .. }) && Some(i) != last_refill;
+            a.set_best(if batch_before_last { 0 } else { best });
             out.push(a);
         }
     }
@@ -537,6 +541,32 @@ mod tests {
         t2.expire(t0 + 13 * MS, &mut out);
         assert_eq!(out, vec![Answer::Refill { to: agent, entries: ArrayVec::new(), best: 0 }]);
         assert_eq!(t2.park_stats().replaced, 1);
+    }
+
+    #[test]
+    fn only_the_last_refill_batch_carries_best_from_the_newest_entrys_level() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        let agent = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 7171);
+        // 16 tasks at level 1; at level 2 one the host can run and one it cannot; one it
+        // can run at level 3; one it cannot at level 4.
+        let mut tasks: Vec<Task> = (0..16).map(|i| task(i, 1, 0)).collect();
+        tasks.extend([task(20, 2, 0), task(21, 2, 0b1000), task(22, 3, 0), task(23, 4, 0b1000)]);
+        submit(&mut t2, &tasks[..16], t0);
+        submit(&mut t2, &tasks[16..], t0);
+        let mut out = Vec::new();
+        let msg = Message::RefillReq { node_rsrc: 0b0111, req: RefillRequest::new(4, 18) };
+        t2.handle(&msg, agent, t0 + MS, &mut out).unwrap();
+        let batches: Vec<(usize, u8)> = out
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Refill { entries, best, .. } => Some((entries.len(), *best)),
+                _ => None,
+            })
+            .collect();
+        // The first batch leaves before the search ends: 0. The last lists the level-3
+        // task first (newest first): levels 1 and 2 are left out, level 4 is BEST.
+        assert_eq!(batches, vec![(16, 0), (2, 4)]);
     }
 
     #[test]
