@@ -139,7 +139,8 @@ parser BoltIngressParser(packet_in pkt,
     /* frame(): header prio is a priority on GET_TASK (check_priority), BEST (0 ..
      * MAX_PRIORITIES, BadPriority above) on the ops tier 2 sends towards the hosts
      * (ASSIGN, NOOP, REFILL, HINT), and 0 on every other external op; header rsrc is free
-     * on GET_TASK and REFILL_REQ and 0 elsewhere. Then the op's body. */
+     * on GET_TASK, REFILL_REQ and STEAL_REQ (the thief's resources) and 0 elsewhere. Then
+     * the op's body. */
     state check_header_bytes {
         transition select(hdr.bolt.op, hdr.bolt.prio, hdr.bolt.rsrc) {
             (OP_GET_TASK, 1 .. MAX_PRIORITIES, _)   : parse_requester;
@@ -155,6 +156,7 @@ parser BoltIngressParser(packet_in pkt,
             (OP_COMPLETE, 0, 0)        : parse_completion;
             (OP_CLAIM, 0, 0)           : parse_claim;
             (OP_CLAIM_REPLY, 0, 0)     : parse_claim;
+            (OP_STEAL_REQ, 0, _)       : parse_steal;
             (OP_STEAL_PROBE .. OP_STEAL_DONE, 0, 0) : parse_steal;
             /* a BEST in range with a non-zero rsrc, or a prio where none belongs */
             (_, 0 .. MAX_PRIORITIES, _) : bad_field;
