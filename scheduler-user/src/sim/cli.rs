@@ -171,17 +171,22 @@ fn jsonl(out: &Path, name: &str) -> anyhow::Result<std::fs::File> {
 }
 
 fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
-    let mut lines = jsonl(&a.out, "sweep")?;
-    let mut results: Vec<Report> = Vec::new();
+    // Runs append to sweep.jsonl; the table and the plots cover every line in it, so a
+    // sweep can be run in parts.
+    std::fs::create_dir_all(&a.out)?;
+    let path = a.out.join("sweep.jsonl");
+    let mut lines = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
     for &n in &a.executors {
         for &system in &a.systems {
             let cfg = scale_config(system, n, a.load, None, a.seed, a.passes_per_sec, None);
             let r = run_with_bar(&cfg, true)?;
             eprintln!("{}", summary(&r));
             writeln!(lines, "{}", serde_json::to_string(&r)?)?;
-            results.push(r);
         }
     }
+    let mut results: Vec<Report> =
+        std::fs::read_to_string(&path)?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    results.sort_by(|a, b| (a.executors, &a.system).cmp(&(b.executors, &b.system)));
     println!("| executors | system | sched. delay p50 | p99 | switch pkts in / task | passes / task | pipeline load | events | wall (s) | events/s | peak RSS (MiB) |");
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &results {
@@ -205,8 +210,7 @@ fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
         );
     }
     for (q, stem, what) in [(0.5, "sim_p50", "median"), (0.99, "sim_p99", "p99")] {
-        let series = a
-            .systems
+        let series = System::ALL
             .iter()
             .map(|&s| {
                 let points = results

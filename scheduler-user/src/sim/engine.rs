@@ -21,6 +21,7 @@ use super::{SimConfig, System};
 use crate::agent::policy::prefetch::PrefetchSizer;
 use crate::agent::policy::steal::{StealAction, StealConfig, Stealer};
 use crate::agent::refill::{Action, Outcome, RefillController};
+use crate::client::TrackerConfig;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
@@ -132,8 +133,6 @@ impl<T> Slab<T> {
 }
 
 const NONE: u32 = u32::MAX;
-/// A client's pause before resending tasks tier 2 refused (QUEUE_FULL) or dropped.
-const CLIENT_RETRY_NS: Nanos = 1_000_000;
 
 pub struct World<'a> {
     cfg: &'a SimConfig,
@@ -160,6 +159,10 @@ pub struct World<'a> {
     task_buf: Vec<Task>,
     /// Pipeline passes when the measured window began and ended.
     window_passes: (Option<u64>, Option<u64>),
+    /// The client library's retries: after a QUEUE_FULL (its first back-off) and after
+    /// a SUBMIT that got no answer (its task timeout).
+    queue_full_retry: Nanos,
+    lost_submit_retry: Nanos,
 }
 
 fn task(tid: u32, prio: u8) -> Task {
@@ -211,6 +214,7 @@ impl<'a> World<'a> {
             s.ensure_hosts(host_count as usize);
             s
         });
+        let client = TrackerConfig::new(0);
         let cloudkon = (cfg.system == System::Cloudkon).then(|| CloudKon::new(cfg.cloudkon.clone()));
         Ok(World {
             cfg,
@@ -235,6 +239,8 @@ impl<'a> World<'a> {
             scratch: Vec::new(),
             task_buf: Vec::with_capacity(MAX_LIST),
             window_passes: (None, None),
+            queue_full_retry: client.queue_full_backoff.as_nanos() as Nanos,
+            lost_submit_retry: client.task_timeout.as_nanos() as Nanos,
         })
     }
 
@@ -262,7 +268,11 @@ impl<'a> World<'a> {
             self.q.at(first.at, Event::Job);
         }
         for exec in 0..self.cfg.executors {
-            self.q.at(0, Event::Get { exec });
+            let at = match self.cfg.exec.start_spread_ns {
+                0 => 0,
+                spread => self.rng.gen_range(0..spread),
+            };
+            self.q.at(at, Event::Get { exec });
         }
         let stop = self.rec.until + (self.cfg.drain_s * 1e9) as Nanos;
         while let Some(event) = self.q.pop() {
@@ -427,7 +437,7 @@ impl<'a> World<'a> {
             match inbound {
                 Inbound::Submit { .. } => {
                     let slot = self.inbound.put(inbound);
-                    self.q.after(CLIENT_RETRY_NS, Event::ToSwitch { slot });
+                    self.q.after(self.lost_submit_retry, Event::ToSwitch { slot });
                 }
                 Inbound::GetTask { exec } => self.q.after(self.cfg.exec.get_timeout_ns, Event::Get { exec }),
                 // The refill controller's answer timeout resends it.
@@ -475,7 +485,7 @@ impl<'a> World<'a> {
                 let tids = all.tasks[first..first + count].iter().map(|t| t.tid()).collect();
                 let slot = self.inbound.put(Inbound::Submit { client, job: job.jid(), tids });
                 let back = 2 * self.topo.host_switch(frame_bytes(count));
-                self.q.at(at + back + CLIENT_RETRY_NS, Event::ToSwitch { slot });
+                self.q.at(at + back + self.queue_full_retry, Event::ToSwitch { slot });
             }
             (Departure::Refill { first, count, .. }, Endpoint::Host(host)) => {
                 let slot = self.batches.put(all.entries[first..first + count].iter().copied().collect());

@@ -18,11 +18,14 @@ pub struct ExecParams {
     pub get_timeout_ns: Nanos,
     /// Time a task takes beyond its duration (a sleeping executor overshoots).
     pub run_overhead_ns: Nanos,
+    /// Executors send their first GET_TASK at a uniformly random time below this (0: all
+    /// at once), as executors started one by one would.
+    pub start_spread_ns: Nanos,
 }
 
 impl Default for ExecParams {
     fn default() -> Self {
-        ExecParams { noop_backoff_ns: 50_000, get_timeout_ns: 50_000_000, run_overhead_ns: 0 }
+        ExecParams { noop_backoff_ns: 50_000, get_timeout_ns: 50_000_000, run_overhead_ns: 0, start_spread_ns: 0 }
     }
 }
 

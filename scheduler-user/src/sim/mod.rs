@@ -115,7 +115,7 @@ impl SimConfig {
             drain_s: seconds,
             net: NetParams::datacenter(),
             tofino: TofinoParams::thesis(),
-            exec: ExecParams::default(),
+            exec: ExecParams { start_spread_ns: 1_000_000, ..ExecParams::default() },
             refill: RefillPolicy::default(),
             ring_capacity: 4096,
             sparrow: SparrowParams::default(),

@@ -2,7 +2,7 @@
 //! window (after the warm-up), the tier-2 pipeline's load, and the simulator's own cost.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::clock::Nanos;
 
@@ -60,7 +60,7 @@ impl Recorder {
 }
 
 /// Tier 2's side of a Bolt run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SwitchReport {
     /// Packets that reached the switch, per task run (SUBMIT, GET_TASK, REFILL_REQ).
     pub packets_in_per_task: f64,
@@ -75,7 +75,7 @@ pub struct SwitchReport {
     pub max_ingress: usize,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     pub system: String,
     pub workload: String,
