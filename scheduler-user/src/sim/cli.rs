@@ -140,9 +140,10 @@ fn run_with_bar(cfg: &SimConfig, bar: bool) -> anyhow::Result<Report> {
 }
 
 fn summary(r: &Report) -> String {
+    let hits = r.tier1_hits_per_task.map_or(String::new(), |h| format!(", {:.0} % of tasks from the rings", h * 100.0));
     let sw = r.switch.as_ref().map_or(String::new(), |s| {
         format!(
-            ", switch {:.3} pkts in/task, {:.2} passes/task, pipeline {:.0} %, {} dropped",
+            "{hits}, switch {:.3} pkts in/task, {:.2} passes/task, pipeline {:.0} %, {} dropped",
             s.packets_in_per_task,
             s.passes_per_task,
             s.utilisation * 100.0,
@@ -184,9 +185,13 @@ fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
             writeln!(lines, "{}", serde_json::to_string(&r)?)?;
         }
     }
-    let mut results: Vec<Report> =
-        std::fs::read_to_string(&path)?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
-    results.sort_by(|a, b| (a.executors, &a.system).cmp(&(b.executors, &b.system)));
+    // The latest line of each (executors, system) counts.
+    let mut latest = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(&path)?.lines() {
+        let r: Report = serde_json::from_str(line)?;
+        latest.insert((r.executors, r.system.clone()), r);
+    }
+    let results: Vec<Report> = latest.into_values().collect();
     println!("| executors | system | sched. delay p50 | p99 | switch pkts in / task | passes / task | pipeline load | events | wall (s) | events/s | peak RSS (MiB) |");
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &results {

@@ -267,6 +267,11 @@ impl<'a> World<'a> {
         if let Some(first) = self.jobs.jobs.first() {
             self.q.at(first.at, Event::Job);
         }
+        // Every host's agent takes its first step when the run starts.
+        for host in 0..self.topo.hosts {
+            self.hosts[host as usize].wake = 0;
+            self.q.at(0, Event::HostWake { host });
+        }
         for exec in 0..self.cfg.executors {
             let at = match self.cfg.exec.start_spread_ns {
                 0 => 0,
@@ -552,6 +557,7 @@ impl<'a> World<'a> {
                 // A miss: the program passes GET_TASK on to tier 2, which answers the executor.
                 let slot = self.inbound.put(Inbound::GetTask { exec });
                 self.q.after(self.topo.host_switch(frame_bytes(0)), Event::ToSwitch { slot });
+                self.host_poll(h);
             }
         }
     }
@@ -759,6 +765,8 @@ impl<'a> World<'a> {
             p99_us: self.rec.quantile_us(0.99),
             mean_us: self.rec.mean_us(),
             switch,
+            tier1_hits_per_task: (self.cfg.system == System::TwoLevel)
+                .then(|| self.hosts.iter().map(|h| h.served.iter().sum::<u64>()).sum::<u64>() as f64 / run),
             steal_attempts: attempts,
             stolen,
             events,

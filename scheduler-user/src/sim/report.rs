@@ -91,6 +91,9 @@ pub struct Report {
     pub p99_us: Option<f64>,
     pub mean_us: f64,
     pub switch: Option<SwitchReport>,
+    /// Two-level: tasks the hosts' rings served (XDP hits), per task run.
+    #[serde(default)]
+    pub tier1_hits_per_task: Option<f64>,
     pub steal_attempts: u64,
     pub stolen: u64,
     pub events: u64,
