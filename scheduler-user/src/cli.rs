@@ -5,7 +5,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::inspect::{self, OutputArgs};
-use crate::{agent, bench, client, executor, switch, telemetry, testbed, top};
+use crate::{agent, bench, client, executor, sim, switch, telemetry, testbed, top};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -39,6 +39,8 @@ pub enum Command {
     Switch(switch::SwitchCli),
     /// Run a benchmark (see `bolt bench help`).
     Bench(bench::BenchArgs),
+    /// Simulate Bolt and the schedulers it is compared with, up to 1,000,000 executors.
+    Sim(sim::cli::SimArgs),
     // Its help (short and long) is on AgentArgs: a doc comment here would replace it.
     Agent(agent::AgentArgs),
     /// A Bolt cluster in network namespaces on this machine: switch, worker hosts with
@@ -95,6 +97,7 @@ pub fn main() -> anyhow::Result<()> {
         }
         Command::Switch(switch::SwitchCli { command: None, run }) => switch::run_cli(run),
         Command::Bench(args) => bench::run_cli(args),
+        Command::Sim(args) => sim::cli::run_cli(args),
         Command::Agent(args) => agent::run(args),
         Command::Testbed(args) => testbed::run_cli(args),
         Command::Prog { command } => inspect::prog::run(command, out),

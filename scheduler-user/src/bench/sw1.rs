@@ -17,9 +17,14 @@ use super::suite::{markdown_table, Context, LevelFields, Outcome};
 use super::workload::{bench_client_config, replay, TimedJob};
 use crate::client::TaskSpec;
 
-const TASK_MS: u32 = 10;
-const INTERVAL_MS: u64 = 10;
-const CLIENTS: u32 = 2;
+pub const TASK_MS: u32 = 10;
+pub const INTERVAL_MS: u64 = 10;
+pub const CLIENTS: u32 = 2;
+
+/// Tasks per job for a utilisation: clients × tasks × task time / interval / executors.
+pub fn tasks_per_job(utilization: f64, executors: u32) -> u32 {
+    ((utilization * executors as f64 * INTERVAL_MS as f64) / (CLIENTS as f64 * TASK_MS as f64)).round() as u32
+}
 
 #[derive(Serialize)]
 struct Line {
@@ -49,9 +54,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let mut by_level: Vec<(Level, Vec<&Line>)> = Vec::new();
     let mut all = Vec::new();
     for &u in utilizations {
-        // utilisation = clients × tasks × task time / interval / executors
-        let tasks_per_job =
-            ((u * executors as f64 * INTERVAL_MS as f64) / (CLIENTS as f64 * TASK_MS as f64)).round() as u32;
+        let tasks_per_job = tasks_per_job(u, executors);
         let jobs_per_client = (seconds * 1000.0 / INTERVAL_MS as f64) as u32;
         let task = TaskSpec::new(Handler::Sleep { micros: TASK_MS * 1000 }, 1, 0)?;
         let jobs: Vec<TimedJob> = (0..jobs_per_client)

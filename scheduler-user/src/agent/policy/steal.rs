@@ -26,6 +26,7 @@
 //! Plain state machines: time and received messages go in, actions come out.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use scheduler_common::{Entry, Op, StealBody, MAX_LIST, STEAL_ABORT, STEAL_COMMIT};
@@ -168,7 +169,10 @@ struct HeldSteal<P> {
 #[derive(Clone, Debug)]
 pub struct Stealer<P> {
     cfg: StealConfig,
-    peers: Vec<P>,
+    /// The hosts a thief draws from: `all` without index `me` (a list shared by every
+    /// node of a large simulated cluster instead of one copy per node).
+    all: Arc<[P]>,
+    me: Option<usize>,
     rng: u64,
     next_seq: u32,
     interval: Duration,
@@ -181,11 +185,17 @@ pub struct Stealer<P> {
 impl<P: Copy + Eq + std::fmt::Debug> Stealer<P> {
     /// `peers` are the other hosts; `seed` seeds the neighbour draws.
     pub fn new(cfg: StealConfig, peers: Vec<P>, seed: u64) -> Stealer<P> {
+        Stealer::among(cfg, peers.into(), None, seed)
+    }
+
+    /// The peers are `all` but the entry at index `me` (this node), if any.
+    pub fn among(cfg: StealConfig, all: Arc<[P]>, me: Option<usize>, seed: u64) -> Stealer<P> {
         let rng = seed ^ 0x9E37_79B9_7F4A_7C15 ^ ((cfg.node as u64) << 32) | 1;
         Stealer {
             interval: cfg.initial_interval,
             cfg,
-            peers,
+            all,
+            me,
             rng,
             next_seq: (seed as u32).wrapping_mul(2_654_435_761),
             starved: false,
@@ -364,15 +374,30 @@ impl<P: Copy + Eq + std::fmt::Debug> Stealer<P> {
     }
 
     /// ⌊√N + 0.5⌋ distinct peers, a fresh draw (partial Fisher–Yates).
+    /// The positions the dense shuffle would swap are kept in a small map, so a draw
+    /// costs O(k), not O(N), at any number of hosts.
     fn draw(&mut self) -> Vec<P> {
-        let k = neighbours(self.peers.len() + 1);
-        let mut pool = self.peers.clone();
+        let n = self.all.len() - self.me.is_some_and(|m| m < self.all.len()) as usize;
+        let k = neighbours(n + 1);
+        let mut swapped: Vec<(usize, usize)> = Vec::with_capacity(2 * k);
+        let at = |swapped: &[(usize, usize)], i: usize| swapped.iter().rev().find(|e| e.0 == i).map_or(i, |e| e.1);
+        let mut drawn = Vec::with_capacity(k);
         for i in 0..k {
-            let j = i + (self.random() % (pool.len() - i) as u64) as usize;
-            pool.swap(i, j);
+            let j = i + (self.random() % (n - i) as u64) as usize;
+            let (vi, vj) = (at(&swapped, i), at(&swapped, j));
+            swapped.push((j, vi));
+            swapped.push((i, vj));
+            drawn.push(self.peer(vj));
         }
-        pool.truncate(k);
-        pool
+        drawn
+    }
+
+    /// The i-th peer: index i of `all`, skipping this node's own entry.
+    fn peer(&self, i: usize) -> P {
+        match self.me {
+            Some(m) if i >= m => self.all[i + 1],
+            _ => self.all[i],
+        }
     }
 
     fn start(&mut self, now: Instant, out: &mut Vec<StealAction<P>>) {

@@ -1,0 +1,271 @@
+//! `bolt sim`: one configuration (`run`), the scale sweep of the five systems (`sweep`),
+//! and the testbed-scale runs that validate the model against the testbed (`validate`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::report::fmt_us;
+use super::{run, Report, SimConfig, System, WorkloadSpec};
+use crate::bench::plot::{self, Chart, Scale, Series};
+use crate::bench::workload::TraceParams;
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    pub command: SimCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SimCommand {
+    /// Simulate one system at one scale (the scale workload: 5-ms tasks at --load).
+    Run(RunArgs),
+    /// Median and p99 scheduling delay of all five systems against the executor count.
+    Sweep(SweepArgs),
+    /// One-level and two-level Bolt on the testbed's scale and workloads (SW1, trace).
+    Validate(ValidateArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[arg(long, value_enum, default_value = "two-level")]
+    pub system: System,
+    #[arg(long, default_value_t = 1000)]
+    pub executors: u32,
+    /// Offered load, as a fraction of the executors' capacity.
+    #[arg(long, default_value_t = 0.9)]
+    pub load: f64,
+    /// Simulated seconds of submissions (default: by scale, see `bolt sim sweep --help`).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    #[arg(long, default_value_t = 2021)]
+    pub seed: u64,
+    /// Tier-2 pipeline passes per second (default: the thesis's measured 23 M/s).
+    #[arg(long)]
+    pub passes_per_sec: Option<f64>,
+    /// CloudKon's one-way latency to its global queue, µs.
+    #[arg(long)]
+    pub cloudkon_us: Option<u64>,
+    /// Print no progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Executor counts.
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000u32, 10_000, 100_000, 1_000_000])]
+    pub executors: Vec<u32>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = System::ALL)]
+    pub systems: Vec<System>,
+    #[arg(long, default_value_t = 0.9)]
+    pub load: f64,
+    #[arg(long, default_value_t = 2021)]
+    pub seed: u64,
+    /// Tier-2 pipeline passes per second (default: the thesis's measured 23 M/s).
+    #[arg(long)]
+    pub passes_per_sec: Option<f64>,
+    /// Where the JSON lines, the table and the plots go.
+    #[arg(long, default_value = "target/sim")]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    #[arg(long, default_value_t = 2021)]
+    pub seed: u64,
+    #[arg(long, default_value = "target/sim")]
+    pub out: PathBuf,
+}
+
+pub fn run_cli(args: SimArgs) -> anyhow::Result<()> {
+    match args.command {
+        SimCommand::Run(a) => {
+            let cfg = scale_config(a.system, a.executors, a.load, a.seconds, a.seed, a.passes_per_sec, a.cloudkon_us);
+            let r = run_with_bar(&cfg, !a.quiet)?;
+            println!("{}", serde_json::to_string(&r)?);
+            eprintln!("{}", summary(&r));
+            Ok(())
+        }
+        SimCommand::Sweep(a) => sweep(&a),
+        SimCommand::Validate(a) => validate(&a),
+    }
+}
+
+/// Simulated seconds of submissions at a scale: about 5 M tasks per run at 90 % load
+/// (2 s at up to 13,900 executors, 50 ms at 1,000,000).
+pub fn default_seconds(executors: u32) -> f64 {
+    (27_778.0 / executors as f64).clamp(0.05, 2.0)
+}
+
+pub fn scale_config(
+    system: System,
+    executors: u32,
+    load: f64,
+    seconds: Option<f64>,
+    seed: u64,
+    passes_per_sec: Option<f64>,
+    cloudkon_us: Option<u64>,
+) -> SimConfig {
+    let seconds = seconds.unwrap_or_else(|| default_seconds(executors));
+    let mut cfg = SimConfig::scale(system, executors, load, seconds, seed);
+    if let Some(p) = passes_per_sec {
+        cfg.tofino.passes_per_sec = p;
+    }
+    if let Some(us) = cloudkon_us {
+        cfg.cloudkon.queue_one_way_ns = us * 1000;
+    }
+    cfg
+}
+
+fn run_with_bar(cfg: &SimConfig, bar: bool) -> anyhow::Result<Report> {
+    let end_ms = ((cfg.workload.seconds() + cfg.drain_s) * 1000.0) as u64;
+    let pb = bar.then(|| {
+        let pb = ProgressBar::new(end_ms);
+        pb.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} simulated ms ({elapsed})")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        pb.set_message(format!("{} {} executors", cfg.system.name(), cfg.executors));
+        pb
+    });
+    let r = run(cfg, pb.as_ref());
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    r
+}
+
+fn summary(r: &Report) -> String {
+    let hits = r.tier1_hits_per_task.map_or(String::new(), |h| format!(", {:.0} % of tasks from the rings", h * 100.0));
+    let sw = r.switch.as_ref().map_or(String::new(), |s| {
+        format!(
+            "{hits}, switch {:.3} pkts in/task, {:.2} passes/task, pipeline {:.0} %, {} dropped",
+            s.packets_in_per_task,
+            s.passes_per_task,
+            s.utilisation * 100.0,
+            s.dropped
+        )
+    });
+    format!(
+        "{} {} executors: p50 {} p99 {} ({} of {} measured tasks started){}; {} events in {:.1} s ({:.2} M/s), peak RSS {:.0} MiB",
+        r.system,
+        r.executors,
+        fmt_us(r.p50_us),
+        fmt_us(r.p99_us),
+        r.tasks_started,
+        r.tasks_measured,
+        sw,
+        r.events,
+        r.wall_s,
+        r.events_per_s / 1e6,
+        r.peak_rss_mib
+    )
+}
+
+fn jsonl(out: &Path, name: &str) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(out)?;
+    Ok(std::fs::File::create(out.join(format!("{name}.jsonl")))?)
+}
+
+fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
+    // Runs append to sweep.jsonl; the table and the plots cover every line in it, so a
+    // sweep can be run in parts.
+    std::fs::create_dir_all(&a.out)?;
+    let path = a.out.join("sweep.jsonl");
+    let mut lines = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+    for &n in &a.executors {
+        for &system in &a.systems {
+            let cfg = scale_config(system, n, a.load, None, a.seed, a.passes_per_sec, None);
+            let r = run_with_bar(&cfg, true)?;
+            eprintln!("{}", summary(&r));
+            writeln!(lines, "{}", serde_json::to_string(&r)?)?;
+        }
+    }
+    // The latest line of each (executors, system) counts.
+    let mut latest = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(&path)?.lines() {
+        let r: Report = serde_json::from_str(line)?;
+        latest.insert((r.executors, r.system.clone()), r);
+    }
+    let results: Vec<Report> = latest.into_values().collect();
+    println!("| executors | system | sched. delay p50 | p99 | switch pkts in / task | passes / task | pipeline load | events | wall (s) | events/s | peak RSS (MiB) |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &results {
+        let (pk, pa, ut) = r.switch.as_ref().map_or(("–".into(), "–".into(), "–".into()), |s| {
+            (
+                format!("{:.3}", s.packets_in_per_task),
+                format!("{:.2}", s.passes_per_task),
+                format!("{:.0} %", s.utilisation * 100.0),
+            )
+        });
+        println!(
+            "| {} | {} | {} | {} | {pk} | {pa} | {ut} | {} | {:.1} | {:.2} M | {:.0} |",
+            r.executors,
+            r.system,
+            fmt_us(r.p50_us),
+            fmt_us(r.p99_us),
+            r.events,
+            r.wall_s,
+            r.events_per_s / 1e6,
+            r.peak_rss_mib
+        );
+    }
+    for (q, stem, what) in [(0.5, "sim_p50", "median"), (0.99, "sim_p99", "p99")] {
+        let series = System::ALL
+            .iter()
+            .map(|&s| {
+                let points = results
+                    .iter()
+                    .filter(|r| r.system == s.name())
+                    .filter_map(|r| {
+                        let v = if q == 0.5 { r.p50_us } else { r.p99_us };
+                        v.map(|us| (r.executors as f64, us / 1000.0))
+                    })
+                    .collect();
+                Series::new(s.name(), points)
+            })
+            .collect();
+        let chart = Chart::new(
+            format!("Simulated {what} scheduling delay at {:.0} % load", a.load * 100.0),
+            "executors",
+            "scheduling delay (ms)",
+            Scale::Log,
+            series,
+        );
+        plot::render(&chart, &a.out, stem)?;
+    }
+    eprintln!("results in {}", a.out.display());
+    Ok(())
+}
+
+/// The testbed's configurations of docs/benchmarks.md: SW1 on 40 executors of 2 hosts
+/// (4 s per point), the trace on 32 sleep executors of 2 hosts at 70 % (20 s).
+pub fn validation_configs(seed: u64) -> Vec<(String, SimConfig)> {
+    let mut out = Vec::new();
+    for system in [System::OneLevel, System::TwoLevel] {
+        for u in [0.4, 0.7, 0.9] {
+            let w = WorkloadSpec::Sw1 { utilization: u, seconds: 4.0 };
+            out.push((format!("SW1 {:.0} %", u * 100.0), SimConfig::testbed(system, w, 40, 2, seed)));
+        }
+        let params = TraceParams::new(seed, 20.0, 32, 0.7);
+        let w = WorkloadSpec::Trace { params, clients: 1 };
+        out.push(("trace, 32 sleep executors, 70 %".into(), SimConfig::testbed(system, w, 32, 2, seed)));
+    }
+    out
+}
+
+fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
+    let mut lines = jsonl(&a.out, "validate")?;
+    println!("| workload | level | simulated p50 / p99 |");
+    println!("|---|---|---:|");
+    for (name, cfg) in validation_configs(a.seed) {
+        let r = run_with_bar(&cfg, true)?;
+        writeln!(lines, "{}", serde_json::to_string(&r)?)?;
+        println!("| {name} | {} | {} / {} |", r.system, fmt_us(r.p50_us), fmt_us(r.p99_us));
+    }
+    Ok(())
+}

@@ -1,0 +1,89 @@
+//! A worker host's tier 1: the XDP program's per-priority FIFO rings (served from
+//! RTRV_PRIO down), and the agent's policies, the project's own state machines:
+//! [`RefillController`] (when and how much to ask tier 2), [`PrefetchSizer`] (Little's
+//! law on the measured drain) and, for stealing, [`Stealer`].
+
+use std::collections::VecDeque;
+
+use scheduler_common::maps::RING_COUNT;
+use scheduler_common::Entry;
+
+use super::clock::Nanos;
+use crate::agent::policy::prefetch::PrefetchSizer;
+use crate::agent::policy::steal::Stealer;
+use crate::agent::refill::{Progress, RefillController};
+
+pub struct Host {
+    /// One FIFO per priority level, index 0 = priority 1.
+    pub rings: Vec<VecDeque<Entry>>,
+    pub refill: Option<RefillController>,
+    pub sizer: Option<PrefetchSizer>,
+    pub progress: Progress,
+    /// Tasks served from each ring (the XDP hit counters).
+    pub served: [u64; RING_COUNT],
+    pub stealer: Option<Stealer<u32>>,
+    /// Executors waiting for local work (MATRIX, Sparrow).
+    pub idle: Vec<u32>,
+    /// When a wake-up is scheduled (`Nanos::MAX`: none).
+    pub wake: Nanos,
+}
+
+impl Host {
+    pub fn new(levels: u8) -> Host {
+        Host {
+            rings: (0..levels.max(1)).map(|_| VecDeque::new()).collect(),
+            refill: None,
+            sizer: None,
+            progress: Progress::default(),
+            served: [0; RING_COUNT],
+            stealer: None,
+            idle: Vec::new(),
+            wake: Nanos::MAX,
+        }
+    }
+
+    /// Stores an entry in the ring of its priority (a priority past the levels goes to
+    /// the lowest, as the XDP program clamps it).
+    pub fn push(&mut self, entry: Entry) {
+        let level = (entry.task.prio.max(1) as usize - 1).min(self.rings.len() - 1);
+        self.rings[level].push_back(entry);
+    }
+
+    /// A GET_TASK with RTRV_PRIO 1: the head of the highest-priority non-empty ring.
+    pub fn pop(&mut self) -> Option<Entry> {
+        for (level, ring) in self.rings.iter_mut().enumerate() {
+            if let Some(e) = ring.pop_front() {
+                self.served[level] += 1;
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    /// Up to `n` entries for a thief, from the lowest priority's tail (the work the host
+    /// would run last).
+    pub fn take_for_thief(rings: &mut [VecDeque<Entry>], n: usize) -> Vec<Entry> {
+        let mut out = Vec::with_capacity(n);
+        for ring in rings.iter_mut().rev() {
+            while out.len() < n {
+                match ring.pop_back() {
+                    Some(e) => out.push(e),
+                    None => break,
+                }
+            }
+        }
+        out
+    }
+
+    pub fn queued(&self) -> usize {
+        self.rings.iter().map(|r| r.len()).sum()
+    }
+
+    pub fn occupancy(&self) -> [i64; RING_COUNT] {
+        let mut o = [0; RING_COUNT];
+        for (i, r) in self.rings.iter().enumerate() {
+            o[i] = r.len() as i64;
+        }
+        o
+    }
+}
