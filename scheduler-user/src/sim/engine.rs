@@ -429,7 +429,7 @@ impl<'a> World<'a> {
             }
             Inbound::GetTask { exec } => {
                 let from = Requester::new((exec / self.per_host) as u16, *exec as u16, 0);
-                let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from };
+                let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from, wait: false };
                 tofino.arrive(now, &msg, Endpoint::Executor(*exec).addr())
             }
             Inbound::RefillReq { host, want } => {

@@ -35,7 +35,7 @@ fn the_same_seed_gives_the_same_result() {
 }
 
 fn get_task(exec: u32) -> (Message<'static>, SocketAddrV4) {
-    let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from: Requester::new(0, exec as u16, 0) };
+    let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from: Requester::new(0, exec as u16, 0), wait: false };
     (msg, Endpoint::Executor(exec).addr())
 }
 
