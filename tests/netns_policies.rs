@@ -139,10 +139,22 @@ fn a_lease_returns_a_task_no_executor_of_the_host_can_run() {
     specs.insert(5, unrunnable);
     let client = rig.client(specs);
     // The task cycles through put-backs until its lease expires; then it goes back to tier 2.
-    wait_until("the unrunnable task's lease expired and it went back to tier 2", || {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
         let expired = rig.counters(0).get(Counter::Expired) + agent.stats().lease_returned;
-        expired >= 1 && rig.switch.as_ref().unwrap().stats().queue.returned_tasks >= 1
-    });
+        let switch = rig.switch.as_ref().unwrap().stats();
+        if expired >= 1 && switch.queue.returned_tasks >= 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the unrunnable task's lease never expired and sent it back to tier 2: agent {:?}; XDP {}; switch {:?}",
+            agent.stats(),
+            rig.counters(0),
+            switch
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let stats = agent.stats();
     assert!(stats.returned_tasks >= 1, "{stats:?}");
     // An executor that can run it appears: it runs exactly once.
