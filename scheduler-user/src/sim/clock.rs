@@ -42,6 +42,12 @@ pub struct EventQueue {
     processed: u64,
 }
 
+impl Default for EventQueue {
+    fn default() -> EventQueue {
+        EventQueue::new()
+    }
+}
+
 impl EventQueue {
     pub fn new() -> EventQueue {
         EventQueue { heap: BinaryHeap::with_capacity(1 << 16), seq: 0, now: 0, processed: 0 }

@@ -307,7 +307,7 @@ impl<'a> World<'a> {
     fn handle(&mut self, event: Event) {
         match event {
             Event::Job => self.job(),
-            Event::ToSwitch { slot } => self.to_switch(slot),
+            Event::ToSwitch { slot } => self.arrive_at_switch(slot),
             Event::SwitchTick => {
                 self.switch_tick = Nanos::MAX;
                 self.run_switch();
@@ -347,12 +347,9 @@ impl<'a> World<'a> {
             Event::CloudJob { job } => self.cloud_job(job),
             Event::CloudPull { exec } => {
                 let ck = self.cloudkon.as_mut().expect("CloudKon run");
-                match ck.pull(exec) {
-                    Some(tid) => {
-                        let half = ck.half_latency();
-                        self.q.after(half, Event::Start { exec, tid });
-                    }
-                    None => {}
+                if let Some(tid) = ck.pull(exec) {
+                    let half = ck.half_latency();
+                    self.q.after(half, Event::Start { exec, tid });
                 }
             }
         }
@@ -415,7 +412,7 @@ impl<'a> World<'a> {
 
     // ---- tier 2 ----
 
-    fn to_switch(&mut self, slot: u32) {
+    fn arrive_at_switch(&mut self, slot: u32) {
         let now = self.q.now();
         let inbound = self.inbound.take(slot);
         let tofino = self.tofino.as_mut().expect("a Bolt run has tier 2");

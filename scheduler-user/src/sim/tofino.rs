@@ -180,7 +180,7 @@ impl Tofino {
             } else {
                 self.ingress.pop_front().map(|r| r.1)
             };
-            let Some(pkt) = pkt else { return None };
+            let pkt = pkt?;
             self.free_ps = self.free_ps.max(start * 1000) + self.interval_ps;
             self.stats.passes += 1;
             let leaves = start + self.p.pass_ns;
