@@ -1014,7 +1014,7 @@ fn tier_2_assigns_to_this_hosts_executors_are_counted_per_task_priority() {
     if !can_run() {
         return;
     }
-    let mut rig = Rig::new(|_| {});
+    let rig = Rig::new(|_| {});
     let mut msg = [0u8; MAX_MESSAGE_LEN];
     // Two priority-2 tasks and one priority-4 task reach executors from the switch.
     for (tid, prio, port) in [(1, 2, 40_001), (2, 2, 40_002), (3, 4, 40_001)] {
