@@ -1070,6 +1070,34 @@ fn a_stale_or_foreign_hint_changes_nothing() {
     assert_eq!(rig.counters().get(Counter::Bypass), 0);
 }
 
+#[test]
+fn tier_2_assigns_to_this_hosts_executors_are_counted_per_task_priority() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(|_| {});
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    // Two priority-2 tasks and one priority-4 task reach executors from the switch.
+    for (tid, prio, port) in [(1, 2, 40_001), (2, 2, 40_002), (3, 4, 40_001)] {
+        let n = encode_assign(&mut msg, &entry(tid, prio, 0), 0).unwrap();
+        let frame = from_switch(&rig, port, &msg[..n]);
+        let (verdict, out) = rig.run(&frame);
+        assert_eq!((verdict, out), (Verdict::Pass, frame), "passed on untouched");
+    }
+    // A NOOP, and an ASSIGN from anyone but the switch, count nothing.
+    let n = encode_noop(&mut msg, Requester::new(NODE, 1, 1), 0).unwrap();
+    rig.run(&from_switch(&rig, 40_001, &msg[..n]));
+    let mut stranger = rig.switch_to_node();
+    stranger.src = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 99), PORT);
+    stranger.dst.set_port(40_003);
+    let n = encode_assign(&mut msg, &entry(4, 1, 0), 0).unwrap();
+    rig.run(&udp_frame(&stranger, Ipv4Fields::default(), &msg[..n]));
+    let c = rig.counters().0;
+    let per_prio: Vec<u64> = (1..=4).map(|p| c.tier2_assigns(p)).collect();
+    assert_eq!(per_prio, vec![0, 2, 0, 1]);
+    assert_eq!(c.get(Counter::Tier2Stamps), 4, "three ASSIGNs and the NOOP");
+}
+
 /// Removes a pin directory (and the program's pins in it) however the test ends.
 struct PinGuard(PinDir);
 

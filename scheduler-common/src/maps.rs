@@ -360,10 +360,18 @@ counters! {
     Bypass = 37, "bypass", "GET_TASK passed on to tier 2 because its fresh hint outranked every non-empty ring searched.";
     Tier2Stamps = 38, "tier2_stamps", "BEST stamps read from tier-2 packets (HINT, REFILL, ASSIGN, NOOP) from the switch address.";
     StampOffUplink = 39, "stamp_off_uplink", "HINT, ASSIGN or NOOP from the switch address arriving on an interface that is not an uplink: stamp ignored.";
+    Tier2AssignP1 = 40, "tier2_assign_p1", "ASSIGN of a priority-1 task from the switch passing through to an executor of this host.";
+    Tier2AssignP2 = 41, "tier2_assign_p2", "ASSIGN of a priority-2 task from the switch passing through to an executor of this host.";
+    Tier2AssignP3 = 42, "tier2_assign_p3", "ASSIGN of a priority-3 task from the switch passing through to an executor of this host.";
+    Tier2AssignP4 = 43, "tier2_assign_p4", "ASSIGN of a priority-4 task from the switch passing through to an executor of this host.";
+    Tier2AssignP5 = 44, "tier2_assign_p5", "ASSIGN of a priority-5 task from the switch passing through to an executor of this host.";
+    Tier2AssignP6 = 45, "tier2_assign_p6", "ASSIGN of a priority-6 task from the switch passing through to an executor of this host.";
+    Tier2AssignP7 = 46, "tier2_assign_p7", "ASSIGN of a priority-7 task from the switch passing through to an executor of this host.";
+    Tier2AssignP8 = 47, "tier2_assign_p8", "ASSIGN of a priority-8 task from the switch passing through to an executor of this host.";
 }
 
 /// Number of counters.
-pub const COUNTER_COUNT: usize = 40;
+pub const COUNTER_COUNT: usize = 48;
 
 /// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
 #[repr(C)]
@@ -390,10 +398,20 @@ impl Counters {
         }
         self.values[Counter::HitP1 as usize + prio as usize - 1]
     }
+
+    /// ASSIGNs of priority-`prio` tasks (1-based) that tier 2 sent to this host's
+    /// executors; 0 for a priority out of range.
+    pub fn tier2_assigns(&self, prio: u8) -> u64 {
+        if prio == 0 || prio as usize > RING_COUNT {
+            return 0;
+        }
+        self.values[Counter::Tier2AssignP1 as usize + prio as usize - 1]
+    }
 }
 
 const _: () = {
-    assert!(Counter::StampOffUplink as usize + 1 == COUNTER_COUNT);
+    assert!(Counter::Tier2AssignP8 as usize + 1 == COUNTER_COUNT);
+    assert!(Counter::Tier2AssignP1 as usize + RING_COUNT == COUNTER_COUNT);
     assert!(core::mem::size_of::<XdpConfig>() == 48);
     assert!(MAX_UPLINKS == 2, "XdpConfig::is_uplink compares every slot");
     assert!(core::mem::size_of::<RingState>() == 16);

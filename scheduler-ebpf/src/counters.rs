@@ -35,4 +35,17 @@ impl Tally {
             unsafe { (*self.counters).values[i as usize] += 1 };
         }
     }
+
+    /// Counts an ASSIGN of a priority-`prio` task (1-based) from tier 2 to an executor.
+    #[inline(always)]
+    pub fn tier2_assign(&mut self, prio: u8) {
+        // Widened before any arithmetic: a u8 wrap would be a mask the verifier cannot
+        // relate back to `prio`, whose bound then does not cover the access.
+        let level = prio as usize;
+        if level == 0 || level > scheduler_common::maps::RING_COUNT {
+            return;
+        }
+        // SAFETY: as in `add_n`; the index is below COUNTER_COUNT by the check above.
+        unsafe { (*self.counters).values[Counter::Tier2AssignP1 as usize + level - 1] += 1 };
+    }
 }

@@ -6,18 +6,20 @@
 use aya_ebpf::{bindings::xdp_action, programs::XdpContext};
 use scheduler_common::{
     maps::{Counter, XdpConfig},
-    message_len, Header, Op, MAX_PRIORITIES,
+    message_len, Entry, Header, Op, Task, MAX_PRIORITIES,
 };
 
 use crate::{
     counters::Tally,
-    frame::{at, BoltFrame, Ipv4Hdr, IP_OFF},
+    frame::{at, BoltFrame, Ipv4Hdr, BOLT_OFF, IP_OFF},
     rings::Rings,
 };
 
 const HINT_LEN: usize = message_len(Op::Hint, 0);
 const NOOP_LEN: usize = message_len(Op::Noop, 0);
 const ASSIGN_LEN: usize = message_len(Op::Assign, 1);
+/// TPRIO's offset in an ENTRY.
+const TASK_PRIO: usize = core::mem::offset_of!(Entry, task) + core::mem::offset_of!(Task, prio);
 
 #[inline(always)]
 pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally: &mut Tally) -> u32 {
@@ -52,6 +54,14 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
     if let Some(rings) = Rings::get() {
         rings.record_hint(h.prio);
         tally.add(Counter::Tier2Stamps);
+    }
+    // Tier 2 serving this host's executors is drain the agent sizes its prefetch by
+    // (docs/agent.md): counted per task priority, for the rings to take it over.
+    if op == Op::Assign {
+        if let Some(prio) = at::<u8>(ctx, BOLT_OFF + Header::LEN + TASK_PRIO) {
+            // SAFETY: bounds checked by `at`.
+            tally.tier2_assign(unsafe { *prio });
+        }
     }
     xdp_action::XDP_PASS
 }

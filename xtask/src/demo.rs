@@ -171,15 +171,27 @@ fn run_on(tb: &testbed::Testbed, args: &DemoArgs) -> anyhow::Result<()> {
     });
     procs.stop_all();
     outcome?;
+    let (mut from_rings, mut from_switch) = (0, 0);
     for w in &tb.workers {
-        print_xdp_counters(tb, w)?;
+        let (rings, switch) = print_xdp_counters(tb, w)?;
+        from_rings += rings;
+        from_switch += switch;
+    }
+    let all = from_rings + from_switch;
+    if all > 0 {
+        println!(
+            "The XDP tier served {from_rings} of the {all} tasks the executors got ({:.1} %); the switch assigned the \
+             other {from_switch} directly.",
+            100.0 * from_rings as f64 / all as f64
+        );
     }
     println!("\nMode: two-level (XDP tier 1 on {} worker hosts, software switch tier 2).", tb.workers.len());
     Ok(())
 }
 
 /// What the XDP program on worker `w` did, read from its pinned counters with `bolt stats`.
-fn print_xdp_counters(tb: &testbed::Testbed, w: &testbed::Worker) -> anyhow::Result<()> {
+/// Returns the tasks the host's executors got from its rings and from the switch directly.
+fn print_xdp_counters(tb: &testbed::Testbed, w: &testbed::Worker) -> anyhow::Result<(u64, u64)> {
     let pin = &w.executors[0].host_iface;
     let out = Command::new(&tb.bolt)
         .args(["stats", "--json", "--interval", "0.05", "--iface", pin])
@@ -191,15 +203,18 @@ fn print_xdp_counters(tb: &testbed::Testbed, w: &testbed::Worker) -> anyhow::Res
     let counters = &reports[0]["counters"];
     let get = |name: &str| counters[name].as_u64().unwrap_or(0);
     let hits: u64 = (1..=8).map(|p| get(&format!("hit_p{p}"))).sum();
+    let direct: u64 = (1..=8).map(|p| get(&format!("tier2_assign_p{p}"))).sum();
     println!(
         "node {}: the XDP tier answered {hits} GET_TASK from the host's rings, passed {} to the switch while they \
-         were empty (idle executors ask again and again); {} REFILLs brought {} tasks",
+         were empty and {} because the switch held higher-priority work; the switch assigned {direct} tasks to \
+         the host's executors directly; {} REFILLs brought {} tasks",
         w.node,
         get("miss"),
+        get("bypass"),
         get("refill_frames"),
         get("refill_tasks")
     );
-    Ok(())
+    Ok((hits, direct))
 }
 
 /// One-level: the switch, one executor pool and the clients as plain processes on loopback.

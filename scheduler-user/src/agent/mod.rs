@@ -39,10 +39,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use scheduler_common::{
     decode, encode_assign, encode_refill_req,
-    maps::{Tier2Hint, EVENT_BYPASS, RING_COUNT},
+    maps::{Counter, Tier2Hint, EVENT_BYPASS, RING_COUNT},
     DecodeError, Entry, Message, RefillRequest, FLAG_WAIT, MAX_MESSAGE_LEN,
 };
 
+use policy::hint::{HintObservation, HintReaction, ReturnBelow};
 use policy::lease::LeaseKeeper;
 use policy::prefetch::PrefetchSizer;
 use policy::steal::{StealAction, StealConfig, Stealer};
@@ -182,6 +183,15 @@ pub struct AgentStats {
     pub bypass_events: u64,
     /// GET_TASKs the agent itself passed on to tier 2 for the same reason.
     pub bypassed: u64,
+    /// Times bypasses persisted while the rings held lower-priority tasks, and the tasks
+    /// RETURNed to tier 2 for it ([`policy::hint`]).
+    pub hint_reactions: u64,
+    pub hint_returned: u64,
+    /// Tasks this host's executors got from the XDP program, and from tier 2 directly
+    /// (ASSIGNs passing through the host or relayed by the agent), since the agent
+    /// started.
+    pub xdp_served: u64,
+    pub tier2_served: u64,
 }
 
 /// The agent: tier 1 up, its socket bound, and the refill state.
@@ -206,6 +216,13 @@ pub struct Agent {
     next_rate_sample: Instant,
     /// GET_TASKs the agent answered itself, per ring (the XDP program counts its own).
     served_per_level: [u64; RING_COUNT],
+    /// Tier 2's ASSIGNs the agent relayed to executors, per task priority (the XDP
+    /// program counts those that pass through the host).
+    relayed_per_level: [u64; RING_COUNT],
+    /// Tasks served per level from the rings and from tier 2 when the first rate sample
+    /// was taken (the program's counters count from its load).
+    served_base: Option<([u64; RING_COUNT], [u64; RING_COUNT])>,
+    hint_reaction: HintReaction,
     stealer: Stealer<SocketAddrV4>,
     steal_actions: Vec<StealAction<SocketAddrV4>>,
     lease: LeaseKeeper,
@@ -273,6 +290,9 @@ impl Agent {
             sizer,
             next_rate_sample: Instant::now(),
             served_per_level: [0; RING_COUNT],
+            relayed_per_level: [0; RING_COUNT],
+            served_base: None,
+            hint_reaction: HintReaction::new(policy::hint::DEFAULT_PERSIST),
             stealer,
             steal_actions: Vec::new(),
             lease,
@@ -461,11 +481,17 @@ impl Agent {
     /// ring that cannot be popped is left (counted, logged; its pins stay for a later
     /// `--unload`) and the others are drained.
     fn drain_rings(&mut self) -> u64 {
+        let overflow = self.return_overflow(usize::MAX);
+        overflow + self.return_rings(1)
+    }
+
+    /// RETURNs every task in the rings of priority `from` and below (larger numbers), in
+    /// messages of at most 16. Bounded by what the rings can hold; a ring that cannot be
+    /// popped is left (counted, logged) and the others are emptied.
+    fn return_rings(&mut self, from: u8) -> u64 {
         let mut n = 0u64;
-        n += self.return_overflow(usize::MAX);
-        let levels = self.tier1.rings.levels();
         let bound = self.tier1.rings.capacity() as usize + 1;
-        for prio in 1..=levels {
+        for prio in from.max(1)..=self.tier1.rings.levels() {
             for _ in 0..bound {
                 match self.tier1.rings.pop(prio) {
                     Ok(Some(entry)) => {
@@ -475,7 +501,7 @@ impl Agent {
                     Ok(None) => break,
                     Err(e) => {
                         self.stats.ring_errors += 1;
-                        tracing::error!(prio, error = format!("{e:#}"), "popping a ring failed while draining");
+                        tracing::error!(prio, error = format!("{e:#}"), "popping a ring to RETURN its tasks failed");
                         break;
                     }
                 }
@@ -534,19 +560,54 @@ impl Agent {
         })
     }
 
-    /// Samples the drain rate and sets the refill target from it (Little's law).
+    /// Samples the drain rate and sets the refill target from it (Little's law), and
+    /// feeds the hint reaction.
+    ///
+    /// The drain of a level is every task of that level this host's executors got: from
+    /// the rings (the program's hits, the agent's own answers) and from tier 2 directly
+    /// (ASSIGNs passing through the host, or relayed by the agent). Counting only the
+    /// rings would size them by what they already serve: where tier 2 serves most tasks
+    /// (the rings ran dry), the target would stay at its floor and keep them dry.
     fn size_prefetch(&mut self, now: Instant) -> anyhow::Result<()> {
         if now < self.next_rate_sample {
             return Ok(());
         }
         self.next_rate_sample = now + RATE_SAMPLE_EVERY;
-        let kernel = self.tier1.rings.kernel_hits()?;
-        let served = std::array::from_fn(|i| kernel[i] + self.served_per_level[i]);
+        let kernel = self.tier1.rings.kernel_counters()?;
+        let from_rings: [u64; RING_COUNT] =
+            std::array::from_fn(|i| kernel.hits(i as u8 + 1) + self.served_per_level[i]);
+        let from_tier2: [u64; RING_COUNT] =
+            std::array::from_fn(|i| kernel.tier2_assigns(i as u8 + 1) + self.relayed_per_level[i]);
+        let served = std::array::from_fn(|i| from_rings[i] + from_tier2[i]);
         self.sizer.observe_served(now, served);
         self.refill.set_target(self.sizer.total_target());
         self.stats.prefetch_target = self.refill.target();
         self.stats.refill_round_trip_us = self.sizer.round_trip().as_micros() as u64;
+        let (base_rings, base_tier2) = *self.served_base.get_or_insert((from_rings, from_tier2));
+        self.stats.xdp_served = from_rings.iter().zip(base_rings).map(|(a, b)| a.wrapping_sub(b)).sum();
+        self.stats.tier2_served = from_tier2.iter().zip(base_tier2).map(|(a, b)| a.wrapping_sub(b)).sum();
+        self.react_to_hint(now, kernel.get(Counter::Bypass));
         Ok(())
+    }
+
+    /// While tier 2 persistently holds higher-priority work than the rings (bypasses go
+    /// on), RETURNs the rings' lower-priority tasks, so that the next REFILL brings the
+    /// higher level and the executors here run it first.
+    fn react_to_hint(&mut self, now: Instant, kernel_bypasses: u64) {
+        let hint = self.tier1.rings.tier2_hint();
+        let ttl = self.cfg.tier1.settings.hint_ttl_ns;
+        let fresh = hint.best() != 0 && hint::coarse_now_ns().wrapping_sub(hint.read_at_ns()) < ttl;
+        let obs = HintObservation {
+            bypasses: kernel_bypasses + self.stats.bypassed,
+            hinted_best: if fresh { hint.best() } else { 0 },
+            occupancy: self.tier1.rings.occupancy(),
+        };
+        if let Some(ReturnBelow { above }) = self.hint_reaction.observe(now, &obs) {
+            let returned = self.return_rings(above.saturating_add(1));
+            self.stats.hint_reactions = self.hint_reaction.reactions;
+            self.stats.hint_returned += returned;
+            tracing::debug!(above, returned, "tier 2 holds higher-priority work: lower-priority prefetch returned");
+        }
     }
 
     fn step_refill(&mut self, now: Instant) -> anyhow::Result<()> {
@@ -747,6 +808,9 @@ impl Agent {
         let t = self.proxies.relay(&self.sock, Instant::now());
         self.stats.relayed += t.relayed;
         self.stats.forward_errors += t.dropped;
+        for (total, n) in self.relayed_per_level.iter_mut().zip(t.assigned) {
+            *total += n;
+        }
         if let Some(best) = t.last_best {
             self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
         }
@@ -899,5 +963,83 @@ impl Drop for AgentHandle {
                 tracing::error!(error = format!("{e:#}"), "agent stopped with an error");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scheduler_common::{Message, Task};
+
+    /// An agent with memory rings on loopback, and the socket that plays its switch.
+    fn agent_with_memory_rings() -> (Agent, UdpSocket) {
+        let switch = UdpSocket::bind("127.0.0.2:0").expect("switch socket");
+        let port = switch.local_addr().unwrap().port().to_string();
+        let cfg = config_from_args([
+            "bolt",
+            "--iface",
+            "lo",
+            "--xdp",
+            "off",
+            "--switch",
+            &format!("127.0.0.2:{port}"),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--node",
+            "1",
+            "--resources",
+            "0xff",
+        ])
+        .expect("configuration");
+        switch.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        (Agent::start(cfg).expect("agent"), switch)
+    }
+
+    fn entry(tid: u32, prio: u8) -> Entry {
+        let mut task = Task { prio, ..Task::default() };
+        task.set_tid(tid);
+        Entry { task, ..Entry::default() }
+    }
+
+    #[test]
+    fn persistent_bypasses_return_the_lower_priority_prefetch() {
+        let (mut agent, switch) = agent_with_memory_rings();
+        let mut unplaced = Vec::new();
+        for (tid, prio) in [(1, 2), (2, 3), (3, 3), (4, 4)] {
+            agent.tier1.rings.push_or_hand_back(&entry(tid, prio), &mut unplaced, &mut agent.stats.ring_errors);
+        }
+        assert!(unplaced.is_empty());
+        // Tier 2 says it holds level-2 work, and requests keep passing the rings by.
+        agent.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), 2));
+        let t0 = Instant::now();
+        for ms in 0..=policy::hint::DEFAULT_PERSIST.as_millis() as u64 + 1 {
+            agent.stats.bypassed += 1;
+            agent.react_to_hint(t0 + Duration::from_millis(ms), 0);
+        }
+        assert_eq!((agent.stats.hint_reactions, agent.stats.hint_returned), (1, 3));
+        assert_eq!(agent.tier1.rings.occupancy()[..4], [0, 1, 0, 0], "the level-2 task stays");
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = switch.recv(&mut buf).expect("a RETURN at the switch");
+        let Ok(Message::Return(entries)) = decode(&buf[..n]) else { panic!("not a RETURN") };
+        let mut tids: Vec<u32> = entries.iter().map(|e| e.task.tid()).collect();
+        tids.sort();
+        assert_eq!(tids, [2, 3, 4]);
+    }
+
+    #[test]
+    fn the_drain_rate_counts_what_tier_2_hands_the_hosts_executors() {
+        let (mut agent, _switch) = agent_with_memory_rings();
+        let t0 = Instant::now();
+        agent.size_prefetch(t0).unwrap();
+        let floor = agent.refill.target();
+        // One second in which tier 2 handed this host's executors 4,000 level-3 tasks
+        // directly and the rings served none: the depth follows that drain.
+        for step in 1..=100u64 {
+            agent.relayed_per_level[2] += 40;
+            agent.size_prefetch(t0 + Duration::from_millis(10 * step)).unwrap();
+        }
+        assert!(agent.sizer.rate(3) > 3_000.0, "{}", agent.sizer.rate(3));
+        assert!(agent.refill.target() > floor, "{} stayed at {floor}", agent.refill.target());
+        assert_eq!((agent.stats.xdp_served, agent.stats.tier2_served), (0, 4_000));
     }
 }

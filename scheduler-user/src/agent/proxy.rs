@@ -13,7 +13,7 @@ use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use scheduler_common::{decode, Message, MAX_MESSAGE_LEN};
+use scheduler_common::{decode, maps::RING_COUNT, Message, MAX_MESSAGE_LEN};
 
 /// Most executors with an upstream socket at once.
 pub const MAX_PROXIES: usize = 1024;
@@ -34,6 +34,9 @@ pub struct RelayTally {
     pub dropped: u64,
     /// BEST stamp of the last answer relayed.
     pub last_best: Option<u8>,
+    /// ASSIGNs relayed per task priority (index 0 = priority 1; beyond the last index:
+    /// the last): tier 2 serving this host's executors, drain the prefetch sizes by.
+    pub assigned: [u64; RING_COUNT],
 }
 
 /// The upstream sockets, one per executor.
@@ -93,18 +96,28 @@ impl Proxies {
                     }
                 };
                 up.last_used = now;
-                match decode(&buf[..n]) {
-                    Ok(Message::Assign { best, .. }) | Ok(Message::Noop { best, .. }) => {
-                        tally.last_best = Some(best);
-                        match main.send_to(&buf[..n], *executor) {
-                            Ok(_) => tally.relayed += 1,
-                            Err(e) => {
-                                tally.dropped += 1;
-                                tracing::warn!(%executor, error = %e, "relaying an answer from the switch failed");
-                            }
+                // (BEST, the task's priority for an ASSIGN)
+                let answer = match decode(&buf[..n]) {
+                    Ok(Message::Assign { entry, best }) => Some((best, Some(entry.task.prio))),
+                    Ok(Message::Noop { best, .. }) => Some((best, None)),
+                    _ => None,
+                };
+                let Some((best, assigned_prio)) = answer else {
+                    tally.dropped += 1;
+                    continue;
+                };
+                tally.last_best = Some(best);
+                match main.send_to(&buf[..n], *executor) {
+                    Ok(_) => {
+                        tally.relayed += 1;
+                        if let Some(prio) = assigned_prio {
+                            tally.assigned[(prio.max(1) as usize).min(RING_COUNT) - 1] += 1;
                         }
                     }
-                    _ => tally.dropped += 1,
+                    Err(e) => {
+                        tally.dropped += 1;
+                        tracing::warn!(%executor, error = %e, "relaying an answer from the switch failed");
+                    }
                 }
             }
         }

@@ -73,8 +73,19 @@ impl Returner {
     }
 
     /// Sends `entries` (at most 16) now, bypassing the queue. True once they are sent.
+    /// Entries read from a ring or the overflow queue carry their lease stamp; RETURN
+    /// carries none.
     pub fn send_now(&mut self, sock: &UdpSocket, entries: &[Entry]) -> bool {
-        match encode_return(&mut self.buf, entries) {
+        let mut unstamped = [Entry::default(); MAX_LIST];
+        let Some(slots) = unstamped.get_mut(..entries.len()) else {
+            self.send_errors += 1;
+            tracing::error!(entries = entries.len(), "more entries than one RETURN holds");
+            return false;
+        };
+        for (slot, e) in slots.iter_mut().zip(entries) {
+            *slot = Entry { pad: [0; 2], ..*e };
+        }
+        match encode_return(&mut self.buf, &unstamped[..entries.len()]) {
             Ok(n) => self.send(sock, n, entries.len() as u64),
             Err(e) => {
                 self.send_errors += 1;
@@ -115,6 +126,25 @@ mod tests {
     use scheduler_common::{decode, Message, Task};
     use std::net::SocketAddr;
     use std::time::Duration;
+
+    #[test]
+    fn a_stamped_entry_sent_at_once_goes_out_without_its_stamp() {
+        let switch = UdpSocket::bind("127.0.0.1:0").unwrap();
+        switch.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let SocketAddr::V4(to) = switch.local_addr().unwrap() else { unreachable!() };
+        let agent = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut r = Returner::new(to);
+        let mut task = Task { prio: 2, ..Task::default() };
+        task.set_tid(7);
+        // As the XDP program leaves an expired task in the overflow queue: stamped.
+        let stamped = Entry { pad: [0x12, 0x34], ..Entry::new(1, 2, task, [127, 0, 0, 1], 5) };
+        assert!(r.send_now(&agent, &[stamped]));
+        let mut buf = [0u8; 2048];
+        let n = switch.recv(&mut buf).unwrap();
+        let Ok(Message::Return(entries)) = decode(&buf[..n]) else { panic!("not a RETURN") };
+        assert_eq!(entries, [Entry { pad: [0; 2], ..stamped }]);
+        assert_eq!((r.tasks, r.send_errors), (1, 0));
+    }
 
     #[test]
     fn returns_go_out_in_messages_of_at_most_sixteen() {

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use anyhow::Context as _;
 use scheduler_common::{
-    maps::{ring_stamp, Counter, Tier2Hint, RING_COUNT},
+    maps::{ring_stamp, Counter, Counters, Tier2Hint, RING_COUNT},
     Entry, MAX_PRIORITIES,
 };
 
@@ -166,15 +166,12 @@ impl Rings {
         Ok(self.peek(prio)?.map(|e| e.pad))
     }
 
-    /// GET_TASKs the XDP program answered per ring since it was loaded (zero for memory
-    /// rings, whose tasks the agent serves and counts itself).
-    pub fn kernel_hits(&self) -> anyhow::Result<[u64; RING_COUNT]> {
+    /// The XDP program's counters (summed over CPUs) since it was loaded; all zero for
+    /// memory rings, whose tasks the agent serves and counts itself.
+    pub fn kernel_counters(&self) -> anyhow::Result<Counters> {
         match self {
-            Rings::Bpf(maps) => {
-                let c = maps.counters()?;
-                Ok(std::array::from_fn(|i| c.hits(i as u8 + 1)))
-            }
-            Rings::Memory(_) => Ok([0; RING_COUNT]),
+            Rings::Bpf(maps) => Ok(maps.counters()?.0),
+            Rings::Memory(_) => Ok(Counters::default()),
         }
     }
 

@@ -191,6 +191,18 @@ pub struct Deployment {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DeploymentReport {
     pub executors: CounterSnapshot,
+    /// Tasks the agents' hosts' executors got from the XDP tier (or the agent), and
+    /// from tier 2 directly; zero without agents.
+    pub tier1_served: u64,
+    pub tier2_served: u64,
+}
+
+impl DeploymentReport {
+    /// The share of tasks the XDP tier handed out; None without agents or tasks.
+    pub fn xdp_share(&self) -> Option<f64> {
+        let all = self.tier1_served + self.tier2_served;
+        (all > 0).then(|| self.tier1_served as f64 / all as f64)
+    }
 }
 
 impl Deployment {
@@ -241,7 +253,9 @@ impl Deployment {
             report.executors.get_timeouts += c.get_timeouts;
         }
         for a in self.agents.drain(..) {
-            a.stop(StopMode::Drain)?;
+            let s = a.stop(StopMode::Drain)?;
+            report.tier1_served += s.xdp_served;
+            report.tier2_served += s.tier2_served;
         }
         // Let the switch take the returned tasks before it goes.
         std::thread::sleep(Duration::from_millis(50));

@@ -78,6 +78,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                     line.tasks.to_string(),
                     format!("{:.2} / {:.2}", line.queue_ms.p50, line.queue_ms.p99),
                     format!("{:.0} / {:.0}", line.get_rtt_us.p50, line.get_rtt_us.p90),
+                    fields.share_cell(),
                 ]);
                 lines.write(&line)?;
             }
@@ -108,7 +109,14 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         ctx.seed,
         site.executors(),
         markdown_table(
-            &["level", "priority", "tasks", "queueing p50 / p99 (ms)", "GET_TASK round trip p50 / p90 (us)"],
+            &[
+                "level",
+                "priority",
+                "tasks",
+                "queueing p50 / p99 (ms)",
+                "GET_TASK round trip p50 / p90 (us)",
+                "XDP share (run)"
+            ],
             &rows
         )
     );

@@ -117,11 +117,19 @@ pub struct LevelFields {
     /// The level that ran, and why it differs or ran on loopback (null on the testbed).
     pub ran: Level,
     pub fallback: Option<String>,
+    /// Of the tasks the executors got, the share the XDP tier handed out (two-level;
+    /// null for one-level), set once the deployment has stopped.
+    pub xdp_share: Option<f64>,
 }
 
 impl LevelFields {
     pub fn of(d: &Deployment) -> LevelFields {
-        LevelFields { level: d.requested, ran: d.ran, fallback: d.fallback.clone() }
+        LevelFields { level: d.requested, ran: d.ran, fallback: d.fallback.clone(), xdp_share: None }
+    }
+
+    /// The XDP share as a table cell ("–" without agents).
+    pub fn share_cell(&self) -> String {
+        self.xdp_share.map_or("–".to_string(), |s| format!("{:.1} %", s * 100.0))
     }
 }
 

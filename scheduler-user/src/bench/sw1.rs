@@ -74,8 +74,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                     replay(bench_client_config(switch), &b, drain)
                 )
             })?;
-            let level_fields = LevelFields::of(&d);
-            d.stop()?;
+            let mut level_fields = LevelFields::of(&d);
+            level_fields.xdp_share = d.stop()?.xdp_share();
             out.note_fallback(&level_fields.fallback);
             let job_ms: Vec<f64> = r1.job_ms.iter().chain(&r2.job_ms).copied().collect();
             let sched_ms: Vec<f64> =
@@ -112,6 +112,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 format!("{:.2} / {:.2}", b.p50_job_ms, b.p99_job_ms),
                 format!("{:.3} / {:.2}", a.p50_sched_delay_ms, a.p99_sched_delay_ms),
                 format!("{:.3} / {:.2}", b.p50_sched_delay_ms, b.p99_sched_delay_ms),
+                b.level.share_cell(),
                 format!("{} / {}", a.completed + b.completed, a.submitted + b.submitted),
             ]);
         }
@@ -128,6 +129,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 "two-level",
                 "sched. delay p50 / p99 (ms), one-level",
                 "two-level",
+                "XDP share, two-level",
                 "tasks completed / submitted",
             ],
             &rows,

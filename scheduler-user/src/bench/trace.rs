@@ -65,8 +65,8 @@ pub(crate) fn measure(
         replay(bench_client_config(switch), &jobs, std::time::Duration::from_secs(drain_s)).await
     })?;
     let assignments = d.take_assignments();
-    let fields = LevelFields::of(&d);
-    d.stop()?;
+    let mut fields = LevelFields::of(&d);
+    fields.xdp_share = d.stop()?.xdp_share();
     let t = timings(&r, &assignments);
     Ok((fields, r, t))
 }
@@ -163,6 +163,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 format!("{:.3} / {:.3} / {:.2}", s.p50, s.p90, s.p99),
                 format!("{:.3} / {:.3}", q.p50, q.p90),
                 format!("{:.3} / {:.3}", g.p50, g.p90),
+                fields.share_cell(),
                 format!("{} / {}", r.summary.completed, r.summary.submitted),
             ]);
             for (of, v) in [("sched_delay", &sched), ("get_rtt", &get), ("queue", &queue)] {
@@ -204,6 +205,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 "sched. delay p50 / p90 / p99 (ms)",
                 "queueing p50 / p90 (ms)",
                 "GET_TASK round trip p50 / p90 (ms)",
+                "XDP share",
                 "completed / submitted",
             ],
             &rows,

@@ -125,6 +125,14 @@ pub struct HintStats {
     pub registered_hosts: u64,
 }
 
+/// A GET_TASK with WAIT from a node that tier 2 sent a REFILL with tasks within this time
+/// is not parked: it is answered NOOP at once. It passed its host's empty rings while
+/// that REFILL was on its way there; parked here it would wait for the next task at tier
+/// 2 (up to the park time) while the REFILL's tasks wait in the rings for it. After the
+/// NOOP the executor asks again and finds them. A few round trips on a loaded host (2 ms
+/// left 10-ms tails in `bolt bench sw1`: the GET_TASK arrived later than that).
+pub const REFILL_GRACE: Duration = Duration::from_millis(5);
+
 pub struct Tier2 {
     scheduler: Scheduler,
     levels: Levels,
@@ -132,6 +140,8 @@ pub struct Tier2 {
     /// Node → (agent address, last REFILL_REQ): who gets a HINT.
     hosts: HashMap<u16, (SocketAddrV4, Instant)>,
     hint_register: Duration,
+    /// Node → when it was last sent a REFILL with tasks ([`REFILL_GRACE`]).
+    refilled: HashMap<u16, Instant>,
     /// The pipeline's outputs of the run in progress (reused: no allocation once warm).
     collected: Vec<Answer>,
     hints: HintStats,
@@ -145,6 +155,7 @@ impl Tier2 {
             park: ParkTable::new(wait.max_parked, wait.park_for),
             hosts: HashMap::new(),
             hint_register: wait.hint_register,
+            refilled: HashMap::new(),
             collected: Vec::with_capacity(MAX_LIST + 2),
             hints: HintStats::default(),
         }
@@ -194,7 +205,7 @@ impl Tier2 {
                 if let Some(old) = self.park.take_same(src, &wanted) {
                     out.push(self.empty_for(&old));
                 }
-                if wait && self.found_nothing_in_empty_levels(first) {
+                if wait && self.found_nothing_in_empty_levels(first) && !self.refilled_lately(from.node(), now) {
                     self.try_park(src, wanted, now, out);
                 }
                 self.stamp_into(&wanted, out);
@@ -208,12 +219,19 @@ impl Tier2 {
                 self.park.take_same(src, &wanted);
                 if self.found_nothing_in_empty_levels(0) {
                     self.try_park(src, wanted, now, out);
+                } else if self.collected.iter().any(Answer::has_tasks) {
+                    self.refilled.insert(req.node(), now);
                 }
                 self.stamp_into(&wanted, out);
             }
             _ => out.append(&mut self.collected),
         }
         Ok(())
+    }
+
+    /// Whether `node` was sent a REFILL with tasks within [`REFILL_GRACE`] of `now`.
+    fn refilled_lately(&self, node: u16, now: Instant) -> bool {
+        self.refilled.get(&node).is_some_and(|&at| now.saturating_duration_since(at) < REFILL_GRACE)
     }
 
     /// Answers every parked request whose deadline is at or before `now`, empty.
@@ -313,11 +331,20 @@ impl Tier2 {
         }
     }
 
-    /// After an enqueue: runs parked requests, in arrival order, through the pipeline
-    /// again while levels they search hold tasks. One that gets tasks leaves the table
-    /// with its answer; one that does not (its resources match nothing queued) stays.
-    /// Each parked request is tried at most once per enqueue.
+    /// After an enqueue: runs parked requests through the pipeline again while levels
+    /// they search hold tasks: first every parked GET_TASK (an idle executor), in arrival
+    /// order, then every parked REFILL_REQ. A task goes to an idle executor directly
+    /// before any host prefetches it: a task a REFILL moved to a host's ring while that
+    /// host's executors wait here would sit there until their park expires. One that gets
+    /// tasks leaves the table with its answer; one that does not (its resources match
+    /// nothing queued) stays. Each parked request is tried at most once per enqueue.
     fn serve_parked(&mut self, now: Instant, out: &mut Vec<Answer>) {
+        for executors in [true, false] {
+            self.serve_parked_kind(executors, now, out);
+        }
+    }
+
+    fn serve_parked_kind(&mut self, executors: bool, now: Instant, out: &mut Vec<Answer>) {
         if self.park.is_empty() {
             return;
         }
@@ -330,7 +357,8 @@ impl Tier2 {
             let Some(&p) = self.park.get(i) else { return };
             let first = p.wanted.first_level(priorities);
             // An expired request takes nothing: the expiry sweep answers it empty.
-            if p.deadline <= now || !self.levels.any_from(first) {
+            if matches!(p.wanted, Wanted::Task { .. }) != executors || p.deadline <= now || !self.levels.any_from(first)
+            {
                 i += 1;
                 continue;
             }
@@ -341,6 +369,9 @@ impl Tier2 {
             }
             self.levels.after_retrieval(first, self.scheduler.pipeline());
             if self.collected.iter().any(Answer::has_tasks) {
+                if let Wanted::Refill { req, .. } = p.wanted {
+                    self.refilled.insert(req.node(), now);
+                }
                 self.park.answered(i);
                 self.stamp_into(&p.wanted, out);
             } else {
@@ -567,6 +598,57 @@ mod tests {
         // The first batch leaves before the search ends: 0. The last lists the level-3
         // task first (newest first): levels 1 and 2 are left out, level 4 is BEST.
         assert_eq!(batches, vec![(16, 0), (2, 4)]);
+    }
+
+    #[test]
+    fn idle_executors_get_tasks_before_a_refill_parked_earlier() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        let agent = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 7171);
+        assert_eq!(refill_req(&mut t2, 1, agent, t0), vec![]);
+        assert_eq!(get(&mut t2, exec(1), 1, 0, true, t0 + MS), vec![]);
+        assert_eq!(get(&mut t2, exec(2), 1, 0, true, t0 + MS), vec![]);
+        // Three tasks: one to each waiting executor, the third to the host's rings.
+        let out = submit(&mut t2, &[task(1, 2, 0), task(2, 2, 0), task(3, 2, 0)], t0 + 2 * MS);
+        assert_eq!(assigned(&out), vec![(exec(1), 1, 2), (exec(2), 2, 2)]);
+        let refilled: Vec<_> = out
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Refill { to, entries, .. } => {
+                    Some((*to, entries.iter().map(|e| e.task.tid()).collect::<Vec<_>>()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(refilled, vec![(agent, vec![3])]);
+        assert_eq!(t2.park_stats().answered_from_park, 3);
+    }
+
+    #[test]
+    fn a_waiting_get_task_right_after_its_hosts_refill_is_not_parked() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        let agent = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 7171);
+        submit(&mut t2, &[task(1, 2, 0)], t0);
+        let out = refill_req(&mut t2, 1, agent, t0 + MS);
+        assert!(matches!(&out[..], [Answer::Refill { entries, .. }] if entries.len() == 1));
+        // Node 1's executor passed its empty rings while that REFILL was on its way: NOOP
+        // at once, so it asks its host again.
+        let out = get(&mut t2, exec(1), 1, 0, true, t0 + MS + REFILL_GRACE / 2);
+        assert_eq!(out, vec![Answer::Noop { to: exec(1), who: Requester::new(1, 1, 1), best: 0 }]);
+        // Later, or from another node, it waits as usual.
+        assert_eq!(get(&mut t2, exec(1), 2, 0, true, t0 + MS + REFILL_GRACE), vec![]);
+        let mut out = Vec::new();
+        let other = Requester::new(2, 9, 1);
+        t2.handle(
+            &Message::GetTask { rtrv_prio: 1, exec_rsrc: 0, from: other, wait: true },
+            exec(9),
+            t0 + MS,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, vec![]);
+        assert_eq!(t2.park_stats().parked, 2);
     }
 
     #[test]
