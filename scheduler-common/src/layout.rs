@@ -292,6 +292,12 @@ impl Entry {
             pad: [0; 2],
         }
     }
+
+    /// This entry without the lease stamp it carries in `pad` while it sits in a tier-1
+    /// ring (`maps::ring_stamp`): as it must leave the host (ASSIGN, RETURN, STEAL_GRANT).
+    pub const fn unstamped(&self) -> Entry {
+        Entry { pad: [0; 2], ..*self }
+    }
 }
 
 /// SUBMIT and QUEUE_FULL fixed body: the job the listed tasks belong to.

@@ -765,7 +765,7 @@ impl Agent {
     fn assign(&mut self, to: SocketAddrV4, entry: Entry, unplaced: &mut Vec<Entry>) {
         let mut out = [0u8; MAX_MESSAGE_LEN];
         // The lease stamp stays with the ring; on the wire it is zero.
-        let sent = encode_assign(&mut out, &Entry { pad: [0; 2], ..entry }, 0)
+        let sent = encode_assign(&mut out, &entry.unstamped(), 0)
             .map_err(|e| e.to_string())
             .and_then(|n| self.sock.send_to(&out[..n], to).map_err(|e| e.to_string()));
         match sent {

@@ -208,15 +208,7 @@ impl RefillController {
                         self.state = State::Idle;
                         return Action::Nothing;
                     }
-                    self.state = State::Waiting {
-                        sent_at: now,
-                        first_frame_at: None,
-                        want,
-                        base: progress,
-                        seen: progress,
-                        changed_at: now,
-                    };
-                    return Action::Request { want, retry: true };
+                    return self.ask(now, want, progress, true);
                 }
                 let first_frame_at = first_frame_at.unwrap_or(now);
                 let short_frame = tasks < frames * MAX_LIST as u64;
@@ -251,6 +243,12 @@ impl RefillController {
         if want == 0 {
             return Action::Nothing;
         }
+        self.ask(now, want, progress, false)
+    }
+
+    /// Sends a REFILL_REQ for `want` tasks now (`retry`: again, the last one went
+    /// unanswered) and waits for its answer from the counters at `progress`.
+    fn ask(&mut self, now: Instant, want: u8, progress: Progress, retry: bool) -> Action {
         self.state = State::Waiting {
             sent_at: now,
             first_frame_at: None,
@@ -259,7 +257,7 @@ impl RefillController {
             seen: progress,
             changed_at: now,
         };
-        Action::Request { want, retry: false }
+        Action::Request { want, retry }
     }
 
     /// Stops asking: an answer still on its way is not waited for by the controller (the

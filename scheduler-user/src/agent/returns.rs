@@ -34,7 +34,7 @@ impl Returner {
     /// Queues `entry`; a full message goes out at once. A task taken from a ring carries
     /// its lease stamp; RETURN carries none.
     pub fn add(&mut self, sock: &UdpSocket, entry: Entry) {
-        self.pending.push(Entry { pad: [0; 2], ..entry });
+        self.pending.push(entry.unstamped());
         if self.pending.len() == MAX_LIST {
             self.flush(sock);
         }
@@ -83,7 +83,7 @@ impl Returner {
             return false;
         };
         for (slot, e) in slots.iter_mut().zip(entries) {
-            *slot = Entry { pad: [0; 2], ..*e };
+            *slot = e.unstamped();
         }
         match encode_return(&mut self.buf, &unstamped[..entries.len()]) {
             Ok(n) => self.send(sock, n, entries.len() as u64),

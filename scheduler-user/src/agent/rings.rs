@@ -118,7 +118,7 @@ impl Rings {
     /// is never dropped here.
     pub fn push(&mut self, entry: &Entry) -> anyhow::Result<Result<(), Entry>> {
         let stamped = Entry { pad: ring_stamp(monotonic_ms()), ..*entry };
-        Ok(self.put_back(&stamped)?.map_err(|_| Entry { pad: [0; 2], ..*entry }))
+        Ok(self.put_back(&stamped)?.map_err(|_| entry.unstamped()))
     }
 
     /// Queues `entry` as it is, lease stamp included: for a task popped from a ring that

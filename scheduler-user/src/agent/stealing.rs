@@ -98,7 +98,7 @@ impl Agent {
                 },
                 StealAction::Grant { to, body, entries } => {
                     // The held copies keep their stamps (an abort puts them back as they were).
-                    let wire: Vec<Entry> = entries.iter().map(|e| Entry { pad: [0; 2], ..*e }).collect();
+                    let wire: Vec<Entry> = entries.iter().map(Entry::unstamped).collect();
                     match encode_steal_grant(&mut buf, &body, &wire) {
                         Ok(n) => self.send_steal(to, Op::StealGrant, &buf[..n]),
                         Err(e) => tracing::error!(error = %e, "encoding STEAL_GRANT failed"),
