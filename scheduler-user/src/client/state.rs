@@ -103,7 +103,7 @@ impl TaskStates {
 
     /// Moves every task of `tids` that is in `from` to `to` at once (set algebra, not one
     /// id at a time). Returns how many moved; nothing moves out of a final state.
-    pub(crate) fn transition_range(&mut self, tids: Range<u32>, from: TaskState, to: TaskState) -> u64 {
+    pub fn transition_range(&mut self, tids: Range<u32>, from: TaskState, to: TaskState) -> u64 {
         if from.is_final() || from == to {
             return 0;
         }

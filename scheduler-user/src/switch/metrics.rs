@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::SwitchArgs;
-use crate::inspect::OutputArgs;
 use crate::metrics::{self, MetricsServer};
+use crate::output::OutputArgs;
 
 /// `bolt switch`: run the software switch, or (`bolt switch stats`) read a running one's counters.
 #[derive(clap::Args, Debug)]
