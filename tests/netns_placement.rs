@@ -188,3 +188,59 @@ fn pin_refused_or_overflowing_comes_back_as_queue_full_and_the_drain_loses_nothi
     assert_eq!(all, (0..3 + total as u32).collect::<Vec<_>>(), "every PINned task came back exactly once");
     assert_eq!((stats.pinned, stats.pin_refused, stats.pin_drained), (4096, 1 + total as u64 - 4094, 4096));
 }
+
+/// A client in `layout`'s switch namespace that adds one job of `specs` placed under
+/// `policy` by `inputs`, with every host's agent configured; returns (idle, counters).
+fn placed_client(
+    layout: &Layout,
+    specs: Vec<TaskSpec>,
+    inputs: Vec<Vec<InputObject>>,
+    policy: PlacementPolicy,
+) -> (bool, scheduler_user::client::ClientStats) {
+    let switch = SocketAddr::V4(layout.switch_socket());
+    let agents: BTreeMap<u16, SocketAddr> =
+        (0..layout.workers.len()).map(|i| (layout.workers[i].node, SocketAddr::V4(agent_addr(layout, i)))).collect();
+    netns::run_in(&layout.switch_ns, move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async move {
+            let mut cfg = ClientConfig::new(switch);
+            cfg.tracker.task_timeout = DEADLINE;
+            cfg.tracker.max_attempts = 1;
+            cfg.agents = agents;
+            let mut client = Client::bind(cfg).await?;
+            client.add_placed_job(&specs, &inputs, policy)?;
+            client.flush().await;
+            let idle = client.wait_idle(Instant::now() + DEADLINE).await?;
+            Ok((idle, client.tracker().stats().clone()))
+        })
+    })
+    .expect("client")
+}
+
+#[test]
+fn flds_moves_a_backlog_of_pinned_tasks_to_the_shared_rings_and_loses_nothing() {
+    if !netns_can_run() {
+        return;
+    }
+    let testbed = Testbed::create(Layout::plan(&unique_name("pf"), 1, 1).expect("layout")).expect("testbed");
+    let layout = testbed.layout().clone();
+    let _switch = switch_in(&layout);
+    // tt 100 ms against 120 tasks of 10 ms on one executor (about 1.2 s of work): the
+    // monitor moves most of them once the host has a rate.
+    let agent = agent_in(&layout, 0, &["--flds-tt-ms", "100"]);
+    let _pool = executors_in(&layout, 0, 1);
+    let spec = TaskSpec::new(Handler::Sleep { micros: 10_000 }, 1, 0).unwrap();
+    let inputs = vec![vec![InputObject { host: 1, size: 50_000_000 }]; 120];
+    let t = scheduler_user::placement::Threshold::bytes_per_sec(1e6).unwrap();
+    let (idle, stats) = placed_client(&layout, vec![spec; 120], inputs, PlacementPolicy::Flds(t));
+    assert!(idle, "client not done in time: {stats:?}");
+    // Every task done once; none timed out. A moved task whose lease ran out came back
+    // from tier 2 as QUEUE_FULL (this host holds no RETURN credit) and went to tier 2.
+    assert_eq!((stats.done, stats.failed, stats.duplicates, stats.timeouts), (120, 0, 0, 0), "{stats:?}");
+    assert_eq!(stats.pinned_sent, 120);
+    let s = agent.stop(StopMode::Drain).expect("agent stops");
+    eprintln!("moved {}, unpinned {}, bounces {}", s.flds_moved, stats.unpinned, stats.queue_full_bounces);
+    assert_eq!(s.pinned, 120, "{s:?}");
+    assert!(s.flds_moved > 0 && s.flds_moved < 120, "{s:?}");
+    assert_eq!(s.pin_drained, 0);
+}
