@@ -143,9 +143,13 @@ impl Agent {
         self.dedicated.steal_failures_seen = failures;
         let (dedicated_hits, all_hits) = self.program_hits();
         let (hits0, all0) = *self.dedicated.base.get_or_insert((dedicated_hits, all_hits));
-        let served_from_dedicated = dedicated_hits - hits0;
-        let finished = all_hits - all0 + self.stats.served;
-        let queued = self.dedicated.pushed.saturating_sub(served_from_dedicated + self.dedicated.moved);
+        // A program reloaded under this agent starts its counters again: never negative.
+        let served_from_dedicated = dedicated_hits.saturating_sub(hits0);
+        let finished = all_hits.saturating_sub(all0) + self.stats.served;
+        let queued = match self.tier1.rings.dedicated_len() {
+            Some(exact) => exact as u64,
+            None => self.dedicated.pushed.saturating_sub(served_from_dedicated + self.dedicated.moved),
+        };
         let Some(mv) = self.dedicated.monitor.check(queued as usize, finished, now - self.dedicated.started) else {
             return;
         };

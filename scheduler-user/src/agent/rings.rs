@@ -171,6 +171,15 @@ impl Rings {
         }
     }
 
+    /// Tasks in the dedicated ring, where that can be read without taking them out (the
+    /// memory rings); a BPF queue cannot be counted in place.
+    pub fn dedicated_len(&self) -> Option<usize> {
+        match self {
+            Rings::Bpf(_) => None,
+            Rings::Memory(m) => Some(m.dedicated.len()),
+        }
+    }
+
     /// Takes the head of the dedicated ring.
     pub fn pop_dedicated(&mut self) -> anyhow::Result<Option<Entry>> {
         match self {
