@@ -7,7 +7,7 @@
 
 const bit<16> BOLT_PORT          = 7171;    /* DEFAULT_PORT */
 const bit<16> BOLT_MAGIC         = 0xB017;  /* MAGIC */
-const bit<8>  BOLT_VERSION       = 2;       /* VERSION */
+const bit<8>  BOLT_VERSION       = 3;       /* VERSION */
 const bit<8>  MAX_LIST           = 16;      /* MAX_LIST */
 const bit<8>  MAX_PRIORITIES     = 8;       /* MAX_PRIORITIES */
 const bit<8>  DEFAULT_PRIORITIES = 4;       /* DEFAULT_PRIORITIES */
@@ -32,10 +32,12 @@ const bit<8> OP_STEAL_REQ   = 17;
 const bit<8> OP_STEAL_GRANT = 18;
 const bit<8> OP_STEAL_ACK   = 19;
 const bit<8> OP_STEAL_DONE  = 20;
+const bit<8> OP_PIN         = 21;   /* client to a host agent only */
 
 const bit<8> SUBMIT_FLAGS       = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE: SUBMIT only */
 const bit<8> GET_TASK_FLAGS     = 0x04;   /* FLAG_WAIT: GET_TASK only */
-const bit<8> KNOWN_HEADER_FLAGS = 0x07;   /* SUBMIT_FLAGS | GET_TASK_FLAGS */
+const bit<8> PIN_FLAGS          = 0x0b;   /* SUBMIT_FLAGS | FLAG_MOVABLE: PIN only */
+const bit<8> KNOWN_HEADER_FLAGS = 0x0f;   /* PIN_FLAGS | GET_TASK_FLAGS */
 const bit<8> KNOWN_TASK_FLAGS   = 0x01;   /* TASK_FLAG_EXACTLY_ONCE */
 
 const bit<8> REPAIR_ADD_PTR      = 0;

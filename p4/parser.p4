@@ -99,17 +99,18 @@ parser BoltIngressParser(packet_in pkt,
         transition select(hdr.bolt.op) {
             1 .. 9  : check_flags;
             10 .. 11: internal_op;
-            12 .. 20: check_flags;
+            12 .. 21: check_flags;
             default : unknown_op;
         }
     }
 
-    /* shape(op).flags: SUBMIT may carry SUBMIT_FLAGS, GET_TASK may carry GET_TASK_FLAGS
+    /* shape(op).flags: SUBMIT may carry SUBMIT_FLAGS, PIN may carry PIN_FLAGS, GET_TASK may carry GET_TASK_FLAGS
      * (WAIT; no bit of the complement), every other op none. */
     state check_flags {
         transition select(hdr.bolt.op, hdr.bolt.flags) {
             (OP_SUBMIT, 0x00 &&& ~SUBMIT_FLAGS)     : check_count;
             (OP_GET_TASK, 0x00 &&& ~GET_TASK_FLAGS) : check_count;
+            (OP_PIN, 0x00 &&& ~PIN_FLAGS)           : check_pin_count;
             (_, 0x00)                  : check_count;
             default                    : unknown_flags;
         }
@@ -136,6 +137,14 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
+    /* PIN's count, in a state of its own: check_count's arms fill a state's 32 TCAM rows. */
+    state check_pin_count {
+        transition select(hdr.bolt.count) {
+            1 .. 16 : check_header_bytes;
+            default : bad_count;
+        }
+    }
+
     /* frame(): header prio is a priority on GET_TASK (check_priority), BEST (0 ..
      * MAX_PRIORITIES, BadPriority above) on the ops tier 2 sends towards the hosts
      * (ASSIGN, NOOP, REFILL, HINT), and 0 on every other external op; header rsrc is free
@@ -148,6 +157,7 @@ parser BoltIngressParser(packet_in pkt,
             (OP_REFILL_REQ, 0, _)      : parse_refill_request_first;
             (OP_SUBMIT, 0, 0)          : parse_submit_first;
             (OP_QUEUE_FULL, 0, 0)      : parse_submit_first;
+            (OP_PIN, 0, 0)             : parse_submit_first;
             (OP_RETURN, 0, 0)          : parse_return_first;
             (OP_ASSIGN, 0 .. MAX_PRIORITIES, 0) : parse_return_first;
             (OP_REFILL, 0 .. MAX_PRIORITIES, 0) : parse_refill_first;
@@ -219,7 +229,7 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* SUBMIT and QUEUE_FULL: the first task only, prio then flags, as check_task() does.
+    /* SUBMIT, QUEUE_FULL and PIN: the first task only, prio then flags, as check_task() does.
      * The rest of the list stays payload; each task is checked the same way by the pass
      * that extracts it (rc_task_cur), so a pass holds one list item. */
     state parse_submit_first {

@@ -730,7 +730,8 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
             frame: {
                 let mut leg = rig.switch_to_node();
                 leg.dst.set_port(PORT);
-                let mut f = udp_frame(&leg, Ipv4Fields::default(), &[0xb0, 0x17, 2, 14, 0, 9, 0, 0]);
+                let mut f =
+                    udp_frame(&leg, Ipv4Fields::default(), &[0xb0, 0x17, scheduler_common::VERSION, 14, 0, 9, 0, 0]);
                 fix_ipv4_checksum(&mut f);
                 f
             },
@@ -1713,4 +1714,82 @@ fn overflow_tasks_stay_in_the_pinned_queue_until_their_return_is_sent() {
     assert!(stats.return_errors > 0, "{stats:?}");
     assert!(pins.0.path().exists(), "the drain removed the pins of a task it could not return");
     assert_eq!(head(), Some(7), "the unsent task left the pinned overflow queue");
+}
+
+/// A task in the dedicated ring with the MOVABLE mark where a shared entry has its stamp.
+fn pinned(tid: u32, prio: u8, rsrc: u8) -> Entry {
+    Entry { pad: scheduler_common::maps::DEDICATED_MOVABLE, ..entry(tid, prio, rsrc) }
+}
+
+#[test]
+fn a_pinned_task_is_served_from_the_dedicated_ring_before_shared_ones() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    rig.maps().push(&entry(1, 1, 0)).unwrap();
+    rig.maps().push(&entry(2, 1, 0)).unwrap();
+    // Pinned at the lowest priority, after the shared ones: still served first.
+    assert!(rig.maps().push_dedicated(&pinned(10, 4, 0)).unwrap());
+    assert!(rig.maps().push_dedicated(&entry(11, 4, 0)).unwrap());
+    let first = rig.take(1, 0).expect("an ASSIGN");
+    // The ASSIGN carries the entry as pinned, the mark zeroed as every ring stamp.
+    assert_eq!(first, pinned(10, 4, 0).unstamped());
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(11));
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(1));
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(2));
+    assert_eq!(rig.take(1, 0), None);
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::DedicatedHit), c.hits(1), c.get(Counter::Miss)), (2, 2, 1));
+}
+
+#[test]
+fn a_pinned_task_the_executor_cannot_run_goes_to_the_dedicated_tail_not_lost() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    assert!(rig.maps().push_dedicated(&entry(10, 1, 0b10)).unwrap());
+    assert!(rig.maps().push_dedicated(&entry(11, 1, 0)).unwrap());
+    rig.maps().push(&entry(1, 2, 0)).unwrap();
+    // One dedicated pop per request: the head does not fit, so the request goes on to the
+    // shared rings, and the pinned head waits behind the other pinned task.
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(1));
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(11));
+    assert_eq!(rig.take(1, 0), None, "the pinned task needs resource bit 1; passed on");
+    assert_eq!(rig.take(1, 0b10).map(|e| tid(&e)), Some(10));
+    assert_eq!(rig.maps().pop_dedicated().unwrap(), None);
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::DedicatedHit), c.get(Counter::DedicatedRequeued)), (2, 2));
+}
+
+#[test]
+fn a_pinned_task_is_served_even_while_tier_2_hints_better_work() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| s.hint_ttl_ns = 2_000_000_000);
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_hint(&mut msg, 1).unwrap();
+    assert_eq!(rig.run(&from_switch(&rig, PORT, &msg[..n])).0, Verdict::Pass);
+    rig.maps().push(&entry(1, 3, 0)).unwrap();
+    assert!(rig.maps().push_dedicated(&entry(10, 3, 0)).unwrap());
+    // The pinned task runs here or nowhere: no bypass for it.
+    assert_eq!(rig.take(1, 0).map(|e| tid(&e)), Some(10));
+    assert_eq!(rig.take(1, 0), None, "the shared level-3 task loses to tier 2's level 1");
+    assert_eq!(rig.counters().get(Counter::Bypass), 1);
+}
+
+#[test]
+fn pin_passes_to_the_agent_untouched() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(|_| {});
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    let n = scheduler_common::encode_pin(&mut msg, JobRef::new(1, 2), 0, &[entry(5, 1, 0).task]).unwrap();
+    let frame = udp_frame(&rig.exec, Ipv4Fields::default(), &msg[..n]);
+    assert_eq!(rig.run(&frame), (Verdict::Pass, frame.clone()));
+    assert_eq!(rig.counters().get(Counter::OtherOp), 1);
+    assert_eq!(rig.counters().get(Counter::DedicatedHit), 0);
 }

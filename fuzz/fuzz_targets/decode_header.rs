@@ -12,6 +12,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(!op.is_internal());
             let allowed = match op {
                 Op::Submit => SUBMIT_FLAGS,
+                Op::Pin => PIN_FLAGS,
                 Op::GetTask => GET_TASK_FLAGS,
                 _ => 0,
             };

@@ -39,6 +39,7 @@ enum Input {
     Hint { best: u8 },
     Complete { ids: [u32; 3], status: u8, pad: u8, node: u16, executor: u16, pad2: [u8; 2], run_ns: u32, start: u64 },
     QueueFull { uid: u32, jid: u32, tasks: Vec<TaskIn> },
+    Pin { uid: u32, jid: u32, flags: u8, tasks: Vec<TaskIn> },
     RefillReq { rsrc: u8, node: u16, want: u8, pad: u8 },
     Refill { entries: Vec<EntryIn>, best: u8 },
     Return(Vec<EntryIn>),
@@ -139,6 +140,7 @@ fn allowed(input: &Input) -> bool {
         Input::Hint { best } => best_ok(*best),
         Input::Complete { status, pad, pad2, .. } => *status <= 2 && *pad == 0 && *pad2 == [0, 0],
         Input::QueueFull { tasks, .. } => list_ok(tasks, 1, task_ok),
+        Input::Pin { flags, tasks, .. } => flags & !0x0b == 0 && list_ok(tasks, 1, task_ok),
         Input::RefillReq { want, pad, .. } => *want != 0 && *pad == 0,
         Input::Refill { entries, best } => list_ok(entries, 0, entry_ok) && best_ok(*best),
         Input::Return(es) => list_ok(es, 1, entry_ok),
@@ -179,6 +181,10 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
         Input::QueueFull { uid, jid, tasks } => {
             let ts: Vec<Task> = tasks.iter().map(task).collect();
             encode_queue_full(buf, JobRef::new(*uid, *jid), &ts)
+        }
+        Input::Pin { uid, jid, flags, tasks } => {
+            let ts: Vec<Task> = tasks.iter().map(task).collect();
+            encode_pin(buf, JobRef::new(*uid, *jid), *flags, &ts)
         }
         Input::RefillReq { rsrc, node, want, pad } => {
             encode_refill_req(buf, *rsrc, RefillRequest { pad: *pad, ..RefillRequest::new(*node, *want) })

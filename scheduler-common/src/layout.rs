@@ -6,7 +6,7 @@ pub const DEFAULT_PORT: u16 = 7171;
 /// First two bytes of every Bolt message.
 pub const MAGIC: u16 = 0xB017;
 /// Protocol version carried in every header.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// The most entries one message may list, so P4 and XDP parse it without loops.
 pub const MAX_LIST: usize = 16;
 /// Priority levels the wire format can name (1 = highest). A switch runs 1..=this many.
@@ -50,10 +50,13 @@ pub enum Op {
     StealAck = 19,
     /// Victim → thief: the steal's verdict (COMMIT or ABORT).
     StealDone = 20,
+    /// Client → a host's agent: queue these tasks in that host's dedicated ring (body as
+    /// SUBMIT); refused tasks come back as QUEUE_FULL.
+    Pin = 21,
 }
 
 impl Op {
-    pub const ALL: [Op; 20] = [
+    pub const ALL: [Op; 21] = [
         Op::Submit,
         Op::GetTask,
         Op::Assign,
@@ -74,6 +77,7 @@ impl Op {
         Op::StealGrant,
         Op::StealAck,
         Op::StealDone,
+        Op::Pin,
     ];
 
     pub const fn from_u8(v: u8) -> Option<Op> {
@@ -98,6 +102,7 @@ impl Op {
             18 => Some(Op::StealGrant),
             19 => Some(Op::StealAck),
             20 => Some(Op::StealDone),
+            21 => Some(Op::Pin),
             _ => None,
         }
     }
@@ -124,6 +129,7 @@ impl Op {
             Op::StealGrant => "STEAL_GRANT",
             Op::StealAck => "STEAL_ACK",
             Op::StealDone => "STEAL_DONE",
+            Op::Pin => "PIN",
         }
     }
 
@@ -145,13 +151,18 @@ pub const FLAG_EXACTLY_ONCE: u8 = 0x02;
 /// Header flag on GET_TASK: if tier 2 has nothing for the executor, it parks the request
 /// and answers it when a task arrives (or with NOOP when the park time runs out).
 pub const FLAG_WAIT: u8 = 0x04;
+/// Header flag on PIN: the host's FLDS monitor may move these tasks from its dedicated
+/// ring to its shared rings (the job's placement policy is FLDS).
+pub const FLAG_MOVABLE: u8 = 0x08;
 /// The header flags SUBMIT may carry.
 pub const SUBMIT_FLAGS: u8 = FLAG_RESUBMIT | FLAG_EXACTLY_ONCE;
+/// The header flags PIN may carry: SUBMIT's and MOVABLE.
+pub const PIN_FLAGS: u8 = SUBMIT_FLAGS | FLAG_MOVABLE;
 /// The header flags GET_TASK may carry.
 pub const GET_TASK_FLAGS: u8 = FLAG_WAIT;
 /// Every header flag the protocol defines; a header with a bit outside its op's own
 /// flags is rejected.
-pub const KNOWN_HEADER_FLAGS: u8 = SUBMIT_FLAGS | GET_TASK_FLAGS;
+pub const KNOWN_HEADER_FLAGS: u8 = PIN_FLAGS | GET_TASK_FLAGS;
 
 /// TASK flag: execute at most once (the executor claims it from its client first).
 pub const TASK_FLAG_EXACTLY_ONCE: u8 = 0x01;

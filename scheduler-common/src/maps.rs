@@ -42,8 +42,12 @@ pub const EVENTS_MAP: &str = "BOLT_EVENTS";
 /// Array with one [`XdpConfig`], written by the loader before it attaches the program.
 pub const CONFIG_MAP: &str = "BOLT_CONFIG";
 
+/// Queue of [`crate::Entry`]: the node's dedicated ring (MATRIX's LReadyQ), tasks a
+/// client PINned to this host. GET_TASK takes from it before the per-priority rings.
+pub const DEDICATED_MAP: &str = "BOLT_DEDICATED";
+
 /// Every map whose contents must survive an agent restart; pinned together.
-pub const STATE_MAPS: [&str; RING_COUNT + 5] = [
+pub const STATE_MAPS: [&str; RING_COUNT + 6] = [
     RING_MAPS[0],
     RING_MAPS[1],
     RING_MAPS[2],
@@ -57,6 +61,7 @@ pub const STATE_MAPS: [&str; RING_COUNT + 5] = [
     CONFIG_MAP,
     COUNTERS_MAP,
     EVENTS_MAP,
+    DEDICATED_MAP,
 ];
 
 /// Where the loader pins a program and its maps: `PIN_ROOT/<interface>/`.
@@ -64,6 +69,13 @@ pub const PIN_ROOT: &str = "/sys/fs/bpf/bolt";
 
 /// Tasks one ring holds unless configured otherwise.
 pub const DEFAULT_RING_CAPACITY: u32 = 4096;
+/// Tasks the dedicated ring holds.
+pub const DEDICATED_CAPACITY: u32 = 4096;
+/// Bytes 38..40 of an entry in the dedicated ring (the lease stamp in the shared rings:
+/// pinned tasks have no lease, they wait for their host): this value marks a task the
+/// host's FLDS monitor may move to the shared rings (PIN's MOVABLE flag); 0 a task that
+/// stays. Zeroed on the wire as every stamp.
+pub const DEDICATED_MOVABLE: [u8; 2] = [0, 1];
 /// Tasks the overflow queue holds unless configured otherwise.
 pub const DEFAULT_OVERFLOW_CAPACITY: u32 = 16384;
 /// Bytes of the event ring buffer (a power of two, a multiple of the page size).
@@ -368,10 +380,12 @@ counters! {
     Tier2AssignP6 = 45, "tier2_assign_p6", "ASSIGN of a priority-6 task from the switch passing through to an executor of this host.";
     Tier2AssignP7 = 46, "tier2_assign_p7", "ASSIGN of a priority-7 task from the switch passing through to an executor of this host.";
     Tier2AssignP8 = 47, "tier2_assign_p8", "ASSIGN of a priority-8 task from the switch passing through to an executor of this host.";
+    DedicatedHit = 48, "dedicated_hit", "GET_TASK answered with a task from the dedicated ring (a PINned task).";
+    DedicatedRequeued = 49, "dedicated_requeued", "Task popped from the dedicated ring that the requesting executor cannot run, put back at its tail.";
 }
 
 /// Number of counters.
-pub const COUNTER_COUNT: usize = 48;
+pub const COUNTER_COUNT: usize = 50;
 
 /// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
 #[repr(C)]
@@ -410,8 +424,8 @@ impl Counters {
 }
 
 const _: () = {
-    assert!(Counter::Tier2AssignP8 as usize + 1 == COUNTER_COUNT);
-    assert!(Counter::Tier2AssignP1 as usize + RING_COUNT == COUNTER_COUNT);
+    assert!(Counter::DedicatedRequeued as usize + 1 == COUNTER_COUNT);
+    assert!(Counter::Tier2AssignP1 as usize + RING_COUNT == Counter::DedicatedHit as usize);
     assert!(core::mem::size_of::<XdpConfig>() == 48);
     assert!(MAX_UPLINKS == 2, "XdpConfig::is_uplink compares every slot");
     assert!(core::mem::size_of::<RingState>() == 16);

@@ -64,6 +64,13 @@ pub enum Message<'a> {
     },
     StealAck(StealBody),
     StealDone(StealBody),
+    /// Client → a host's agent: tasks for that host's dedicated ring. `flags` may carry
+    /// SUBMIT's flags and MOVABLE.
+    Pin {
+        job: JobRef,
+        flags: u8,
+        tasks: &'a [Task],
+    },
 }
 
 impl Message<'_> {
@@ -87,6 +94,7 @@ impl Message<'_> {
             Message::StealGrant { .. } => Op::StealGrant,
             Message::StealAck(_) => Op::StealAck,
             Message::StealDone(_) => Op::StealDone,
+            Message::Pin { .. } => Op::Pin,
         }
     }
 }
@@ -127,6 +135,7 @@ const fn shape(op: Op) -> Shape {
         Op::Assign => Shape { carries_best: true, ..list_body(0, Entry::LEN, 1, 1) },
         Op::Complete => fixed_body(Completion::LEN),
         Op::QueueFull => list_body(JobRef::LEN, Task::LEN, 1, list),
+        Op::Pin => Shape { flags: PIN_FLAGS, ..list_body(JobRef::LEN, Task::LEN, 1, list) },
         Op::RefillReq => Shape { uses_rsrc: true, ..fixed_body(RefillRequest::LEN) },
         Op::Refill => Shape { carries_best: true, ..list_body(0, Entry::LEN, 0, list) },
         Op::Return => list_body(0, Entry::LEN, 1, list),
@@ -299,6 +308,11 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
             let tasks = view_list::<Task>(list, n).ok_or_else(bad)?;
             check_tasks(tasks)?;
             Message::QueueFull { job: *view(fixed).ok_or_else(bad)?, tasks }
+        }
+        Op::Pin => {
+            let tasks = view_list::<Task>(list, n).ok_or_else(bad)?;
+            check_tasks(tasks)?;
+            Message::Pin { job: *view(fixed).ok_or_else(bad)?, flags: h.flags, tasks }
         }
         Op::RefillReq => {
             let req = *view::<RefillRequest>(fixed).ok_or_else(bad)?;
@@ -474,6 +488,13 @@ pub fn encode_complete(buf: &mut [u8], c: &Completion) -> Result<usize, EncodeEr
     put(buf, Header::new(Op::Complete, 0, 0, 0, 0), as_bytes(c), &[])
 }
 
+/// A PIN: `tasks` for the dedicated ring of the host it is sent to. `flags` may carry
+/// SUBMIT's flags and [`FLAG_MOVABLE`].
+pub fn encode_pin(buf: &mut [u8], job: JobRef, flags: u8, tasks: &[Task]) -> Result<usize, EncodeError> {
+    let n = list_count(Op::Pin, tasks.len())?;
+    put(buf, Header::new(Op::Pin, n, 0, 0, flags), as_bytes(&job), slice_as_bytes(tasks))
+}
+
 pub fn encode_queue_full(buf: &mut [u8], job: JobRef, tasks: &[Task]) -> Result<usize, EncodeError> {
     let n = list_count(Op::QueueFull, tasks.len())?;
     put(buf, Header::new(Op::QueueFull, n, 0, 0, 0), as_bytes(&job), slice_as_bytes(tasks))
@@ -550,6 +571,7 @@ impl Message<'_> {
             Message::Noop { to, best } => encode_noop(buf, to, best),
             Message::Complete(c) => encode_complete(buf, c),
             Message::QueueFull { job, tasks } => encode_queue_full(buf, job, tasks),
+            Message::Pin { job, flags, tasks } => encode_pin(buf, job, flags, tasks),
             Message::RefillReq { node_rsrc, req } => encode_refill_req(buf, node_rsrc, req),
             Message::Refill { entries, best } => encode_refill(buf, entries, best),
             Message::Return(es) => encode_return(buf, es),
@@ -599,6 +621,27 @@ mod tests {
             }
             other => panic!("decoded as {other:?}"),
         }
+    }
+
+    #[test]
+    fn pin_round_trips_with_submit_flags_and_movable_only() {
+        let tasks = [task(5, 2, 0b1)];
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = encode_pin(&mut buf, JobRef::new(3, 4), FLAG_MOVABLE | FLAG_EXACTLY_ONCE, &tasks).unwrap();
+        assert_eq!(n, message_len(Op::Submit, 1));
+        match decode(&buf[..n]).unwrap() {
+            Message::Pin { job, flags, tasks: got } => {
+                assert_eq!((job.uid(), job.jid(), flags), (3, 4, FLAG_MOVABLE | FLAG_EXACTLY_ONCE));
+                assert_eq!(got, &tasks);
+            }
+            other => panic!("decoded as {other:?}"),
+        }
+        assert!(encode_pin(&mut buf, JobRef::new(3, 4), FLAG_WAIT, &tasks).is_err());
+        assert!(encode_pin(&mut buf, JobRef::new(3, 4), 0, &[]).is_err());
+        // MOVABLE belongs to PIN: a SUBMIT carrying it is refused.
+        let n = encode_pin(&mut buf, JobRef::new(3, 4), FLAG_MOVABLE, &tasks).unwrap();
+        buf[3] = Op::Submit as u8;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::UnknownFlags(FLAG_MOVABLE)));
     }
 
     #[test]

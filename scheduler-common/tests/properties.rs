@@ -85,6 +85,8 @@ fn owned() -> impl Strategy<Value = Owned> {
         (0..=MAX_PRIORITIES).prop_map(|best| Owned::Hint { best }),
         completion().prop_map(Owned::Complete),
         (job(), prop::collection::vec(task(), 1..=MAX_LIST)).prop_map(|(job, tasks)| Owned::QueueFull { job, tasks }),
+        (job(), any::<u8>().prop_map(|f| f & PIN_FLAGS), prop::collection::vec(task(), 1..=MAX_LIST))
+            .prop_map(|(job, flags, tasks)| Owned::Pin { job, flags, tasks }),
         (any::<u8>(), any::<u16>(), 1..=u8::MAX)
             .prop_map(|(node_rsrc, node, want)| Owned::RefillReq { node_rsrc, req: RefillRequest::new(node, want) }),
         (prop::collection::vec(entry(), 0..=MAX_LIST), 0..=MAX_PRIORITIES)
@@ -171,7 +173,7 @@ fn encode_owned(o: &Owned) -> Vec<u8> {
 
 fn count_of(o: &Owned) -> usize {
     match o {
-        Owned::Submit { tasks, .. } | Owned::QueueFull { tasks, .. } => tasks.len(),
+        Owned::Submit { tasks, .. } | Owned::QueueFull { tasks, .. } | Owned::Pin { tasks, .. } => tasks.len(),
         Owned::Assign { .. } => 1,
         Owned::Refill { entries: es, .. } | Owned::Return(es) => es.len(),
         _ => 0,
@@ -295,7 +297,7 @@ fn count_edges_of_every_op() {
     let e = Entry::new(1, 2, t, [192, 0, 2, 3], 4000);
     let item = |op: Op| -> Vec<u8> {
         match op {
-            Op::Submit | Op::QueueFull => layout::as_bytes(&t).to_vec(),
+            Op::Submit | Op::QueueFull | Op::Pin => layout::as_bytes(&t).to_vec(),
             Op::Assign | Op::Refill | Op::Return | Op::StealGrant => layout::as_bytes(&e).to_vec(),
             _ => vec![0xaa; 40],
         }
@@ -303,7 +305,7 @@ fn count_edges_of_every_op() {
     // A valid fixed body and header (prio, rsrc) for each op.
     let fixed = |op: Op| -> (Vec<u8>, u8, u8) {
         match op {
-            Op::Submit | Op::QueueFull => (layout::as_bytes(&JobRef::new(1, 2)).to_vec(), 0, 0),
+            Op::Submit | Op::QueueFull | Op::Pin => (layout::as_bytes(&JobRef::new(1, 2)).to_vec(), 0, 0),
             Op::GetTask => (layout::as_bytes(&Requester::new(1, 2, 3)).to_vec(), 1, 0),
             Op::Noop => (layout::as_bytes(&Requester::new(1, 2, 3)).to_vec(), 0, 0),
             Op::Complete => (vec![0; Completion::LEN], 0, 0),

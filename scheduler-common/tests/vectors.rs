@@ -182,6 +182,9 @@ fn fields_json(p: &Packet<'_>) -> Value {
         Packet::External(Message::QueueFull { job, tasks: ts }) => {
             json!({ "uid": job.uid(), "jid": job.jid(), "tasks": tasks(ts) })
         }
+        Packet::External(Message::Pin { job, flags, tasks: ts }) => {
+            json!({ "uid": job.uid(), "jid": job.jid(), "flags": flags, "tasks": tasks(ts) })
+        }
         Packet::External(Message::RefillReq { node_rsrc, req }) => {
             json!({ "node_rsrc": node_rsrc, "node": req.node(), "want": req.want })
         }
@@ -252,6 +255,7 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
             Owned::Complete(c)
         }
         "QUEUE_FULL" => Owned::QueueFull { job: job(v), tasks: tasks(v) },
+        "PIN" => Owned::Pin { job: job(v), flags: u8f(v, "flags"), tasks: tasks(v) },
         "REFILL_REQ" => Owned::RefillReq {
             node_rsrc: u8f(v, "node_rsrc"),
             req: RefillRequest::new(u16f(v, "node"), u8f(v, "want")),
@@ -411,7 +415,16 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         // What a switch sends: one QUEUE_FULL per refused task (docs/protocol.md). A
         // receiver accepts any length 1..=16, which the longer vector keeps covered.
         ("queue_full_one_task", Owned::QueueFull { job: JobRef::new(42, 7), tasks: submit_tasks[..1].to_vec() }),
-        ("queue_full", Owned::QueueFull { job: JobRef::new(42, 7), tasks: submit_tasks }),
+        ("queue_full", Owned::QueueFull { job: JobRef::new(42, 7), tasks: submit_tasks.clone() }),
+        (
+            "pin_movable_exactly_once",
+            Owned::Pin {
+                job: JobRef::new(42, 7),
+                flags: FLAG_MOVABLE | FLAG_EXACTLY_ONCE,
+                tasks: vec![task(1001, 2, 3, 3, 0, Handler::Sleep { micros: 250 })],
+            },
+        ),
+        ("pin_two_tasks", Owned::Pin { job: JobRef::new(42, 7), flags: 0, tasks: submit_tasks }),
         ("refill_req", Owned::RefillReq { node_rsrc: 0b0000_0011, req: RefillRequest::new(7, 16) }),
         ("refill_req_want_max", Owned::RefillReq { node_rsrc: 0, req: RefillRequest::new(7, 255) }),
         ("refill_empty", Owned::Refill { entries: vec![], best: 0 }),
@@ -487,7 +500,8 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("magic_byte_swapped", ext, with("get_task", &[(0, 0x17), (1, 0xb0)]), BadMagic),
         ("version_0", ext, with("get_task", &[(2, 0)]), BadVersion(0)),
         ("version_1", ext, with("get_task", &[(2, 1)]), BadVersion(1)),
-        ("version_3", ext, with("get_task", &[(2, 3)]), BadVersion(3)),
+        ("version_2", ext, with("get_task", &[(2, 2)]), BadVersion(2)),
+        ("version_4", ext, with("get_task", &[(2, 4)]), BadVersion(4)),
         ("op_0", ext, with("noop", &[(3, 0)]), UnknownOp(0)),
         ("op_99", ext, with("noop", &[(3, 99)]), UnknownOp(99)),
         ("op_255", ext, with("noop", &[(3, 255)]), UnknownOp(255)),
@@ -495,6 +509,9 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("repair_from_outside", ext, m["repair_add_ptr"].clone(), InternalOp(11)),
         ("submit_with_wait_flag", ext, with("submit_one_task", &[(7, FLAG_WAIT)]), UnknownFlags(FLAG_WAIT)),
         ("submit_unknown_header_flag", ext, with("submit_one_task", &[(7, 0x08)]), UnknownFlags(0x08)),
+        ("pin_with_wait_flag", ext, with("pin_two_tasks", &[(7, FLAG_WAIT)]), UnknownFlags(FLAG_WAIT)),
+        ("pin_unknown_header_flag", ext, with("pin_two_tasks", &[(7, 0x10)]), UnknownFlags(0x10)),
+        ("pin_count_0", ext, cut("pin_two_tasks", H + 8).with_count(0), BadCount(0)),
         ("get_task_unknown_flag", ext, with("get_task_wait", &[(7, FLAG_WAIT | 0x08)]), UnknownFlags(0x0c)),
         ("noop_with_wait_flag", ext, with("noop", &[(7, FLAG_WAIT)]), UnknownFlags(FLAG_WAIT)),
         ("get_task_with_resubmit_flag", ext, with("get_task", &[(7, FLAG_RESUBMIT)]), UnknownFlags(FLAG_RESUBMIT)),
@@ -959,26 +976,26 @@ fn hand_assembled_bytes_match_the_vectors() {
             .map(|v| strf(v, "hex").to_string())
             .unwrap_or_else(|| panic!("no vector {name}"))
     };
-    // Header: magic b017, version 02, op, count, prio, rsrc, flags.
-    let get_task = concat!("b017", "02", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
+    // Header: magic b017, version 03, op, count, prio, rsrc, flags.
+    let get_task = concat!("b017", "03", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
     assert_eq!(find("get_task"), get_task);
-    let noop = concat!("b017", "02", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
+    let noop = concat!("b017", "03", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
     assert_eq!(find("noop"), noop);
     // ENTRY: uid, jid, TASK (tid, prio, rsrc, class, flags, desc), client ip, port, pad.
     let sleep_250 = concat!("01", "000000", "000000fa", "0000000000000000");
     let entry =
         ["0000002a", "00000007", "000003e9", "02", "03", "03", "00", sleep_250, "cb007105", "238c", "0000"].concat();
-    assert_eq!(find("assign"), ["b017", "02", "03", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("return_one"), ["b017", "02", "09", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("refill_empty"), "b017020800000000");
+    assert_eq!(find("assign"), ["b017", "03", "03", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("return_one"), ["b017", "03", "09", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("refill_empty"), "b017030800000000");
     // BEST in header prio of what tier 2 sends; WAIT (04) in GET_TASK's flags.
-    assert_eq!(find("hint_best_1"), "b017020e00010000");
-    assert_eq!(find("assign_from_tier2_best_1"), ["b017", "02", "03", "01", "01", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("get_task_wait"), concat!("b017", "02", "02", "00", "02", "01", "04", "0007", "0004", "00000009"));
+    assert_eq!(find("hint_best_1"), "b017030e00010000");
+    assert_eq!(find("assign_from_tier2_best_1"), ["b017", "03", "03", "01", "01", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("get_task_wait"), concat!("b017", "03", "02", "00", "02", "01", "04", "0007", "0004", "00000009"));
     // COMPLETE: uid, jid, tid, status, pad, node, executor, pad2, run_ns, start_unix_ns.
     let complete = concat!(
         "b017",
-        "02",
+        "03",
         "05",
         "00",
         "00",
@@ -996,10 +1013,14 @@ fn hand_assembled_bytes_match_the_vectors() {
         "187a2b1b39a2007b"
     );
     assert_eq!(find("complete_ok"), complete);
-    let refill_req = concat!("b017", "02", "07", "00", "00", "03", "00", "0007", "10", "00");
+    let refill_req = concat!("b017", "03", "07", "00", "00", "03", "00", "0007", "10", "00");
     assert_eq!(find("refill_req"), refill_req);
-    let repair = concat!("b017", "02", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
+    let repair = concat!("b017", "03", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
     assert_eq!(find("repair_retrieve_ptr"), repair);
-    let swap = ["b017", "02", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
+    let swap = ["b017", "03", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
     assert_eq!(find("swap"), swap);
+    // PIN (op 21 = 0x15): SUBMIT's body; MOVABLE (08) and EXACTLY_ONCE (02) in its flags.
+    let sleep_task = ["000003e9", "02", "03", "03", "00", sleep_250].concat();
+    let pin = ["b017", "03", "15", "01", "00", "00", "0a", "0000002a", "00000007", sleep_task.as_str()].concat();
+    assert_eq!(find("pin_movable_exactly_once"), pin);
 }

@@ -19,6 +19,7 @@ use scheduler_common::{
 
 use crate::{
     counters::Tally,
+    dedicated,
     frame::{at, BoltFrame, Ipv4Hdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
     rings::{self, Rings, Slot},
     words,
@@ -62,6 +63,10 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     if unsafe { (*req).node() } != cfg.node {
         tally.add(Counter::OtherNode);
         return xdp_action::XDP_PASS;
+    }
+    // Pinned tasks first, whatever tier 2 holds: they run here or nowhere.
+    if let Some(verdict) = dedicated::serve(ctx, h.rsrc, tally) {
+        return verdict;
     }
     let Some(rings) = Rings::get() else {
         return xdp_action::XDP_PASS;
@@ -147,24 +152,35 @@ fn clear_wait(ctx: &XdpContext, h: Header) {
     }
 }
 
-/// Rewrites the GET_TASK frame into the ASSIGN of the task in `slot`, addressed back to
-/// the sender: addresses and ports swapped, lengths and IPv4 checksum set, UDP checksum 0.
+/// Answers with the task in `slot` from ring `prio`: the ASSIGN, then the slot released;
+/// if the frame cannot be rewritten, the task goes back to its ring.
 #[inline(always)]
 fn assign(ctx: &XdpContext, cfg: &XdpConfig, rings: &Rings, prio: u32, slot: &Slot, tally: &mut Tally) -> u32 {
-    let frame_len = ctx.data_end() - ctx.data();
-    let delta = REPLY_LEN as i32 - frame_len as i32;
-    // SAFETY: the helper checks its arguments; ctx is the program's context.
-    if delta != 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
+    if !write_assign(ctx, slot) {
         rings.put_back(prio, slot, tally);
         tally.add(Counter::AdjustFailed);
         return xdp_action::XDP_PASS;
     }
+    rings.release(prio, cfg, tally);
+    tally.hit(prio);
+    xdp_action::XDP_TX
+}
+
+/// Rewrites the GET_TASK frame into the ASSIGN of the task in `slot`, addressed back to
+/// the sender: addresses and ports swapped, lengths and IPv4 checksum set, UDP checksum 0.
+/// False when the frame could not be resized (nothing else was changed).
+#[inline(always)]
+pub fn write_assign(ctx: &XdpContext, slot: &Slot) -> bool {
+    let frame_len = ctx.data_end() - ctx.data();
+    let delta = REPLY_LEN as i32 - frame_len as i32;
+    // SAFETY: the helper checks its arguments; ctx is the program's context.
+    if delta != 0 && unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
+        return false;
+    }
     // The frame moved: check the whole reply's bounds again.
     let Some(reply) = at::<[u8; REPLY_LEN]>(ctx, 0) else {
-        // Cannot happen after a successful resize to exactly this length; keep the task.
-        rings.put_back(prio, slot, tally);
-        tally.add(Counter::AdjustFailed);
-        return xdp_action::XDP_PASS;
+        // Cannot happen after a successful resize to exactly this length.
+        return false;
     };
     let f = reply as *mut u8;
     // SAFETY: every access below is inside the REPLY_LEN bytes checked above.
@@ -195,9 +211,7 @@ fn assign(ctx: &XdpContext, cfg: &XdpConfig, rings: &Rings, prio: u32, slot: &Sl
         // The lease stamp is ring state, zero on the wire.
         words::store_u16(msg.add(Header::LEN + Slot::STAMP), 0);
     }
-    rings.release(prio, cfg, tally);
-    tally.hit(prio);
-    xdp_action::XDP_TX
+    true
 }
 
 /// The header checksum of `ip`, computed over the header with the checksum field zero.

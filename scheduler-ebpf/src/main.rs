@@ -5,7 +5,8 @@
 //! - Not IPv4/UDP to the Bolt port (IPv6, VLAN-tagged, other EtherTypes, IPv4 with
 //!   options, fragments, other protocols, other ports): XDP_PASS, untouched.
 //! - Frames shorter than their headers claim: XDP_PASS, untouched (the stack drops them).
-//! - GET_TASK: XDP_TX with an ASSIGN when a ring holds a task the executor can run,
+//! - GET_TASK: XDP_TX with an ASSIGN when the dedicated ring (PINned tasks, first) or a
+//!   shared ring holds a task the executor can run,
 //!   otherwise XDP_PASS unchanged so that it reaches tier 2. A malformed GET_TASK, or
 //!   one from another node's executor, is passed on unchanged too. A GET_TASK from a
 //!   source outside the configured executor prefix: XDP_DROP.
@@ -19,7 +20,8 @@
 //!   stamp too. Any other datagram from the switch's port to another port: XDP_PASS.
 //! - GET_TASK also passes on to tier 2 ("bypass") when that stamp is younger than
 //!   `hint_ttl_ns` and names a level above every non-empty ring the request searches.
-//! - Every other Bolt op: XDP_PASS (the stack delivers it to its socket).
+//! - Every other Bolt op (PIN included: the agent stores it): XDP_PASS (the stack
+//!   delivers it to its socket).
 #![no_std]
 #![no_main]
 #![feature(asm_experimental_arch)]
@@ -27,6 +29,7 @@
 mod atomic;
 mod config;
 mod counters;
+mod dedicated;
 mod frame;
 mod get_task;
 mod maps;

@@ -7,7 +7,10 @@ use aya_ebpf::{
     maps::{Array, PerCpuArray, Queue, RingBuf},
 };
 use scheduler_common::{
-    maps::{Counters, RingStates, XdpConfig, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY, EVENTS_BYTES},
+    maps::{
+        Counters, RingStates, XdpConfig, DEDICATED_CAPACITY, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY,
+        EVENTS_BYTES,
+    },
     Entry,
 };
 
@@ -29,6 +32,10 @@ pub static BOLT_RING_6: Queue<Entry> = Queue::with_max_entries(DEFAULT_RING_CAPA
 pub static BOLT_RING_7: Queue<Entry> = Queue::with_max_entries(DEFAULT_RING_CAPACITY, 0);
 #[map]
 pub static BOLT_RING_8: Queue<Entry> = Queue::with_max_entries(DEFAULT_RING_CAPACITY, 0);
+
+// The dedicated ring (MATRIX's LReadyQ): tasks PINned to this host, served first.
+#[map]
+pub static BOLT_DEDICATED: Queue<Entry> = Queue::with_max_entries(DEDICATED_CAPACITY, 0);
 
 #[map]
 pub static BOLT_OVERFLOW: Queue<Entry> = Queue::with_max_entries(DEFAULT_OVERFLOW_CAPACITY, 0);

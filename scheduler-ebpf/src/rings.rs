@@ -104,9 +104,24 @@ pub fn ring_for(prio: u8, cfg: &XdpConfig) -> u32 {
     }
 }
 
+/// Pops the head of `q` into `slot`; false when `q` is empty (or on a map error, counted).
+#[inline(always)]
+pub fn pop_raw(q: &Queue<Entry>, slot: &mut Slot, tally: &mut Tally) -> bool {
+    // SAFETY: `q` is a queue map of 40-byte values and `slot` has room for one value.
+    let ret = unsafe { bpf_map_pop_elem(core::ptr::from_ref(q).cast_mut().cast(), slot.as_mut_ptr()) };
+    match ret {
+        0 => true,
+        ENOENT => false,
+        _ => {
+            tally.add(Counter::RingErrors);
+            false
+        }
+    }
+}
+
 /// Pushes the 40 bytes at `entry` (frame or stack) into `q`; the kernel copies them.
 #[inline(always)]
-fn push_raw(q: &Queue<Entry>, entry: *const u8) -> bool {
+pub fn push_raw(q: &Queue<Entry>, entry: *const u8) -> bool {
     // SAFETY: `q` is a queue map of 40-byte values (its address is the map definition the
     // loader relocates) and `entry` points at 40 readable bytes.
     unsafe { bpf_map_push_elem(core::ptr::from_ref(q).cast_mut().cast(), entry as *const c_void, 0) == 0 }
@@ -216,16 +231,7 @@ impl Rings {
             return false;
         }
         let Some(q) = ring(prio) else { return false };
-        // SAFETY: as in `push_raw`; `slot` has room for one value.
-        let ret = unsafe { bpf_map_pop_elem(core::ptr::from_ref(q).cast_mut().cast(), slot.as_mut_ptr()) };
-        match ret {
-            0 => true,
-            ENOENT => false,
-            _ => {
-                tally.add(Counter::RingErrors);
-                false
-            }
-        }
+        pop_raw(q, slot, tally)
     }
 
     /// Puts a popped, undelivered task back at the tail of its ring (its slot is still
@@ -310,7 +316,7 @@ impl Rings {
 
 /// Hands a task that no queue took to the agent, in the event ring buffer.
 #[inline(never)]
-fn rescue(prio: u32, slot: &Slot, tally: &mut Tally) {
+pub fn rescue(prio: u32, slot: &Slot, tally: &mut Tally) {
     let Some(mut record) = BOLT_EVENTS.reserve::<RescuedTask>(0) else {
         tally.add(Counter::EventsLost);
         return;

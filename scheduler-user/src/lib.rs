@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod net;
 pub mod netns;
 pub mod output;
+pub mod placement;
 pub mod queue;
 #[cfg(feature = "cli")]
 pub mod sim;

@@ -13,12 +13,12 @@ use std::path::PathBuf;
 
 use scheduler_common::{
     decode, decode_packet, encode_assign, encode_claim, encode_claim_reply, encode_complete, encode_get_task,
-    encode_hint, encode_noop, encode_queue_full, encode_refill, encode_refill_req, encode_repair, encode_return,
-    encode_steal, encode_steal_grant, encode_submit, message_len, Claim, Completion, DecodeError, Entry, Header,
-    JobRef, Op, RefillRequest, RepairState, Requester, StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED,
-    DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC,
-    MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, STEAL_ABORT,
-    SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
+    encode_hint, encode_noop, encode_pin, encode_queue_full, encode_refill, encode_refill_req, encode_repair,
+    encode_return, encode_steal, encode_steal_grant, encode_submit, message_len, Claim, Completion, DecodeError, Entry,
+    Header, JobRef, Op, RefillRequest, RepairState, Requester, StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED,
+    DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_MOVABLE, FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_HEADER_FLAGS,
+    KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, PIN_FLAGS, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR,
+    STATUS_FAILED, STEAL_ABORT, SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
 use scheduler_user::queue::{DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 
@@ -383,6 +383,7 @@ fn protocol_constants_match() {
     assert_eq!(get("KNOWN_HEADER_FLAGS"), KNOWN_HEADER_FLAGS as u64);
     assert_eq!(get("SUBMIT_FLAGS"), SUBMIT_FLAGS as u64);
     assert_eq!(get("GET_TASK_FLAGS"), GET_TASK_FLAGS as u64);
+    assert_eq!(get("PIN_FLAGS"), PIN_FLAGS as u64);
     assert_eq!(get("KNOWN_TASK_FLAGS"), KNOWN_TASK_FLAGS as u64);
     assert_eq!(get("REPAIR_ADD_PTR"), REPAIR_ADD_PTR as u64);
     assert_eq!(get("REPAIR_RETRIEVE_PTR"), REPAIR_RETRIEVE_PTR as u64);
@@ -490,7 +491,7 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
             // Valid content where decode checks it: priorities 1, REFILL_REQ and STEAL_REQ
             // want 1, STEAL_DONE verdict 1.
             match op {
-                Op::Submit | Op::QueueFull => {
+                Op::Submit | Op::QueueFull | Op::Pin => {
                     (0..count as usize).for_each(|i| body[JobRef::LEN + i * Task::LEN + 4] = 1)
                 }
                 Op::Assign | Op::Refill | Op::Return => (0..count as usize).for_each(|i| body[i * Entry::LEN + 12] = 1),
@@ -801,6 +802,8 @@ fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     put(Op::Noop, &|b| encode_noop(b, from, MAX_PRIORITIES).unwrap());
     put(Op::Complete, &|b| encode_complete(b, &completion).unwrap());
     put(Op::QueueFull, &|b| encode_queue_full(b, job, &tasks).unwrap());
+    put(Op::Pin, &|b| encode_pin(b, job, FLAG_MOVABLE | FLAG_RESUBMIT, &tasks).unwrap());
+    put(Op::Pin, &|b| encode_pin(b, job, 0, &tasks[..1]).unwrap());
     put(Op::RefillReq, &|b| encode_refill_req(b, 0b1, RefillRequest::new(4, 3)).unwrap());
     put(Op::Refill, &|b| encode_refill(b, &entries, 0).unwrap());
     put(Op::Refill, &|b| encode_refill(b, &[], 0).unwrap());
@@ -860,11 +863,11 @@ fn switch_verdict(runner: &ParserRunner, msg: &[u8]) -> Result<(), usize> {
 }
 
 /// The bytes of `msg` bolt.p4 checks: all of them, but for a list an op the switch
-/// refuses as wrong direction carries (QUEUE_FULL, REFILL, STEAL_GRANT), only up to the
+/// refuses as wrong direction carries (QUEUE_FULL, PIN, REFILL, STEAL_GRANT), only up to the
 /// first item.
 fn checked_len(op: Op, msg: &[u8]) -> usize {
     match op {
-        Op::QueueFull => Header::LEN + JobRef::LEN + Task::LEN,
+        Op::QueueFull | Op::Pin => Header::LEN + JobRef::LEN + Task::LEN,
         Op::Refill => msg.len().min(Header::LEN + Entry::LEN),
         Op::StealGrant => msg.len().min(Header::LEN + StealBody::LEN + Entry::LEN),
         _ => msg.len(),

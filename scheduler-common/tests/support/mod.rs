@@ -30,6 +30,11 @@ pub enum Owned {
         job: JobRef,
         tasks: Vec<Task>,
     },
+    Pin {
+        job: JobRef,
+        flags: u8,
+        tasks: Vec<Task>,
+    },
     RefillReq {
         node_rsrc: u8,
         req: RefillRequest,
@@ -71,6 +76,7 @@ impl Owned {
             Owned::Noop { to, best } => Message::Noop { to: *to, best: *best },
             Owned::Complete(c) => Message::Complete(c),
             Owned::QueueFull { job, tasks } => Message::QueueFull { job: *job, tasks },
+            Owned::Pin { job, flags, tasks } => Message::Pin { job: *job, flags: *flags, tasks },
             Owned::RefillReq { node_rsrc, req } => Message::RefillReq { node_rsrc: *node_rsrc, req: *req },
             Owned::Refill { entries, best } => Message::Refill { entries, best: *best },
             Owned::Return(es) => Message::Return(es),

@@ -100,6 +100,13 @@ pub struct AgentArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub steal_max_interval_ms: u64,
 
+    /// FLDS: the dedicated ring's run-time bound `tt` to start with, in milliseconds.
+    /// PINned tasks marked MOVABLE beyond what this host runs within `tt` move to its
+    /// shared rings; `tt` halves on each move and doubles when a steal fails.
+    #[arg(long, value_name = "MS", default_value_t = super::pin::DEFAULT_FLDS_TT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub flds_tt_ms: u64,
+
     /// Lease of a prefetched task in milliseconds: older tasks in a ring (including tasks
     /// none of this host's executors can run) go back to tier 2. 0: no lease.
     #[arg(long, value_name = "MS", default_value_t = DEFAULT_LEASE_MS,
@@ -293,6 +300,7 @@ impl AgentArgs {
             nice: self.nice,
             peers: self.peers.iter().map(|&p| v4(p, "--peers")).collect::<anyhow::Result<_>>()?,
             steal_max_interval: Duration::from_millis(self.steal_max_interval_ms),
+            flds_tt: Duration::from_millis(self.flds_tt_ms),
         })
     }
 }

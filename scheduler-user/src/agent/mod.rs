@@ -20,6 +20,7 @@
 
 mod cli;
 pub mod hint;
+pub mod pin;
 pub mod policy;
 pub mod proxy;
 pub mod refill;
@@ -91,6 +92,8 @@ pub struct AgentConfig {
     pub peers: Vec<SocketAddrV4>,
     /// Bound of the steal poll interval: reaching it stops stealing until work appears.
     pub steal_max_interval: Duration,
+    /// The FLDS monitor's starting `tt` for this host's dedicated ring.
+    pub flds_tt: Duration,
 }
 
 /// How often the drain rate is sampled for the prefetch target.
@@ -170,6 +173,14 @@ pub struct AgentStats {
     pub steal_given: u64,
     /// Steals this node aborted (no ACK in time; the tasks went back into its rings).
     pub steal_aborted: u64,
+    /// Tasks a client PINned that went into the dedicated ring.
+    pub pinned: u64,
+    /// PINned tasks refused (ring full, resources) and answered with QUEUE_FULL.
+    pub pin_refused: u64,
+    /// Pinned tasks the FLDS monitor moved to the shared rings.
+    pub flds_moved: u64,
+    /// Pinned tasks sent back to their clients as QUEUE_FULL by the drain.
+    pub pin_drained: u64,
     /// STEAL messages from hosts that are not peers, dropped.
     pub steal_foreign: u64,
     /// STEAL messages the socket refused.
@@ -226,6 +237,7 @@ pub struct Agent {
     stealer: Stealer<SocketAddrV4>,
     steal_actions: Vec<StealAction<SocketAddrV4>>,
     lease: LeaseKeeper,
+    dedicated: pin::Dedicated,
 }
 
 impl Agent {
@@ -271,6 +283,7 @@ impl Agent {
             nice: None,
             peers: Vec::new(),
             steal_max_interval: DEFAULT_STEAL_MAX_INTERVAL,
+            flds_tt: pin::DEFAULT_FLDS_TT,
         };
         Agent::with_tier1(cfg, tier1, sock)
     }
@@ -296,6 +309,7 @@ impl Agent {
             stealer,
             steal_actions: Vec::new(),
             lease,
+            dedicated: pin::Dedicated::new(cfg.flds_tt, Instant::now()),
             returner: Returner::new(cfg.switch),
             proxies: Proxies::new(cfg.switch),
             cfg,
@@ -363,6 +377,7 @@ impl Agent {
             let now = Instant::now();
             self.step_steal(now);
             self.scan_leases(now);
+            self.step_flds(now);
             // Rings drained while tier 2 has said it has nothing: steal without waiting for
             // the next empty answer.
             if self.refill.tier2_empty() {
@@ -392,8 +407,12 @@ impl Agent {
                 next_publish = now + every;
             }
             let mut wake = next_check.min(next_publish);
-            let deadlines =
-                [self.refill.next_deadline(now), self.stealer.next_deadline(), self.lease.next_deadline(now)];
+            let deadlines = [
+                self.refill.next_deadline(now),
+                self.stealer.next_deadline(),
+                self.lease.next_deadline(now),
+                Some(self.dedicated.next_deadline()),
+            ];
             for d in deadlines.into_iter().flatten() {
                 wake = wake.min(d);
             }
@@ -442,6 +461,8 @@ impl Agent {
             BoltXdp::detach_pinned(pins).context("detaching the XDP program")?;
             tracing::info!(pins = %pins.path().display(), "XDP program detached; draining the rings");
         }
+        // Pinned tasks were never tier 2's: back to their clients.
+        self.stats.pin_drained += self.drain_dedicated();
         let mut drained = self.drain_rings();
         // A program run in flight during the detach, or a late REFILL at the socket, may
         // still add tasks: look again after a short grace period.
@@ -722,6 +743,7 @@ impl Agent {
                     tracing::debug!(%from, "GET_TASK from outside the executor prefix dropped");
                 }
                 Ok(msg) if msg.op().is_steal() => self.on_steal_message(Instant::now(), from, &msg),
+                Ok(Message::Pin { job, flags, tasks }) => self.on_pin(from, job, flags, tasks),
                 Ok(Message::Hint { best }) if from.ip() == self.cfg.switch.ip() => {
                     self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
                 }

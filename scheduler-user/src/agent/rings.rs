@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use anyhow::Context as _;
 use scheduler_common::{
-    maps::{ring_stamp, Counter, Counters, Tier2Hint, RING_COUNT},
+    maps::{ring_stamp, Counter, Counters, Tier2Hint, DEDICATED_CAPACITY, RING_COUNT},
     Entry, MAX_PRIORITIES,
 };
 
@@ -31,10 +31,15 @@ pub fn monotonic_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+/// Pops of the dedicated ring one pass makes at most: its capacity and one more, so that a
+/// pass over a ring the program keeps serving ends.
+pub const DEDICATED_POP_BOUND: usize = DEDICATED_CAPACITY as usize + 1;
+
 /// Tasks kept in this process (userspace fallback without BPF): lost if the agent dies,
 /// which is why the BPF maps are preferred whenever they can be created.
 pub struct MemoryRings {
     rings: Vec<VecDeque<Entry>>,
+    dedicated: VecDeque<Entry>,
     capacity: u32,
     hint: Tier2Hint,
 }
@@ -42,7 +47,12 @@ pub struct MemoryRings {
 impl MemoryRings {
     pub fn new(levels: u8, capacity: u32) -> MemoryRings {
         let levels = levels.clamp(1, RING_COUNT as u8) as usize;
-        MemoryRings { rings: (0..levels).map(|_| VecDeque::new()).collect(), capacity, hint: Tier2Hint::default() }
+        MemoryRings {
+            rings: (0..levels).map(|_| VecDeque::new()).collect(),
+            dedicated: VecDeque::new(),
+            capacity,
+            hint: Tier2Hint::default(),
+        }
     }
 }
 
@@ -85,9 +95,10 @@ impl Rings {
         match self {
             Rings::Bpf(maps) => {
                 matches!(maps.peek_overflow(), Ok(None))
+                    && matches!(maps.peek_dedicated(), Ok(None))
                     && (1..=self.levels()).all(|p| matches!(maps.peek_ring(p), Ok(None)))
             }
-            Rings::Memory(m) => m.rings.iter().all(|r| r.is_empty()),
+            Rings::Memory(m) => m.rings.iter().all(|r| r.is_empty()) && m.dedicated.is_empty(),
         }
     }
 
@@ -142,6 +153,38 @@ impl Rings {
                 m.rings[ring].push_back(*entry);
                 Ok(Ok(()))
             }
+        }
+    }
+
+    /// Queues `entry` as it is at the tail of the dedicated ring (PINned tasks); returns
+    /// it back when the ring is full.
+    pub fn push_dedicated(&mut self, entry: &Entry) -> anyhow::Result<Result<(), Entry>> {
+        match self {
+            Rings::Bpf(maps) => Ok(if maps.push_dedicated(entry)? { Ok(()) } else { Err(*entry) }),
+            Rings::Memory(m) => {
+                if m.dedicated.len() >= DEDICATED_CAPACITY as usize {
+                    return Ok(Err(*entry));
+                }
+                m.dedicated.push_back(*entry);
+                Ok(Ok(()))
+            }
+        }
+    }
+
+    /// Tasks in the dedicated ring, where that can be read without taking them out (the
+    /// memory rings); a BPF queue cannot be counted in place.
+    pub fn dedicated_len(&self) -> Option<usize> {
+        match self {
+            Rings::Bpf(_) => None,
+            Rings::Memory(m) => Some(m.dedicated.len()),
+        }
+    }
+
+    /// Takes the head of the dedicated ring.
+    pub fn pop_dedicated(&mut self) -> anyhow::Result<Option<Entry>> {
+        match self {
+            Rings::Bpf(maps) => maps.pop_dedicated(),
+            Rings::Memory(m) => Ok(m.dedicated.pop_front()),
         }
     }
 
@@ -220,6 +263,26 @@ impl Rings {
         unplaced: &mut Vec<Entry>,
         errors: &mut u64,
     ) -> Option<Entry> {
+        // Pinned tasks first, as the program does; one that does not fit goes to the tail.
+        match self.pop_dedicated() {
+            Ok(Some(entry)) if entry.task.runs_on(exec_rsrc) => return Some(entry),
+            // Should the ring have filled meanwhile, the task goes to tier 2 (RETURN): it
+            // then runs anywhere, or comes back to its client as QUEUE_FULL.
+            Ok(Some(entry)) => match self.push_dedicated(&entry) {
+                Ok(Ok(())) => {}
+                Ok(Err(back)) => unplaced.push(back),
+                Err(e) => {
+                    *errors += 1;
+                    tracing::warn!(error = format!("{e:#}"), "putting a task back into the dedicated ring failed");
+                    unplaced.push(entry);
+                }
+            },
+            Ok(None) => {}
+            Err(e) => {
+                *errors += 1;
+                tracing::warn!(error = format!("{e:#}"), "popping the dedicated ring failed");
+            }
+        }
         for prio in rtrv_prio.max(1)..=self.levels() {
             let entry = match self.pop(prio) {
                 Ok(Some(e)) => e,
@@ -315,6 +378,34 @@ mod tests {
         let mut task = Task { prio, rsrc, ..Task::default() };
         task.set_tid(tid);
         Entry::new(1, 1, task, [127, 0, 0, 1], 9)
+    }
+
+    #[test]
+    fn pinned_tasks_are_served_first_and_never_given_to_a_thief() {
+        let mut r = Rings::Memory(MemoryRings::new(2, 8));
+        r.push(&entry(1, 1, 0)).unwrap().unwrap();
+        r.push_dedicated(&entry(10, 2, 0b10)).unwrap().unwrap();
+        r.push_dedicated(&entry(11, 2, 0)).unwrap().unwrap();
+        let (mut unplaced, mut errors) = (Vec::new(), 0);
+        // A thief gets the shared task only, whatever it can run.
+        let stolen = r.take_heads_for(0xff, 16, &mut unplaced, &mut errors);
+        assert_eq!(stolen.iter().map(|e| e.task.tid()).collect::<Vec<_>>(), [1]);
+        r.push(&entry(2, 1, 0)).unwrap().unwrap();
+        // The dedicated head needs resource 0b10: an executor without it gets the shared
+        // task, and that pinned task goes to the dedicated tail, behind the next one.
+        assert_eq!(r.take_runnable(1, 0, &mut unplaced, &mut errors).map(|e| e.task.tid()), Some(2));
+        assert_eq!(r.take_runnable(1, 0, &mut unplaced, &mut errors).map(|e| e.task.tid()), Some(11));
+        assert_eq!(r.take_runnable(1, 0b10, &mut unplaced, &mut errors).map(|e| e.task.tid()), Some(10));
+        assert!(r.is_empty() && unplaced.is_empty() && errors == 0);
+    }
+
+    #[test]
+    fn the_dedicated_ring_hands_back_when_full() {
+        let mut r = Rings::Memory(MemoryRings::new(1, 8));
+        for tid in 0..DEDICATED_CAPACITY {
+            r.push_dedicated(&entry(tid, 1, 0)).unwrap().unwrap();
+        }
+        assert_eq!(r.push_dedicated(&entry(99_999, 1, 0)).unwrap(), Err(entry(99_999, 1, 0)));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use scheduler_common::descriptor::{valid_exec_name, Handler};
 use super::monitor::MonitorConfig;
 use super::{Client, ClientConfig, Summary, TaskSpec, TrackerConfig};
 use crate::executor::{parse_addr, parse_resources};
+use crate::placement::{InputObject, PlacementPolicy, Threshold};
 
 /// Which registered handler the tasks run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -141,6 +142,33 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Place each job's tasks by their inputs with MATRIX's Algorithm 1 (docs/data.md):
+    /// mlb shares everything (SUBMIT to tier 2), mdl pins every task with input data to
+    /// its largest input's host (PIN to that host's agent), rlds and flds pin when the
+    /// data would move faster than the threshold, and flds lets the host move pinned
+    /// tasks to its shared rings. Without it, every task is submitted to tier 2.
+    #[arg(long, value_name = "POLICY", value_enum)]
+    pub placement: Option<PlacementKind>,
+
+    /// RLDS/FLDS threshold t as a fraction of the link bandwidth (MATRIX: 10 %).
+    #[arg(long, value_name = "F", default_value_t = crate::placement::DEFAULT_RLDS_FRACTION)]
+    pub threshold_fraction: f64,
+
+    /// The link bandwidth the threshold is a fraction of, in Gbit/s (MATRIX: 10).
+    #[arg(long, value_name = "G", default_value_t = 10.0)]
+    pub link_gbps: f64,
+
+    /// An input object the tasks declare, for placement: NODE:BYTES, the host that holds
+    /// it and its size (repeat; task i of a job declares the (i mod n)-th). The handlers
+    /// named here do not read it.
+    #[arg(long = "input", value_name = "NODE:BYTES", value_parser = parse_input)]
+    pub inputs: Vec<InputObject>,
+
+    /// A host's agent, where tasks placed on it go: NODE=ADDR (repeat; port defaults to
+    /// 7171).
+    #[arg(long = "agent", value_name = "NODE=ADDR", value_parser = parse_agent)]
+    pub agents: Vec<(u16, SocketAddr)>,
+
     /// Serve the running summary (scheduling delay percentiles, tasks done) and the job
     /// queue (tasks per state and per resource, failure alarm, scale-up signal) over HTTP
     /// at this address, /stats (JSON) and /metrics (Prometheus), for `bolt top --client`
@@ -149,7 +177,42 @@ pub struct SubmitArgs {
     pub metrics: Option<String>,
 }
 
+/// The placement policies `bolt submit --placement` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlacementKind {
+    Mlb,
+    Mdl,
+    Rlds,
+    Flds,
+}
+
+fn parse_input(s: &str) -> Result<InputObject, String> {
+    let (node, size) = s.split_once(':').ok_or("expected NODE:BYTES")?;
+    let host = node.parse().map_err(|e| format!("node {node:?}: {e}"))?;
+    let size = size.parse().map_err(|e| format!("size {size:?}: {e}"))?;
+    Ok(InputObject { host, size })
+}
+
+fn parse_agent(s: &str) -> Result<(u16, SocketAddr), String> {
+    let (node, addr) = s.split_once('=').ok_or("expected NODE=ADDR")?;
+    let node = node.parse().map_err(|e| format!("node {node:?}: {e}"))?;
+    Ok((node, parse_addr(addr)?))
+}
+
 impl SubmitArgs {
+    /// The placement policy of every job, if placement is on.
+    pub fn placement_policy(&self) -> anyhow::Result<Option<PlacementPolicy>> {
+        let Some(kind) = self.placement else { return Ok(None) };
+        let t = Threshold::fraction_of_link(self.threshold_fraction, self.link_gbps * 1e9 / 8.0)
+            .ok_or_else(|| anyhow::anyhow!("the threshold must be a non-negative rate"))?;
+        Ok(Some(match kind {
+            PlacementKind::Mlb => PlacementPolicy::Mlb,
+            PlacementKind::Mdl => PlacementPolicy::Mdl,
+            PlacementKind::Rlds => PlacementPolicy::Rlds(t),
+            PlacementKind::Flds => PlacementPolicy::Flds(t),
+        }))
+    }
+
     /// The task every job is made of.
     pub fn task(&self) -> anyhow::Result<TaskSpec> {
         let name = self.command.as_deref().unwrap_or("");
@@ -190,7 +253,12 @@ impl SubmitArgs {
             pending_growth: self.scale_up_growth,
             sustain: self.scale_up_intervals,
         };
-        ClientConfig { switch: self.switch, bind: self.bind.map(|ip| SocketAddr::new(ip, 0)), tracker }
+        ClientConfig {
+            switch: self.switch,
+            bind: self.bind.map(|ip| SocketAddr::new(ip, 0)),
+            tracker,
+            agents: self.agents.iter().copied().collect(),
+        }
     }
 }
 
@@ -252,6 +320,11 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
         }
     };
     let specs = vec![spec; args.tasks as usize];
+    let placement = args.placement_policy()?;
+    anyhow::ensure!(placement.is_some() || args.inputs.is_empty(), "--input is for --placement");
+    let inputs: Vec<Vec<InputObject>> = (0..args.tasks as usize)
+        .map(|i| if args.inputs.is_empty() { Vec::new() } else { vec![args.inputs[i % args.inputs.len()]] })
+        .collect();
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.deadline_s);
     // Between jobs and while waiting, drive in short slices to update the progress bar
@@ -266,7 +339,15 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
             client.drive_until(at.min(Instant::now() + slice)).await?;
             update(&progress, &client);
         }
-        client.submit(&specs).await?;
+        match placement {
+            Some(policy) => {
+                client.add_placed_job(&specs, &inputs, policy)?;
+                client.flush().await;
+            }
+            None => {
+                client.submit(&specs).await?;
+            }
+        }
     }
     while !interrupted.load(Ordering::Relaxed) && Instant::now() < deadline {
         let idle = client.wait_idle(deadline.min(Instant::now() + slice)).await?;

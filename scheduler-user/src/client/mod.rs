@@ -28,6 +28,7 @@ mod state;
 mod stats;
 mod tracker;
 
+use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -35,12 +36,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use scheduler_common::{
-    decode, encode_claim_reply, encode_submit, Message, Task, CLAIM_DENIED, CLAIM_GRANTED, MAX_LIST, MAX_MESSAGE_LEN,
+    decode, encode_claim_reply, encode_pin, encode_submit, Message, Task, CLAIM_DENIED, CLAIM_GRANTED, FLAG_MOVABLE,
+    MAX_LIST, MAX_MESSAGE_LEN, STATUS_OK,
 };
 use serde::Serialize;
 use tokio::net::UdpSocket;
 
 use crate::executor::unix_now_ns;
+use crate::placement::{InputObject, Placement, PlacementPolicy, TaskLength};
+
+/// `est_task_length` before any task of this client has finished: MATRIX's DAG tasks'
+/// mean (50 ms). The paper gives no prior.
+pub const DEFAULT_TASK_LENGTH_PRIOR: Duration = Duration::from_millis(50);
 
 pub use cli::{run, HandlerKind, SubmitArgs};
 pub use jobs_cli::{run_jobs, JobsArgs};
@@ -62,12 +69,14 @@ pub struct ClientConfig {
     /// not answer from.
     pub bind: Option<SocketAddr>,
     pub tracker: TrackerConfig,
+    /// Each host's agent, by node id: where tasks placed on that host go (PIN).
+    pub agents: BTreeMap<u16, SocketAddr>,
 }
 
 impl ClientConfig {
     /// Defaults with a random uid.
     pub fn new(switch: SocketAddr) -> ClientConfig {
-        ClientConfig { switch, bind: None, tracker: TrackerConfig::new(rand::random()) }
+        ClientConfig { switch, bind: None, tracker: TrackerConfig::new(rand::random()), agents: BTreeMap::new() }
     }
 
     fn bind_addr(&self) -> SocketAddr {
@@ -145,7 +154,12 @@ const RECEIVE_BUFFER_BYTES: usize = 4 << 20;
 pub struct Client {
     socket: UdpSocket,
     switch: SocketAddr,
+    agents: BTreeMap<u16, SocketAddr>,
     tracker: Tracker,
+    /// Each job's placement policy (changeable while it runs) and the running mean of
+    /// finished tasks' run times, for placing tasks by their inputs.
+    placement: BTreeMap<u32, PlacementPolicy>,
+    task_length: TaskLength,
     rx: Box<[u8; MAX_MESSAGE_LEN + 1]>,
     tx: [u8; MAX_MESSAGE_LEN],
     out: [Task; MAX_LIST],
@@ -170,7 +184,10 @@ impl Client {
         Ok(Client {
             socket,
             switch: cfg.switch,
+            agents: cfg.agents,
             tracker: Tracker::new(cfg.tracker),
+            placement: BTreeMap::new(),
+            task_length: TaskLength::new(DEFAULT_TASK_LENGTH_PRIOR),
             rx: Box::new([0; MAX_MESSAGE_LEN + 1]),
             tx: [0; MAX_MESSAGE_LEN],
             out: [Task::default(); MAX_LIST],
@@ -198,6 +215,68 @@ impl Client {
         Ok(jid)
     }
 
+    /// Places a job's tasks by their inputs with MATRIX's Algorithm 1 under `policy`
+    /// (docs/data.md, "Placement") and adds it: `inputs[i]` lists task i's input objects
+    /// as (owning host, size). Pinned tasks go to their host's agent (PIN), the others to
+    /// tier 2. Every host a task may be pinned to must have an agent address.
+    pub fn add_placed_job(
+        &mut self,
+        tasks: &[TaskSpec],
+        inputs: &[Vec<InputObject>],
+        policy: PlacementPolicy,
+    ) -> anyhow::Result<u32> {
+        anyhow::ensure!(tasks.len() == inputs.len(), "one input list per task");
+        let est = self.task_length.estimate();
+        let placements: Vec<Placement> = inputs.iter().map(|i| policy.place(i, est)).collect();
+        self.check_pinned_hosts(&placements)?;
+        let jid = self.tracker.add_placed_job(tasks, &placements, policy.movable(), Instant::now())?;
+        self.placement.insert(jid, policy);
+        Ok(jid)
+    }
+
+    /// Where a task of job `jid` with `inputs` goes under the job's current policy and
+    /// the current `est_task_length`: for tasks placed when they become ready (a DAG's
+    /// released tasks), added with [`Client::add_placed_tasks`].
+    pub fn place(&self, jid: u32, inputs: &[InputObject]) -> Placement {
+        let policy = self.placement.get(&jid).copied().unwrap_or(PlacementPolicy::Mlb);
+        policy.place(inputs, self.task_length.estimate())
+    }
+
+    /// Adds tasks already placed (see [`Client::place`]) as a job under `policy`.
+    pub fn add_placed_tasks(
+        &mut self,
+        tasks: &[TaskSpec],
+        placements: &[Placement],
+        policy: PlacementPolicy,
+    ) -> anyhow::Result<u32> {
+        self.check_pinned_hosts(placements)?;
+        let jid = self.tracker.add_placed_job(tasks, placements, policy.movable(), Instant::now())?;
+        self.placement.insert(jid, policy);
+        Ok(jid)
+    }
+
+    /// Changes job `jid`'s placement policy: tasks placed from now on follow it.
+    pub fn set_placement(&mut self, jid: u32, policy: PlacementPolicy) {
+        self.placement.insert(jid, policy);
+    }
+
+    /// `est_task_length`: the mean run time of the tasks finished so far.
+    pub fn est_task_length(&self) -> Duration {
+        self.task_length.estimate()
+    }
+
+    fn check_pinned_hosts(&self, placements: &[Placement]) -> anyhow::Result<()> {
+        for p in placements {
+            if let Placement::Pinned { host } = p {
+                anyhow::ensure!(
+                    self.agents.contains_key(host),
+                    "a task is placed on node {host}, whose agent address is not configured"
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Cancels a job's unfinished tasks (client side only; see [`Tracker::cancel_job`]).
     pub fn cancel_job(&mut self, jid: u32) -> u32 {
         self.tracker.cancel_job(jid, Instant::now())
@@ -223,7 +302,16 @@ impl Client {
     pub async fn flush(&mut self) {
         for _ in 0..FLUSH_BURST {
             let Some(p) = self.tracker.next_packet(Instant::now(), unix_now_ns(), &mut self.out) else { return };
-            let n = match encode_submit(&mut self.tx, p.job, p.flags, &self.out[..p.count]) {
+            // A pinned packet goes to its host's agent; its address was checked when the
+            // job was added.
+            let (encoded, to) = match p.pin {
+                Some(pin) => {
+                    let flags = p.flags | if pin.movable { FLAG_MOVABLE } else { 0 };
+                    (encode_pin(&mut self.tx, p.job, flags, &self.out[..p.count]), self.agents[&pin.host])
+                }
+                None => (encode_submit(&mut self.tx, p.job, p.flags, &self.out[..p.count]), self.switch),
+            };
+            let n = match encoded {
                 Ok(n) => n,
                 Err(e) => {
                     // Cannot happen (at most 16 tasks, a full-size buffer); the tasks
@@ -232,12 +320,12 @@ impl Client {
                     continue;
                 }
             };
-            if let Err(e) = self.socket.send_to(&self.tx[..n], self.switch).await {
+            if let Err(e) = self.socket.send_to(&self.tx[..n], to).await {
                 // The tasks stay Running and are resent when they time out.
                 let stats = self.tracker.stats_mut();
                 stats.send_errors += 1;
                 if stats.send_errors == 1 {
-                    tracing::warn!(switch = %self.switch, error = %e, "sending SUBMIT failed; will resend on timeout");
+                    tracing::warn!(%to, error = %e, "sending SUBMIT or PIN failed; will resend on timeout");
                 }
             }
         }
@@ -308,9 +396,15 @@ impl Client {
         match decode(&self.rx[..n]) {
             Ok(Message::Complete(c)) => {
                 let c = *c;
+                if c.status == STATUS_OK {
+                    self.task_length.finished(Duration::from_nanos(c.run_ns() as u64));
+                }
                 self.tracker.on_complete(&c, now);
             }
-            Ok(Message::QueueFull { job, tasks }) if from == self.switch => {
+            // From tier 2 (SUBMIT), or from an agent (PIN, or its drain).
+            Ok(Message::QueueFull { job, tasks })
+                if from == self.switch || self.agents.values().any(|a| *a == from) =>
+            {
                 self.tracker.on_queue_full(job, tasks, now);
             }
             Ok(Message::Claim(c)) => {

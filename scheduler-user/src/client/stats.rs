@@ -65,6 +65,10 @@ pub struct ClientStats {
     pub renewals_denied: u64,
     /// Leases that lapsed without COMPLETE or renewal; the task was resent at once.
     pub leases_expired: u64,
+    /// Task sends in PIN messages (to the host of their data) rather than SUBMIT.
+    pub pinned_sent: u64,
+    /// Pinned tasks refused by their host or timed out there, resent to tier 2.
+    pub unpinned: u64,
 }
 
 /// Latency distributions and the time span of the work, for the summary.

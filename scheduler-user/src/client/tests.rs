@@ -170,3 +170,27 @@ async fn wait_idle_returns_false_at_the_deadline() {
     assert_eq!(client.summary().unfinished, 2);
     fake.finish();
 }
+
+#[tokio::test]
+async fn a_jobs_placement_changes_at_run_time_and_est_task_length_follows_completions() {
+    use crate::placement::{InputObject, Placement, PlacementPolicy};
+    let fake = Fake::start(|_| Answer::Complete { dup: u32::MAX });
+    let mut cfg = config(fake.addr);
+    cfg.agents.insert(2, fake.addr);
+    let mut client = Client::bind(cfg).await.unwrap();
+    let data = vec![InputObject { host: 2, size: 1_000_000 }];
+    assert_eq!(client.est_task_length(), DEFAULT_TASK_LENGTH_PRIOR);
+    // MLB: all shared, so all SUBMITs (the fake takes nothing else).
+    let jid = client.add_placed_job(&[spec(); 4], &vec![data.clone(); 4], PlacementPolicy::Mlb).unwrap();
+    client.flush().await;
+    assert!(client.wait_idle(Instant::now() + Duration::from_secs(10)).await.unwrap());
+    fake.finish();
+    // The fake's COMPLETEs report 0 ns of run time: the running mean follows them.
+    assert_eq!(client.est_task_length(), Duration::ZERO);
+    assert_eq!(client.place(jid, &data), Placement::Shared);
+    client.set_placement(jid, PlacementPolicy::Mdl);
+    assert_eq!(client.place(jid, &data), Placement::Pinned { host: 2 });
+    // A task cannot be pinned to a host whose agent the client does not know.
+    let elsewhere = vec![vec![InputObject { host: 3, size: 1 }]];
+    assert!(client.add_placed_job(&[spec()], &elsewhere, PlacementPolicy::Mdl).is_err());
+}

@@ -18,7 +18,7 @@
 //!   attempt it is on. A job is finished when every task is final.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use scheduler_common::descriptor::Handler;
@@ -31,6 +31,7 @@ use super::job_queue::{ResourceIndex, RESOURCE_BITS};
 use super::monitor::{MonitorConfig, MonitorReport, StateMonitor};
 use super::state::{TaskState, TaskStates};
 use super::stats::{ClientStats, Latencies};
+use crate::placement::Placement;
 
 /// How a client retries and paces its tasks.
 #[derive(Clone, Debug)]
@@ -189,6 +190,18 @@ pub struct Packet {
     pub job: JobRef,
     pub flags: u8,
     pub count: usize,
+    /// `Some`: a PIN to this host's agent (its tasks were placed there, docs/data.md);
+    /// `None`: a SUBMIT to tier 2.
+    pub pin: Option<PinTarget>,
+}
+
+/// Where a pinned task's next send goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PinTarget {
+    /// The node whose dedicated ring takes the task.
+    pub host: u16,
+    /// The job's policy lets the host's FLDS monitor move it (PIN's MOVABLE flag).
+    pub movable: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -268,6 +281,9 @@ pub struct Tracker {
     stats: ClientStats,
     latency: Latencies,
     rng: u64,
+    /// Tasks placed on a host (PIN) until they are final, bounced or timed out: a task
+    /// the host refused or did not run in time is resent to tier 2 (shared).
+    pins: HashMap<u32, PinTarget>,
 }
 
 impl Tracker {
@@ -293,6 +309,7 @@ impl Tracker {
             stats: ClientStats::default(),
             latency: Latencies::default(),
             rng,
+            pins: HashMap::new(),
         }
     }
 
@@ -401,13 +418,39 @@ impl Tracker {
         Ok(jid)
     }
 
-    /// Fills `out` with the next SUBMIT's tasks: up to 16 Pending tasks of one job, all
-    /// first sends or all resubmissions, as far as the window allows. They become
-    /// Running. `None` when nothing can be sent now.
+    /// As [`Tracker::add_job`], each task with its placement (`placements[i]` for
+    /// `specs[i]`): pinned tasks are sent to their host in PIN messages, `movable` ones
+    /// with MOVABLE (the job's policy is FLDS).
+    pub fn add_placed_job(
+        &mut self,
+        specs: &[TaskSpec],
+        placements: &[Placement],
+        movable: bool,
+        now: Instant,
+    ) -> anyhow::Result<u32> {
+        anyhow::ensure!(specs.len() == placements.len(), "one placement per task");
+        let jid = self.add_job(specs, now)?;
+        let first = self.jobs[&jid].first_tid;
+        for (tid, p) in (first..).zip(placements) {
+            if let Placement::Pinned { host } = *p {
+                self.pins.insert(tid, PinTarget { host, movable });
+            }
+        }
+        Ok(jid)
+    }
+
+    /// Where task `tid` goes on its next send: `Some` host, or `None` for tier 2.
+    pub fn pin_of(&self, tid: u32) -> Option<PinTarget> {
+        self.pins.get(&tid).copied()
+    }
+
+    /// Fills `out` with the next SUBMIT's (or PIN's) tasks: up to 16 Pending tasks of one
+    /// job and one destination, all first sends or all resubmissions, as far as the
+    /// window allows. They become Running. `None` when nothing can be sent now.
     pub fn next_packet(&mut self, now: Instant, now_unix_ns: u64, out: &mut [Task; MAX_LIST]) -> Option<Packet> {
         self.promote_backoffs(now);
         let mut count = 0usize;
-        let mut group: Option<(u32, bool)> = None;
+        let mut group: Option<(u32, bool, Option<PinTarget>)> = None;
         while count < MAX_LIST && self.running < self.cfg.window {
             let Some(&tid) = self.ready.front() else { break };
             if self.states.state_of(tid) != Some(TaskState::Pending) {
@@ -419,7 +462,7 @@ impl Tracker {
                 self.ready.pop_front();
                 continue;
             };
-            let key = (slot.jid, slot.attempts > 0);
+            let key = (slot.jid, slot.attempts > 0, self.pins.get(&tid).copied());
             if group.is_some_and(|g| g != key) {
                 break;
             }
@@ -428,12 +471,16 @@ impl Tracker {
             out[count] = self.begin_attempt(tid, now, now_unix_ns);
             count += 1;
         }
-        let (jid, resubmit) = group?;
+        let (jid, resubmit, pin) = group?;
         self.stats.packets_sent += 1;
         if resubmit {
             self.stats.resubmitted += count as u64;
         }
-        Some(Packet { job: JobRef::new(self.cfg.uid, jid), flags: if resubmit { FLAG_RESUBMIT } else { 0 }, count })
+        let flags = if resubmit { FLAG_RESUBMIT } else { 0 };
+        if pin.is_some() {
+            self.stats.pinned_sent += count as u64;
+        }
+        Some(Packet { job: JobRef::new(self.cfg.uid, jid), flags, count, pin })
     }
 
     fn begin_attempt(&mut self, tid: u32, now: Instant, now_unix_ns: u64) -> Task {
@@ -608,6 +655,10 @@ impl Tracker {
             slot.attempts = slot.attempts.saturating_sub(1);
             slot.bounces += 1;
             let bounces = slot.bounces;
+            // A host that refused a pinned task does not get it again: tier 2 does.
+            if self.pins.remove(&tid).is_some() {
+                self.stats.unpinned += 1;
+            }
             self.running -= 1;
             self.stats.queue_full_bounces += 1;
             if bounces > max_bounces {
@@ -661,6 +712,9 @@ impl Tracker {
                 continue;
             }
             self.running -= 1;
+            if self.pins.remove(&tid).is_some() {
+                self.stats.unpinned += 1;
+            }
             if claimed {
                 self.stats.leases_expired += 1;
                 tracing::debug!(tid, owner = slot.lease_owner, "claim lease lapsed; resending the task");
@@ -789,6 +843,10 @@ impl Tracker {
         }
         if !job.is_finished() {
             return;
+        }
+        if !self.pins.is_empty() {
+            let tids = job.first_tid..job.first_tid + job.tasks;
+            self.pins.retain(|tid, _| !tids.contains(tid));
         }
         let elapsed = now.saturating_duration_since(job.created);
         self.finished.push(JobReport {

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use aya::maps::MapInfo;
 use scheduler_common::{
     descriptor::Handler,
-    maps::{Counter, CONFIG_MAP, COUNTERS_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_MAPS, RING_STATE_MAP, STATE_MAPS},
+    maps::{
+        Counter, CONFIG_MAP, COUNTERS_MAP, DEDICATED_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_MAPS, RING_STATE_MAP,
+        STATE_MAPS,
+    },
     Entry,
 };
 use serde::Serialize;
@@ -234,6 +237,9 @@ pub fn dump(pin_name: &str, dir: &PinDir, name: &str) -> anyhow::Result<MapDump>
         },
         RING_STATE_MAP => MapDump::RingState { map, pin_name, reserved: maps.occupancy().to_vec() },
         CONFIG_MAP => MapDump::Config { map, pin_name, config: ConfigView::of(&maps.config()?) },
+        DEDICATED_MAP => anyhow::bail!(
+            "{DEDICATED_MAP} is a queue read only at its head; `ring show` counts the tasks it served (dedicated_hit)"
+        ),
         OVERFLOW_MAP => anyhow::bail!(
             "{OVERFLOW_MAP} is a queue the agent empties as it fills; `ring show` counts what went through it"
         ),

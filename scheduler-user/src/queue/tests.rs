@@ -324,6 +324,18 @@ fn messages_for_other_components_are_refused() {
     assert!(out.0.is_empty());
 }
 
+/// PIN goes from a client to a host's agent; tier 2 neither queues nor answers it.
+#[test]
+fn pin_is_refused_as_wrong_direction() {
+    let mut s = Scheduler::new(config(8, 4)).unwrap();
+    let mut out = Collect::default();
+    let tasks = [scheduler_common::Task { prio: 1, ..Default::default() }];
+    let pin = Message::Pin { job: JobRef::new(4, 5), flags: 0, tasks: &tasks };
+    assert_eq!(s.handle(&pin, CLIENT, &mut out), Err(NotForSwitch::WrongDirection(scheduler_common::Op::Pin)));
+    assert!(out.0.is_empty());
+    assert_eq!(s.stats().enqueued, 0);
+}
+
 #[test]
 fn the_swap_search_is_bounded_by_the_pass_budget() {
     let mut cfg = config(64, 1);

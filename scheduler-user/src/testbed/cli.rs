@@ -46,6 +46,13 @@ pub struct UpArgs {
     /// Do not start agents (XDP stays off; executors then reach the switch directly).
     #[arg(long)]
     pub no_agents: bool,
+    /// Caps every host link (switch ↔ host, both directions) at this many Mbit/s, so that
+    /// moving data costs what it does on a cluster's links. Default: no cap.
+    #[arg(long, value_name = "MBIT", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub link_mbit: Option<u64>,
+    /// The qdisc that caps the links.
+    #[arg(long, value_name = "QDISC", value_enum, default_value_t = super::Shaper::Tbf, requires = "link_mbit")]
+    pub link_shaper: super::Shaper,
     /// An extra argument for every `bolt agent` (repeat, e.g. --agent-arg=--batch --agent-arg=32).
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub agent_args: Vec<String>,
@@ -87,6 +94,12 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
         return print(&layout, a.json);
     }
     let testbed = Testbed::create(layout)?;
+    if let Some(mbit) = a.link_mbit {
+        super::cap_host_links(
+            testbed.layout(),
+            super::LinkCap { bits_per_sec: mbit * 1_000_000, shaper: a.link_shaper },
+        )?;
+    }
     let cfg = ServicesConfig {
         bolt: std::env::current_exe()?,
         agents: !a.no_agents,

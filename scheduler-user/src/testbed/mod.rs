@@ -25,6 +25,7 @@
 //! Interface names carry the testbed name, so that pins under /sys/fs/bpf/bolt/ (one
 //! directory per executor-side interface, shared by every namespace) never collide.
 
+pub mod bandwidth;
 pub mod cli;
 pub mod services;
 
@@ -32,6 +33,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use serde::{Deserialize, Serialize};
 
+pub use bandwidth::{cap_host_links, LinkCap, Shaper};
 pub use cli::{run_cli, TestbedArgs};
 pub use services::ServicesConfig;
 

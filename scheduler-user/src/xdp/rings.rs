@@ -12,8 +12,8 @@ use aya::{
 };
 use scheduler_common::{
     maps::{
-        Counters, Tier2Hint, XdpConfig, CONFIG_MAP, COUNTERS_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_COUNT, RING_MAPS,
-        RING_STATE_MAP,
+        Counters, Tier2Hint, XdpConfig, CONFIG_MAP, COUNTERS_MAP, DEDICATED_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_COUNT,
+        RING_MAPS, RING_STATE_MAP,
     },
     Entry, MAX_PRIORITIES,
 };
@@ -39,6 +39,9 @@ pub struct XdpMaps {
     /// `Queue` only pops and pushes).
     ring_fds: Vec<OwnedFd>,
     overflow_fd: OwnedFd,
+    /// The dedicated ring (PINned tasks) and a second descriptor of it, for peeking.
+    dedicated: Queue<MapData, Entry>,
+    dedicated_fd: OwnedFd,
     states: MappedRingStates,
     config: Array<MapData, XdpConfig>,
     counters: PerCpuArray<MapData, Counters>,
@@ -76,6 +79,8 @@ impl XdpMaps {
         }
         let overflow = get(OVERFLOW_MAP)?;
         let overflow_fd = queue_fd(&overflow).context(OVERFLOW_MAP)?;
+        let dedicated = get(DEDICATED_MAP)?;
+        let dedicated_fd = queue_fd(&dedicated).context(DEDICATED_MAP)?;
         let states = match get(RING_STATE_MAP)? {
             Map::Array(data) => MappedRingStates::new(data)?,
             _ => anyhow::bail!("{RING_STATE_MAP} is not an array map"),
@@ -85,6 +90,8 @@ impl XdpMaps {
             overflow: Queue::try_from(overflow).context(OVERFLOW_MAP)?,
             ring_fds,
             overflow_fd,
+            dedicated: Queue::try_from(dedicated).context(DEDICATED_MAP)?,
+            dedicated_fd,
             states,
             config: Array::try_from(get(CONFIG_MAP)?).context(CONFIG_MAP)?,
             counters: PerCpuArray::try_from(get(COUNTERS_MAP)?).context(COUNTERS_MAP)?,
@@ -141,6 +148,35 @@ impl XdpMaps {
             Err(MapError::ElementNotFound) => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Queues `entry` at the tail of the dedicated ring, as it is (bytes 38..40 carry the
+    /// MOVABLE mark). `Ok(false)` when the ring is full.
+    pub fn push_dedicated(&mut self, entry: &Entry) -> anyhow::Result<bool> {
+        match self.dedicated.push(entry, 0) {
+            Ok(()) => Ok(true),
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::E2BIG) => Ok(false),
+            Err(e) => Err(e).context("pushing into the dedicated ring"),
+        }
+    }
+
+    /// Takes the head of the dedicated ring, if any.
+    pub fn pop_dedicated(&mut self) -> anyhow::Result<Option<Entry>> {
+        match self.dedicated.pop(0) {
+            Ok(e) => Ok(Some(e)),
+            Err(MapError::ElementNotFound) => Ok(None),
+            Err(e) => Err(e).context("popping the dedicated ring"),
+        }
+    }
+
+    /// The head of the dedicated ring, left in place.
+    pub fn peek_dedicated(&self) -> anyhow::Result<Option<Entry>> {
+        peek(self.dedicated_fd.as_fd()).context("peeking the dedicated ring")
+    }
+
+    /// Capacity of the dedicated ring.
+    pub fn dedicated_capacity(&self) -> u32 {
+        self.dedicated.capacity()
     }
 
     /// Takes the oldest task that did not fit its ring. The agent RETURNs these to tier 2.

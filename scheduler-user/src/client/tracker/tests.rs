@@ -624,3 +624,43 @@ fn one_queue_full_per_task_acts_as_one_listing_them_all() {
     assert_eq!(per_task.1, 3);
     assert_eq!(per_task.2.iter().flat_map(|(_, _, tids)| tids.clone()).collect::<Vec<u32>>(), vec![0, 2, 3]);
 }
+
+/// Sends everything sendable; returns (destination host, movable, tids) per packet.
+fn drain_pins(t: &mut Tracker, now: Instant) -> Vec<(Option<u16>, bool, Vec<u32>)> {
+    let mut out = [Task::default(); MAX_LIST];
+    let mut packets = Vec::new();
+    for _ in 0..100_000 {
+        let Some(p) = t.next_packet(now, 1_000, &mut out) else { return packets };
+        let tids = out[..p.count].iter().map(|t| t.tid()).collect();
+        packets.push((p.pin.map(|p| p.host), p.pin.is_some_and(|p| p.movable), tids));
+    }
+    panic!("next_packet never ran dry");
+}
+
+#[test]
+fn placed_tasks_go_out_per_destination_and_a_bounced_pinned_task_goes_to_tier_2() {
+    let now = Instant::now();
+    let mut t = Tracker::new(cfg());
+    let pinned = |host| Placement::Pinned { host };
+    let placements = [pinned(2), pinned(2), Placement::Shared, pinned(3), pinned(2)];
+    let jid = t.add_placed_job(&specs(5), &placements, true, now).unwrap();
+    let packets = drain_pins(&mut t, now);
+    // A packet ends where the destination changes: one job, one host (or tier 2) each.
+    assert_eq!(
+        packets,
+        vec![(Some(2), true, vec![0, 1]), (None, false, vec![2]), (Some(3), true, vec![3]), (Some(2), true, vec![4])]
+    );
+    assert_eq!(t.stats().pinned_sent, 4);
+    // Host 3 refuses its task: the resend is a SUBMIT to tier 2.
+    t.on_queue_full(JobRef::new(7, jid), &[task_with_tid(3)], now);
+    assert_eq!(t.pin_of(3), None);
+    assert_eq!(drain_pins(&mut t, now + 100 * MS), vec![(None, false, vec![3])]);
+    // Task 0 times out on host 2: resent to tier 2 too.
+    t.on_tick(now + 150 * MS);
+    let resent = drain_pins(&mut t, now + 150 * MS);
+    assert!(resent.iter().all(|p| p.0.is_none()), "{resent:?}");
+    // Tasks 0, 1 and 4 timed out on host 2; task 3 was refused by host 3.
+    assert_eq!(t.stats().unpinned, 4);
+    assert_eq!(t.stats().resubmitted, 4);
+    check_invariants(&t);
+}
