@@ -116,13 +116,12 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
             granted.sub(r, 1);
             let e = e as *mut Entry;
             // SAFETY: bounds checked by `entry_at`; the frame is writable. The stamp goes
-            // into the ring with the entry, and is cleared again if the entry stays in the
-            // frame (overflow or RETURN carry no stamp).
+            // into the ring with the entry and is cleared from the frame again at once:
+            // overflow and RETURN carry no stamp, and a frame run again (BPF_PROG_TEST_RUN
+            // repeats one buffer) must still read as the REFILL that arrived.
             unsafe { (*e).pad = stamp };
             in_ring = matches!(rings.push_reserved(r as u32 + 1, e as *const u8, tally), Pushed::Stored);
-            if !in_ring {
-                unsafe { (*e).pad = [0; 2] };
-            }
+            unsafe { (*e).pad = [0; 2] };
         }
         if in_ring {
             stored += 1;

@@ -137,11 +137,14 @@ pub fn run(opts: BenchOptions) -> anyhow::Result<XdpBenchReport> {
     let single_run_overhead_ns = (total as f64 / singles as f64 - miss_ns).max(0.0);
     drop(miss_xdp);
 
-    // Hit: fill ring 1 by REFILL (one repeated call), then one GET_TASK per call.
+    // Hit: fill ring 1 by REFILL (one repeated call), then one GET_TASK per call. Leases
+    // stay on (each hit reads the lease clock, as on a host), at their longest, so that no
+    // task filled at the start expires while the loop runs.
     let hit_xdp = BoltXdp::load(&XdpSettings {
         switch_addr: Some(switch),
         uplink_ifindex: super::settings::TEST_RUN_UPLINK,
         ring_capacity: opts.repeat.next_multiple_of(MAX_LIST as u32),
+        lease_ms: scheduler_common::maps::MAX_LEASE_MS,
         ..Default::default()
     })?;
     let ones: Vec<Entry> = (0..MAX_LIST as u32).map(|t| entry(t, 1)).collect();
