@@ -476,6 +476,9 @@ struct ingress_md_t {
     bit<32> credit_short;     /* credit_n - credit_held, saturating at 0 */
     bit<8>  credit_takeover;  /* 1: a grant took the slot from another address */
     bit<1>  over_credit;      /* this RETURN entry is beyond its sender's credit */
+    /* Queued tasks per resource bit (queue/backlog.rs) */
+    bit<32> backlog_delta;    /* 1: this pass queued a task; 0xffffffff: one left; 0: neither */
+    bit<8>  backlog_rsrc;     /* that task's resource bitmap */
 }
 
 struct egress_md_t {
