@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod metrics;
 pub mod net;
 pub mod netns;
+pub mod provision;
 pub mod queue;
 pub mod sim;
 pub mod switch;

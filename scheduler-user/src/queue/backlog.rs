@@ -6,12 +6,12 @@
 //! by a SWAP search is still queued. bolt.p4 keeps the same nine registers, each touched
 //! at most once per pass (p4/README.md, "Queued tasks per resource bit").
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Resource bits in a task's bitmap.
 pub const RESOURCE_BITS: usize = 8;
 
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ResourceBacklog {
     /// Index r: queued tasks whose bitmap has bit r set.
     pub queued_by_resource: [u32; RESOURCE_BITS],
