@@ -186,19 +186,13 @@ pub fn read_backlog(endpoint: SocketAddr) -> anyhow::Result<ResourceBacklog> {
 }
 
 pub fn run(args: ProvisionArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.growth_threshold > 0.0, "--growth-threshold must be above 0");
     let endpoint = metrics::parse_endpoint(&args.switch_metrics, metrics::SWITCH_PORT)?
         .ok_or_else(|| anyhow::anyhow!("--switch-metrics off: nothing to read"))?;
     let interval = Duration::from_millis(args.interval_ms);
-    let cfg = ProvisionConfig { growth_threshold: args.growth_threshold, max_executors: args.max_executors as usize };
     let duration = args.duration_s.map(Duration::from_secs_f64).unwrap_or(Duration::MAX);
-    let mut host = Host {
-        fleet: Fleet::new(args.clone())?,
-        provisioner: Provisioner::new(cfg),
-        t0: Instant::now(),
-        json: args.json,
-    };
-    tracing::info!(%endpoint, ?cfg, "provisioning executors");
+    let json = args.json;
+    let mut host = HostProvisioner::new(args, endpoint)?;
+    tracing::info!(%endpoint, cfg = ?host.provisioner.cfg, "provisioning executors");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let result = runtime.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
@@ -211,7 +205,13 @@ pub fn run(args: ProvisionArgs) -> anyhow::Result<()> {
                 r = tokio::signal::ctrl_c() => return r.map_err(anyhow::Error::from),
                 _ = term.recv() => return Ok(()),
                 _ = &mut end => return Ok(()),
-                _ = ticker.tick() => host.step(endpoint, interval),
+                _ = ticker.tick() => {
+                    for e in host.step() {
+                        if json {
+                            println!("{}", serde_json::to_string(&e).unwrap_or_default());
+                        }
+                    }
+                }
             }
         }
     });
@@ -220,49 +220,61 @@ pub fn run(args: ProvisionArgs) -> anyhow::Result<()> {
     result
 }
 
-/// The provisioner of this host and the executors it started.
-struct Host {
-    fleet: Fleet,
+/// The provisioner of one host and the executors it started: `bolt provision`'s loop
+/// body, also driven by `bolt bench cloudkon`.
+pub struct HostProvisioner {
+    pub fleet: Fleet,
     provisioner: Provisioner,
+    endpoint: SocketAddr,
+    interval: Duration,
     t0: Instant,
-    json: bool,
 }
 
-impl Host {
-    fn emit(&self, e: &ProvisionEvent) {
-        if self.json {
-            println!("{}", serde_json::to_string(e).unwrap_or_default());
-        }
+impl HostProvisioner {
+    pub fn new(args: ProvisionArgs, endpoint: SocketAddr) -> anyhow::Result<HostProvisioner> {
+        anyhow::ensure!(args.growth_threshold > 0.0, "--growth-threshold must be above 0");
+        let cfg =
+            ProvisionConfig { growth_threshold: args.growth_threshold, max_executors: args.max_executors as usize };
+        let interval = Duration::from_millis(args.interval_ms);
+        Ok(HostProvisioner {
+            fleet: Fleet::new(args)?,
+            provisioner: Provisioner::new(cfg),
+            endpoint,
+            interval,
+            t0: Instant::now(),
+        })
     }
 
     /// One interval: reap exits, read the backlog, start what the rule says.
-    fn step(&mut self, endpoint: SocketAddr, interval: Duration) {
+    pub fn step(&mut self) -> Vec<ProvisionEvent> {
         let now = Instant::now();
         let t_s = (now - self.t0).as_secs_f64();
+        let mut events = Vec::new();
         for (pid, class, success, started) in self.fleet.reap() {
             let lived_s = (now - started).as_secs_f64();
             tracing::info!(pid, ?class, success, lived_s, "executor exited");
-            self.emit(&ProvisionEvent::Exited { t_s, pid, class, success, lived_s });
+            events.push(ProvisionEvent::Exited { t_s, pid, class, success, lived_s });
         }
-        let backlog = match read_backlog(endpoint) {
+        let backlog = match read_backlog(self.endpoint) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the backlog");
-                return;
+                return events;
             }
         };
         let obs = Observation { now, backlog: backlog.clone(), running: self.fleet.running() };
-        let decision = self.provisioner.step(&obs, interval);
-        self.emit(&ProvisionEvent::Read { t_s, backlog, running: obs.running, growth: decision.growth.clone() });
+        let decision = self.provisioner.step(&obs, self.interval);
+        events.push(ProvisionEvent::Read { t_s, backlog, running: obs.running, growth: decision.growth.clone() });
         for class in decision.start {
             let resources = class.resources(self.fleet.args.unconstrained_resources);
             match self.fleet.start(class, now) {
                 Ok(pid) => {
                     tracing::info!(pid, ?class, resources, "executor started");
-                    self.emit(&ProvisionEvent::Started { t_s, pid, class, resources });
+                    events.push(ProvisionEvent::Started { t_s, pid, class, resources });
                 }
                 Err(e) => tracing::warn!(error = %e, ?class, "cannot start an executor"),
             }
         }
+        events
     }
 }

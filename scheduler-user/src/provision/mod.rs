@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::queue::{ResourceBacklog, RESOURCE_BITS};
 
-pub use cli::{run, ProvisionArgs};
+pub use cli::{run, HostProvisioner, ProvisionArgs, ProvisionEvent};
 
 /// Which executors to start: ones offering one resource bit, or ones for tasks that need
 /// none.
