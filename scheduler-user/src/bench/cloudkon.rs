@@ -104,6 +104,11 @@ pub struct Elasticity {
     pub started: usize,
     pub retired: usize,
     pub peak_executors: usize,
+    /// From the load step to the first read of an empty tier-2 queue after it grew: the
+    /// time the started executors took to drain the step's backlog.
+    pub drain_after_step_s: f64,
+    /// The largest tier-2 queue read.
+    pub peak_queued: u32,
     /// From the load drop to the first read of an empty tier-2 queue.
     pub drain_after_drop_s: f64,
     /// From the first read to the last executor's retirement (or the end of the run).
@@ -270,6 +275,11 @@ fn elasticity(args: &CloudkonArgs) -> anyhow::Result<Elasticity> {
     lifetimes.extend(std::iter::repeat_n(run_s, still));
     let peak_executors = timeline.iter().map(|&(_, r, _)| r).max().unwrap_or(0).max(1);
     let periods = |s: f64| (s / period.as_secs_f64()).ceil().max(1.0) as u64;
+    let step_at = base.as_secs_f64();
+    let grown = timeline.iter().position(|&(t, _, q)| t >= step_at && q > 0);
+    let drain_after_step_s =
+        grown.and_then(|i| timeline[i..].iter().find(|&&(_, _, q)| q == 0)).map_or(f64::NAN, |&(t, _, _)| t - step_at);
+    let peak_queued = timeline.iter().map(|&(_, _, q)| q).max().unwrap_or(0);
     Ok(Elasticity {
         base_rate,
         peak_rate,
@@ -278,6 +288,8 @@ fn elasticity(args: &CloudkonArgs) -> anyhow::Result<Elasticity> {
         started,
         retired: lifetimes.len() - still,
         peak_executors,
+        drain_after_step_s,
+        peak_queued,
         drain_after_drop_s: drained_at.map_or(f64::NAN, |t| t - drop_at),
         run_s,
         executor_seconds: lifetimes.iter().sum(),
@@ -408,7 +420,7 @@ pub fn print(r: &CloudkonResult, json: bool) -> anyhow::Result<()> {
     if let Some(el) = &r.elasticity {
         println!(
             "\nelasticity: {} → {} tasks/s of {} ms, lease period {} ms: {} executors started, {} retired, peak {}; \
-             queue empty {:.1} s after the drop; {:.1} executor-s against {:.1} for a static pool of {} \
+             queue peak {} tasks, empty {:.1} s after the step and {:.1} s after the drop; {:.1} executor-s against {:.1} for a static pool of {} \
              ({:.0} %); lease periods {} against {}; {} of {} tasks done",
             el.base_rate,
             el.peak_rate,
@@ -417,6 +429,8 @@ pub fn print(r: &CloudkonResult, json: bool) -> anyhow::Result<()> {
             el.started,
             el.retired,
             el.peak_executors,
+            el.peak_queued,
+            el.drain_after_step_s,
             el.drain_after_drop_s,
             el.executor_seconds,
             el.static_executor_seconds,
