@@ -36,7 +36,7 @@ const bit<8> OP_STEAL_DONE  = 20;
 const bit<8> SUBMIT_FLAGS       = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE: SUBMIT only */
 const bit<8> GET_TASK_FLAGS     = 0x04;   /* FLAG_WAIT: GET_TASK only */
 const bit<8> KNOWN_HEADER_FLAGS = 0x07;   /* SUBMIT_FLAGS | GET_TASK_FLAGS */
-const bit<8> KNOWN_TASK_FLAGS   = 0x01;   /* TASK_FLAG_EXACTLY_ONCE */
+const bit<8> KNOWN_TASK_FLAGS   = 0x03;   /* TASK_FLAG_EXACTLY_ONCE | TASK_FLAG_GANG */
 
 const bit<8> REPAIR_ADD_PTR      = 0;
 const bit<8> REPAIR_RETRIEVE_PTR = 1;
