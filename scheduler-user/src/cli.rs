@@ -50,7 +50,8 @@ pub enum Command {
     /// agents, executor namespaces (needs root).
     Testbed(testbed::TestbedArgs),
     /// The Bolt XDP programs loaded on this host.
-    #[command(infer_subcommands = true)]
+    // `p` stays prog, as in bpftool, now that `provision` also starts with p.
+    #[command(infer_subcommands = true, alias = "p")]
     Prog {
         #[command(subcommand)]
         command: inspect::prog::ProgCommand,
