@@ -38,7 +38,7 @@ const bit<8> SUBMIT_FLAGS       = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE: 
 const bit<8> GET_TASK_FLAGS     = 0x04;   /* FLAG_WAIT: GET_TASK only */
 const bit<8> PIN_FLAGS          = 0x0b;   /* SUBMIT_FLAGS | FLAG_MOVABLE: PIN only */
 const bit<8> KNOWN_HEADER_FLAGS = 0x0f;   /* PIN_FLAGS | GET_TASK_FLAGS */
-const bit<8> KNOWN_TASK_FLAGS   = 0x01;   /* TASK_FLAG_EXACTLY_ONCE */
+const bit<8> KNOWN_TASK_FLAGS   = 0x03;   /* TASK_FLAG_EXACTLY_ONCE | TASK_FLAG_GANG */
 
 const bit<8> REPAIR_ADD_PTR      = 0;
 const bit<8> REPAIR_RETRIEVE_PTR = 1;
@@ -478,6 +478,9 @@ struct ingress_md_t {
     bit<32> credit_short;     /* credit_n - credit_held, saturating at 0 */
     bit<8>  credit_takeover;  /* 1: a grant took the slot from another address */
     bit<1>  over_credit;      /* this RETURN entry is beyond its sender's credit */
+    /* Queued tasks per resource bit (queue/backlog.rs) */
+    bit<32> backlog_delta;    /* 1: this pass queued a task; 0xffffffff: one left; 0: neither */
+    bit<8>  backlog_rsrc;     /* that task's resource bitmap */
 }
 
 struct egress_md_t {

@@ -929,6 +929,16 @@ control BoltQueuePass(inout headers_t hdr,
             if (ig_md.added == 0 && ig_md.step != STEP_SUBMIT) {
                 ig_md.bounce = 1;
             }
+            /* ResourceBacklog: a SUBMIT or RETURN task queued counts up; a held task a
+             * reinsert cannot queue leaves for its client and counts down. */
+            ig_md.backlog_rsrc = ig_md.entry_in.task_word[23:16];
+            if (ig_md.step == STEP_REINSERT) {
+                if (ig_md.added == 0) {
+                    ig_md.backlog_delta = 0xffffffff;
+                }
+            } else if (ig_md.added == 1) {
+                ig_md.backlog_delta = 1;
+            }
         }
 
     }
@@ -1187,6 +1197,8 @@ control BoltAnswer(inout headers_t hdr,
             if (deliver == 1) {
                 /* Pipeline::deliver: index 0 ASSIGN, 1 REFILL (PF_HOST is bit 5) */
                 deliveries.count(hdr.pass.flags[5:5]);
+                ig_md.backlog_rsrc = hdr.entry_out.rsrc;
+                ig_md.backlog_delta = 0xffffffff;
                 hdr.entry_out.setValid();
                 if ((hdr.pass.flags & PF_HOST) == 0) {
                     hdr.requester.setInvalid();
@@ -1387,6 +1399,88 @@ control BoltAnswer(inout headers_t hdr,
     }
 }
 
+/* Queued tasks per resource bit (queue/backlog.rs ResourceBacklog): one register per
+ * bit and one for tasks that need none, each added to at most once per pass by the
+ * delta the queue pass or the answer set (a pass queues a task or hands one out, never
+ * both). The control plane reads them as `bolt switch stats` reads the software switch. */
+control BoltBacklog(inout headers_t hdr,
+                    inout ingress_md_t ig_md,
+                    in ingress_intrinsic_metadata_t ig_intr_md,
+                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Register<bit<32>, bit<1>>(1, 0) queued_rsrc_0;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(queued_rsrc_0) queued_rsrc_0_add = {
+        void apply(inout bit<32> value) {
+            value = value + ig_md.backlog_delta;
+        }
+    };
+    Register<bit<32>, bit<1>>(1, 0) queued_rsrc_1;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(queued_rsrc_1) queued_rsrc_1_add = {
+        void apply(inout bit<32> value) {
+            value = value + ig_md.backlog_delta;
+        }
+    };
+    Register<bit<32>, bit<1>>(1, 0) queued_rsrc_2;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(queued_rsrc_2) queued_rsrc_2_add = {
+        void apply(inout bit<32> value) {
+            value = value + ig_md.backlog_delta;
+        }
+    };
+    Register<bit<32>, bit<1>>(1, 0) queued_rsrc_3;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(queued_rsrc_3) queued_rsrc_3_add = {
+        void apply(inout bit<32> value) {
+            value = value + ig_md.backlog_delta;
+        }
+    };
+    Register<bit<32>, bit<1>>(1, 0) queued_rsrc_4;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(queued_rsrc_4) queued_rsrc_4_add = {
+        void apply(inout bit<32> value) {
+            value = value + ig_md.backlog_delta;
+        }
+    };
+    Register<bit<32>, bit<1>>(1, 0) queued_rsrc_5;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(queued_rsrc_5) queued_rsrc_5_add = {
+        void apply(inout bit<32> value) {
+            value = value + ig_md.backlog_delta;
+        }
+    };
+    Register<bit<32>, bit<1>>(1, 0) queued_rsrc_6;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(queued_rsrc_6) queued_rsrc_6_add = {
+        void apply(inout bit<32> value) {
+            value = value + ig_md.backlog_delta;
+        }
+    };
+    Register<bit<32>, bit<1>>(1, 0) queued_rsrc_7;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(queued_rsrc_7) queued_rsrc_7_add = {
+        void apply(inout bit<32> value) {
+            value = value + ig_md.backlog_delta;
+        }
+    };
+    Register<bit<32>, bit<1>>(1, 0) queued_unconstrained;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(queued_unconstrained) queued_unconstrained_add = {
+        void apply(inout bit<32> value) {
+            value = value + ig_md.backlog_delta;
+        }
+    };
+
+    apply {
+        if (ig_md.backlog_delta != 0) {
+            if (ig_md.backlog_rsrc == 0) {
+                queued_unconstrained_add.execute(0);
+            }
+            if (ig_md.backlog_rsrc[0:0] == 1) { queued_rsrc_0_add.execute(0); }
+            if (ig_md.backlog_rsrc[1:1] == 1) { queued_rsrc_1_add.execute(0); }
+            if (ig_md.backlog_rsrc[2:2] == 1) { queued_rsrc_2_add.execute(0); }
+            if (ig_md.backlog_rsrc[3:3] == 1) { queued_rsrc_3_add.execute(0); }
+            if (ig_md.backlog_rsrc[4:4] == 1) { queued_rsrc_4_add.execute(0); }
+            if (ig_md.backlog_rsrc[5:5] == 1) { queued_rsrc_5_add.execute(0); }
+            if (ig_md.backlog_rsrc[6:6] == 1) { queued_rsrc_6_add.execute(0); }
+            if (ig_md.backlog_rsrc[7:7] == 1) { queued_rsrc_7_add.execute(0); }
+        }
+    }
+}
+
 control BoltIngress(inout headers_t hdr,
                     inout ingress_md_t ig_md,
                     in ingress_intrinsic_metadata_t ig_intr_md,
@@ -1397,6 +1491,7 @@ control BoltIngress(inout headers_t hdr,
     BoltFrontPanel() front_panel;
     BoltQueuePass() queue_pass;
     BoltAnswer() answer;
+    BoltBacklog() backlog;
 
     apply {
         pass_setup.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
@@ -1421,6 +1516,7 @@ control BoltIngress(inout headers_t hdr,
 #endif
         if (ig_md.malformed == 0) {
             answer.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+            backlog.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
         }
     }
 }

@@ -46,6 +46,7 @@ parser BoltIngressParser(packet_in pkt,
         ig_md.bits_sat = 0; ig_md.bits_unsat = 0; ig_md.best_sat = 0; ig_md.best_unsat = 0; ig_md.answer_best = 0;
         ig_md.credit_slot = 0; ig_md.credit_addr = 0; ig_md.credit_n = 0; ig_md.credit_held = 0;
         ig_md.credit_short = 0; ig_md.credit_takeover = 0; ig_md.over_credit = 0;
+        ig_md.backlog_delta = 0; ig_md.backlog_rsrc = 0;
         transition select(ig_intr_md.ingress_port) {
             recirculation_ports : parse_pass;
             default             : parse_ethernet;

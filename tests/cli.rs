@@ -218,6 +218,8 @@ fn the_switch_serves_metrics_over_http_and_switch_stats_reads_them() {
     let samples = prometheus_samples(&text);
     assert!(samples.contains(&("bolt_switch_queue_depth{priority=\"2\"}".into(), 5.0)), "{text}");
     assert!(samples.contains(&("bolt_switch_queue_enqueued".into(), 5.0)), "{text}");
+    assert!(samples.contains(&("bolt_switch_queued_unconstrained".into(), 5.0)), "{text}");
+    assert!(samples.contains(&("bolt_switch_queued_by_resource{resource=\"3\"}".into(), 0.0)), "{text}");
     assert!(samples.contains(&("bolt_switch_queue_cost_packets{op=\"submit\"}".into(), 1.0)), "{text}");
     assert!(samples.contains(&("bolt_switch_malformed{kind=\"bad_magic\"}".into(), 0.0)), "{text}");
     assert_same_names(&stats, &text);
@@ -232,6 +234,7 @@ fn the_switch_serves_metrics_over_http_and_switch_stats_reads_them() {
     }
     let text = stdout(&bolt(&["switch", "stats", "--switch", &endpoint, "--interval", "0.1"]));
     assert!(text.contains("queue depth      p1=0 p2=5 p3=0 p4=0"), "{text}");
+    assert!(text.contains("queued per rsrc  r0=0 r1=0 r2=0 r3=0 r4=0 r5=0 r6=0 r7=0  (unconstrained 5)"), "{text}");
 
     // A client serving its summary, and `bolt top` reading the switch and the client.
     let mut cmd = Command::new(BOLT);

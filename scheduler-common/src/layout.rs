@@ -166,8 +166,12 @@ pub const KNOWN_HEADER_FLAGS: u8 = PIN_FLAGS | GET_TASK_FLAGS;
 
 /// TASK flag: execute at most once (the executor claims it from its client first).
 pub const TASK_FLAG_EXACTLY_ONCE: u8 = 0x01;
-/// Every TASK flag v1 defines.
-pub const KNOWN_TASK_FLAGS: u8 = TASK_FLAG_EXACTLY_ONCE;
+/// TASK flag: one task of a gang job, whose tasks start together. The executor claims it
+/// as an exactly-once task and waits for the answer, which the client sends to every
+/// member at once when the whole gang has claimed (docs/protocol.md, "Gang jobs").
+pub const TASK_FLAG_GANG: u8 = 0x02;
+/// Every TASK flag the protocol defines.
+pub const KNOWN_TASK_FLAGS: u8 = TASK_FLAG_EXACTLY_ONCE | TASK_FLAG_GANG;
 
 /// COMPLETE status codes.
 pub const STATUS_OK: u8 = 0;

@@ -378,6 +378,17 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
                 tasks: refill_entries(16).iter().map(|e| e.task).collect(),
             },
         ),
+        (
+            "submit_gang_of_two",
+            Owned::Submit {
+                job: JobRef::new(42, 8),
+                flags: 0,
+                tasks: vec![
+                    task(1101, 1, 0, 0, TASK_FLAG_EXACTLY_ONCE | TASK_FLAG_GANG, Handler::Sleep { micros: 250 }),
+                    task(1102, 1, 0, 0, TASK_FLAG_EXACTLY_ONCE | TASK_FLAG_GANG, Handler::Sleep { micros: 250 }),
+                ],
+            },
+        ),
         ("get_task", get_task_request()),
         (
             "get_task_low_priority_all_resources",
@@ -521,7 +532,7 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
             with("refill_two", &[(7, FLAG_EXACTLY_ONCE)]),
             UnknownFlags(FLAG_EXACTLY_ONCE),
         ),
-        ("submit_unknown_task_flag", ext, with("submit_one_task", &[(H + 8 + 7, 0x02)]), UnknownFlags(0x02)),
+        ("submit_unknown_task_flag", ext, with("submit_one_task", &[(H + 8 + 7, 0x04)]), UnknownFlags(0x04)),
         ("submit_count_0", ext, cut("submit_one_task", H + 8).with_count(0), BadCount(0)),
         ("submit_count_17", ext, with("submit_one_task", &[(4, 17)]), BadCount(17)),
         ("queue_full_count_0", ext, with("queue_full", &[(4, 0)]), BadCount(0)),
@@ -988,6 +999,11 @@ fn hand_assembled_bytes_match_the_vectors() {
     assert_eq!(find("assign"), ["b017", "03", "03", "01", "00", "00", "00", entry.as_str()].concat());
     assert_eq!(find("return_one"), ["b017", "03", "09", "01", "00", "00", "00", entry.as_str()].concat());
     assert_eq!(find("refill_empty"), "b017030800000000");
+    // A gang job's tasks: flags 03 (EXACTLY_ONCE | GANG).
+    let gang_task = |tid: &str| ["0000", tid, "01", "00", "00", "03", sleep_250].concat();
+    let gang =
+        ["b017", "03", "01", "02", "00", "00", "00", "0000002a", "00000008", &gang_task("044d"), &gang_task("044e")];
+    assert_eq!(find("submit_gang_of_two"), gang.concat());
     // BEST in header prio of what tier 2 sends; WAIT (04) in GET_TASK's flags.
     assert_eq!(find("hint_best_1"), "b017030e00010000");
     assert_eq!(find("assign_from_tier2_best_1"), ["b017", "03", "03", "01", "01", "00", "00", entry.as_str()].concat());

@@ -5,7 +5,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::inspect::{self, OutputArgs};
-use crate::{agent, bench, client, executor, sim, switch, telemetry, testbed, top};
+use crate::{agent, bench, client, executor, provision, sim, switch, telemetry, testbed, top};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -34,6 +34,9 @@ pub enum Command {
     /// The job queue of a running `bolt submit --metrics`: tasks per state, Pending per
     /// resource, the oldest Pending task, the failure alarm and the scale-up signal.
     Jobs(client::JobsArgs),
+    /// Start executors on this host when tier 2's backlog of a resource class grows fast,
+    /// up to a maximum; they retire when idle near the end of their lease period.
+    Provision(provision::ProvisionArgs),
     /// Run the software switch (tier 2's global priority queues over UDP), or read a
     /// running one's counters (`bolt switch stats`).
     Switch(switch::SwitchCli),
@@ -47,7 +50,8 @@ pub enum Command {
     /// agents, executor namespaces (needs root).
     Testbed(testbed::TestbedArgs),
     /// The Bolt XDP programs loaded on this host.
-    #[command(infer_subcommands = true)]
+    // `p` stays prog, as in bpftool, now that `provision` also starts with p.
+    #[command(infer_subcommands = true, alias = "p")]
     Prog {
         #[command(subcommand)]
         command: inspect::prog::ProgCommand,
@@ -92,6 +96,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Executor(args) => executor::run(args),
         Command::Submit(args) => client::run(args),
         Command::Jobs(args) => client::run_jobs(args),
+        Command::Provision(args) => provision::run(args),
         Command::Switch(switch::SwitchCli { command: Some(switch::SwitchCommand::Stats(args)), .. }) => {
             switch::run_stats(args, out)
         }

@@ -21,6 +21,7 @@ pub mod net;
 pub mod netns;
 pub mod output;
 pub mod placement;
+pub mod provision;
 pub mod queue;
 #[cfg(feature = "cli")]
 pub mod sim;

@@ -1664,3 +1664,31 @@ fn the_return_credit_is_the_software_switchs() {
         assert_eq!(credit.take(agent, n), covered, "granted {granted}, returned {n}");
     }
 }
+
+/// bolt.p4 keeps the software switch's queued tasks per resource bit
+/// (`queue::ResourceBacklog`): one register per bit and one for tasks that need none, each
+/// added to under the bit's own test, with a count up where the model's `enqueue_pass`
+/// queues a task and a count down where `deliver` hands one out and where `reinsert_pass`
+/// bounces a held one.
+#[test]
+fn queued_per_resource_bit_counters_match_the_backlog() {
+    use scheduler_user::queue::RESOURCE_BITS;
+    let p4 = P4::load();
+    let src = p4.src.split_whitespace().collect::<Vec<_>>().join(" ");
+    for bit in 0..RESOURCE_BITS {
+        let guarded = format!("if (ig_md.backlog_rsrc[{bit}:{bit}] == 1) {{ queued_rsrc_{bit}_add.execute(0); }}");
+        assert_eq!(src.matches(&guarded).count(), 1, "bit {bit}: {guarded}");
+        assert!(src.contains(&format!("Register<bit<32>, bit<1>>(1, 0) queued_rsrc_{bit};")), "bit {bit}");
+    }
+    assert!(!src.contains(&format!("queued_rsrc_{RESOURCE_BITS}")), "more registers than resource bits");
+    let unconstrained = "if (ig_md.backlog_rsrc == 0) { queued_unconstrained_add.execute(0); }";
+    assert_eq!(src.matches(unconstrained).count(), 1);
+    assert_eq!(src.matches("value = value + ig_md.backlog_delta;").count(), RESOURCE_BITS + 1);
+    assert_eq!(src.matches("ig_md.backlog_delta = 1;").count(), 1, "one count-up site: an enqueue");
+    assert_eq!(
+        src.matches("ig_md.backlog_delta = 0xffffffff;").count(),
+        2,
+        "two count-down sites: a delivery and a reinsert's bounce"
+    );
+    assert!(src.contains("ig_md.backlog_rsrc = hdr.entry_out.rsrc; ig_md.backlog_delta = 0xffffffff;"));
+}

@@ -3,6 +3,7 @@
 
 pub mod bitvectors;
 pub mod claims;
+pub mod cloudkon;
 pub mod cluster;
 pub mod constraints;
 pub mod decisions;
@@ -39,6 +40,10 @@ pub enum Experiment {
     /// What exactly-once execution (claim before run) costs: tasks/s and submit→start
     /// latency with and without it, in alternating rounds of one run.
     Claims(claims::ClaimsArgs),
+    /// CloudKon's evaluation: efficiency of 1/16/128-ms sleep tasks as executors grow,
+    /// one-level and two-level, the claim's overhead, and elasticity under a load step
+    /// and drop with `bolt provision`'s executors (the sweep needs root for the testbed).
+    Cloudkon(cloudkon::CloudkonArgs),
     /// The client's job queue at scale: bytes per task and selection latency of the
     /// state and resource bit vectors against a plain per-task array, at 10^6..10^8 ids.
     Bitvectors(bitvectors::BitvectorsArgs),
@@ -88,6 +93,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Tiers(a) => return tiers::print(&tiers::run(&a)?, a.json),
         Experiment::Xdp(a) => return run_xdp(&a),
         Experiment::Claims(a) => return claims::print(&claims::run(&a)?, a.json),
+        Experiment::Cloudkon(a) => return cloudkon::print(&cloudkon::run(&a)?, a.json),
         Experiment::Bitvectors(a) => return bitvectors::print(&bitvectors::run(&a)?, a.json),
         Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
         Experiment::Steal(a) => return steal::print(&steal::run(&a)?, a.json),

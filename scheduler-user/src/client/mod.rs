@@ -21,6 +21,7 @@
 //! ```
 
 mod cli;
+pub mod gang;
 pub mod job_queue;
 mod jobs_cli;
 pub mod monitor;
@@ -36,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use scheduler_common::{
-    decode, encode_claim_reply, encode_pin, encode_submit, Message, Task, CLAIM_DENIED, CLAIM_GRANTED, FLAG_MOVABLE,
-    MAX_LIST, MAX_MESSAGE_LEN, STATUS_OK,
+    decode, encode_claim_reply, encode_pin, encode_submit, Claim, Message, Task, CLAIM_DENIED, CLAIM_GRANTED,
+    CLAIM_RENEW, FLAG_MOVABLE, MAX_LIST, MAX_MESSAGE_LEN, STATUS_OK,
 };
 use serde::Serialize;
 use tokio::net::UdpSocket;
@@ -48,6 +49,7 @@ use crate::placement::{InputObject, Placement, PlacementPolicy, TaskLength};
 /// `est_task_length` before any task of this client has finished: MATRIX's DAG tasks'
 /// mean (50 ms). The paper gives no prior.
 pub const DEFAULT_TASK_LENGTH_PRIOR: Duration = Duration::from_millis(50);
+use gang::{GangStats, GangVerdict, Gangs, Member};
 
 pub use cli::{run, HandlerKind, SubmitArgs};
 pub use jobs_cli::{run_jobs, JobsArgs};
@@ -160,6 +162,7 @@ pub struct Client {
     /// finished tasks' run times, for placing tasks by their inputs.
     placement: BTreeMap<u32, PlacementPolicy>,
     task_length: TaskLength,
+    gangs: Gangs,
     rx: Box<[u8; MAX_MESSAGE_LEN + 1]>,
     tx: [u8; MAX_MESSAGE_LEN],
     out: [Task; MAX_LIST],
@@ -174,6 +177,9 @@ impl Client {
         if cfg.tracker.window == 0 {
             anyhow::bail!("the window must allow at least one task");
         }
+        if cfg.tracker.gang_formation > gang::MAX_FORMATION {
+            anyhow::bail!("a gang's formation timeout is at most {:?}", gang::MAX_FORMATION);
+        }
         let addr = cfg.bind_addr();
         let std_socket =
             std::net::UdpSocket::bind(addr).with_context(|| format!("binding the client socket to {addr}"))?;
@@ -185,6 +191,7 @@ impl Client {
             socket,
             switch: cfg.switch,
             agents: cfg.agents,
+            gangs: Gangs::new(cfg.tracker.gang_formation),
             tracker: Tracker::new(cfg.tracker),
             placement: BTreeMap::new(),
             task_length: TaskLength::new(DEFAULT_TASK_LENGTH_PRIOR),
@@ -206,6 +213,25 @@ impl Client {
     /// Adds a job without sending yet (the next [`Client::flush`] or drive sends it).
     pub fn add_job(&mut self, tasks: &[TaskSpec]) -> anyhow::Result<u32> {
         self.tracker.add_job(tasks, Instant::now())
+    }
+
+    /// Adds a gang job: its tasks start together, once an executor has claimed each
+    /// (see `client::gang`). Returns the job id.
+    pub fn add_gang_job(&mut self, tasks: &[TaskSpec]) -> anyhow::Result<u32> {
+        let gang: Vec<TaskSpec> = tasks.iter().map(|t| TaskSpec { gang: true, ..*t }).collect();
+        let jid = self.tracker.add_job(&gang, Instant::now())?;
+        self.gangs.register(jid, gang.len());
+        Ok(jid)
+    }
+
+    /// Gangs started, given up, and claims denied while another gang formed.
+    pub fn gang_stats(&self) -> &GangStats {
+        &self.gangs.stats
+    }
+
+    /// Executors waiting in the gang forming now.
+    pub fn gang_waiting(&self) -> usize {
+        self.gangs.waiting()
     }
 
     /// Adds a job and sends as much of it as the window allows. Returns the job id.
@@ -345,6 +371,11 @@ impl Client {
     async fn drive(&mut self, until: Instant, stop_when_idle: bool) -> anyhow::Result<bool> {
         loop {
             let now = Instant::now();
+            for m in self.gangs.expire(now) {
+                // Not formed in time: the member drops its task unrun, which goes back.
+                self.tracker.release_claim(&m.claim, now);
+                self.answer_claim(&m.claim, CLAIM_DENIED, m.from);
+            }
             self.tracker.on_tick(now);
             self.flush().await;
             if stop_when_idle && self.tracker.is_idle() {
@@ -354,7 +385,11 @@ impl Client {
                 return Ok(self.tracker.is_idle());
             }
             // Wake for the next timer, or soon if the window is open and tasks wait.
-            let mut wake = self.tracker.next_deadline().map_or(until, |d| d.min(until));
+            let next = match (self.tracker.next_deadline(), self.gangs.next_deadline()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let mut wake = next.map_or(until, |d| d.min(until));
             if self.tracker.has_ready() {
                 wake = wake.min(now + Duration::from_millis(1));
             }
@@ -408,13 +443,41 @@ impl Client {
                 self.tracker.on_queue_full(job, tasks, now);
             }
             Ok(Message::Claim(c)) => {
-                let verdict = if self.tracker.on_claim(c, now) { CLAIM_GRANTED } else { CLAIM_DENIED };
-                let reply = c.answered(verdict);
-                let sent =
-                    encode_claim_reply(&mut self.tx, &reply).map(|len| self.socket.try_send_to(&self.tx[..len], from));
-                if !matches!(sent, Ok(Ok(_))) {
-                    // The executor asks again, then drops the task unrun; its timeout resends it.
-                    self.tracker.stats_mut().send_errors += 1;
+                // A copy: the answers below borrow the client mutably.
+                let claim = *c;
+                let c = &claim;
+                let verdict = if c.verdict == CLAIM_RENEW { GangVerdict::NotGang } else { self.gangs.classify(c) };
+                match verdict {
+                    GangVerdict::NotGang => {
+                        let verdict = if self.tracker.on_claim(c, now) { CLAIM_GRANTED } else { CLAIM_DENIED };
+                        self.answer_claim(c, verdict, from);
+                    }
+                    GangVerdict::Busy => {
+                        // Back to the queue at once, behind the gang that is forming.
+                        if self.tracker.on_claim(c, now) {
+                            self.tracker.release_claim(c, now);
+                        }
+                        self.answer_claim(c, CLAIM_DENIED, from);
+                    }
+                    GangVerdict::StillWaiting => {
+                        // Keep the waiting member's claim alive; the answer comes at the start.
+                        let renew = Claim { verdict: CLAIM_RENEW, ..*c };
+                        self.tracker.on_claim(&renew, now);
+                    }
+                    GangVerdict::Join => {
+                        for stale in self.gangs.take_stale(c) {
+                            self.tracker.release_claim(&stale.claim, now);
+                        }
+                        if !self.tracker.on_claim(c, now) {
+                            // Not this task's live attempt (a late ask after the gang gave
+                            // up, a duplicate delivery): not a member.
+                            self.answer_claim(c, CLAIM_DENIED, from);
+                            return;
+                        }
+                        for m in self.gangs.join(Member { claim: *c, from }, now) {
+                            self.answer_claim(&m.claim, CLAIM_GRANTED, m.from);
+                        }
+                    }
                 }
             }
             Ok(Message::QueueFull { .. }) => {
@@ -429,6 +492,16 @@ impl Client {
                 self.tracker.stats_mut().decode_errors += 1;
                 tracing::debug!(%from, error = %e, "malformed message dropped");
             }
+        }
+    }
+
+    /// Sends the CLAIM_REPLY `verdict` to `c`'s claimant at `to`.
+    fn answer_claim(&mut self, c: &Claim, verdict: u8, to: SocketAddr) {
+        let reply = c.answered(verdict);
+        let sent = encode_claim_reply(&mut self.tx, &reply).map(|len| self.socket.try_send_to(&self.tx[..len], to));
+        if !matches!(sent, Ok(Ok(_))) {
+            // The executor asks again, then drops the task unrun; its timeout resends it.
+            self.tracker.stats_mut().send_errors += 1;
         }
     }
 

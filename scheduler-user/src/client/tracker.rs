@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use scheduler_common::descriptor::Handler;
 use scheduler_common::{
     Claim, Completion, JobRef, Task, CLAIM_RENEW, FLAG_RESUBMIT, MAX_LIST, MAX_PRIORITIES, MIN_CLAIM_LEASE_MS,
-    STATUS_OK, STATUS_REFUSED, TASK_FLAG_EXACTLY_ONCE,
+    STATUS_OK, STATUS_REFUSED, TASK_FLAG_EXACTLY_ONCE, TASK_FLAG_GANG,
 };
 
 use super::job_queue::{ResourceIndex, RESOURCE_BITS};
@@ -60,6 +60,9 @@ pub struct TrackerConfig {
     pub claim_lease: Duration,
     /// Thresholds of the failure alarm and the scale-up signal.
     pub monitor: MonitorConfig,
+    /// How long a gang job's members wait for the rest before their tasks go back to
+    /// the queue (at most [`super::gang::MAX_FORMATION`]).
+    pub gang_formation: Duration,
 }
 
 impl TrackerConfig {
@@ -75,6 +78,7 @@ impl TrackerConfig {
             record_tasks: false,
             claim_lease: Duration::from_secs(1),
             monitor: MonitorConfig::default(),
+            gang_formation: Duration::from_secs(2),
         }
     }
 }
@@ -90,6 +94,9 @@ pub struct TaskSpec {
     pub class: u8,
     /// Ask for at-most-once execution (TASK_FLAG_EXACTLY_ONCE).
     pub exactly_once: bool,
+    /// A task of a gang job (TASK_FLAG_GANG, claimed as exactly-once): set by
+    /// `Client::add_gang_job` on every task of the job.
+    pub gang: bool,
     /// Encoded handler and arguments.
     pub descriptor: [u8; 16],
 }
@@ -100,7 +107,7 @@ impl TaskSpec {
             anyhow::bail!("priority {priority} is outside 1..={MAX_PRIORITIES}");
         }
         let descriptor = handler.encode().map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok(TaskSpec { priority, resources, class: 0, exactly_once: false, descriptor })
+        Ok(TaskSpec { priority, resources, class: 0, exactly_once: false, gang: false, descriptor })
     }
 }
 
@@ -392,7 +399,11 @@ impl Tracker {
                 prio: spec.priority,
                 rsrc: spec.resources,
                 class: spec.class,
-                flags: if spec.exactly_once { TASK_FLAG_EXACTLY_ONCE } else { 0 },
+                flags: match (spec.exactly_once, spec.gang) {
+                    (_, true) => TASK_FLAG_EXACTLY_ONCE | TASK_FLAG_GANG,
+                    (true, false) => TASK_FLAG_EXACTLY_ONCE,
+                    (false, false) => 0,
+                },
                 desc: spec.descriptor,
                 ..Task::default()
             };
@@ -546,6 +557,21 @@ impl Tracker {
         if regranted {
             self.stats.claims_regranted += 1;
         }
+        true
+    }
+
+    /// Ends a granted claim now, unrun: its task goes back to the queue at the next tick
+    /// (as when a lease lapses). For a gang that could not form. False if `c`'s claimant
+    /// holds no live claim on the task.
+    pub fn release_claim(&mut self, c: &Claim, now: Instant) -> bool {
+        let owner = (c.node() as u32) << 16 | c.executor() as u32;
+        let Some(slot) = self.slot_mut(c.tid()).filter(|s| s.jid == c.jid()) else { return false };
+        if slot.claimed_stamp != slot.send_stamp || slot.lease_owner != owner || slot.lease_until <= now {
+            return false;
+        }
+        slot.lease_until = now;
+        let stamp = slot.send_stamp;
+        self.timeouts.push(Reverse((now, c.tid(), stamp)));
         true
     }
 

@@ -7,6 +7,7 @@ use clap::Args;
 use scheduler_common::DEFAULT_PORT;
 
 use super::{spawn, CounterSnapshot, ExecRule, ExecutorConfig, ExecutorPool};
+use crate::provision::{Retirement, RetirementRule};
 
 /// Arguments of `bolt executor`.
 #[derive(Args, Debug, Clone)]
@@ -61,6 +62,21 @@ pub struct ExecutorArgs {
     /// Log the counters every this many seconds while they change (0: only at exit).
     #[arg(long, value_name = "S", default_value_t = 10)]
     pub stats_interval_s: u64,
+
+    /// Lease period in milliseconds (CloudKon: an hour of billing): with it, the process
+    /// exits when no task has finished for --retire-idle-ms and the current period (from
+    /// its start) ends within --retire-window-ms. Without it the executors run until a signal.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub lease_period_ms: Option<u64>,
+
+    /// With --lease-period-ms: how long without a finished task counts as idle (longer
+    /// than the longest task).
+    #[arg(long, value_name = "MS", default_value_t = 60_000, requires = "lease_period_ms")]
+    pub retire_idle_ms: u64,
+
+    /// With --lease-period-ms: how near the end of a period an idle executor retires.
+    #[arg(long, value_name = "MS", default_value_t = 60_000, requires = "lease_period_ms")]
+    pub retire_window_ms: u64,
 }
 
 impl ExecutorArgs {
@@ -126,17 +142,33 @@ pub fn run(args: ExecutorArgs) -> anyhow::Result<()> {
         "starting executors"
     );
     let pool = spawn(cfg)?;
+    let retirement = args.lease_period_ms.map(|period| RetirementRule {
+        period: Duration::from_millis(period),
+        idle: Duration::from_millis(args.retire_idle_ms),
+        window: Duration::from_millis(args.retire_window_ms),
+    });
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let signal = runtime.block_on(wait_for_signal(&pool, args.stats_interval_s))?;
+    let signal = runtime.block_on(wait_for_signal(&pool, args.stats_interval_s, retirement))?;
     tracing::info!(signal, "stopping: finishing running tasks");
     let total = pool.shutdown();
     log_counters("executors stopped", &total);
     Ok(())
 }
 
-async fn wait_for_signal(pool: &ExecutorPool, stats_interval_s: u64) -> anyhow::Result<&'static str> {
+/// Waits for SIGINT or SIGTERM, or, with a retirement rule, for the moment it says to
+/// retire; logs the counters on the way.
+async fn wait_for_signal(
+    pool: &ExecutorPool,
+    stats_interval_s: u64,
+    retirement: Option<RetirementRule>,
+) -> anyhow::Result<&'static str> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
+    let mut retire = retirement.map(|rule| Retirement::new(rule, std::time::Instant::now()));
+    // Polled often enough to catch the window: a quarter of it, 10 ms to 1 s.
+    let check = retirement
+        .map_or(Duration::from_secs(1), |r| (r.window / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)));
+    let mut retire_ticker = tokio::time::interval(check);
     let mut ticker = tokio::time::interval(Duration::from_secs(stats_interval_s.max(1)));
     ticker.tick().await;
     let mut last = CounterSnapshot::default();
@@ -147,6 +179,16 @@ async fn wait_for_signal(pool: &ExecutorPool, stats_interval_s: u64) -> anyhow::
                 return Ok("SIGINT");
             }
             _ = term.recv() => return Ok("SIGTERM"),
+            _ = retire_ticker.tick(), if retire.is_some() => {
+                let c = pool.counters();
+                let now = std::time::Instant::now();
+                if let Some(r) = retire.as_mut() {
+                    if r.poll(now, c.tasks_run + c.tasks_refused) {
+                        tracing::info!(periods = r.periods_used(now), "retiring: idle near the end of the lease period");
+                        return Ok("retirement");
+                    }
+                }
+            }
             _ = ticker.tick(), if stats_interval_s > 0 => {
                 let now = pool.counters();
                 if now != last {

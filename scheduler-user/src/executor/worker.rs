@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use scheduler_common::{
     decode, encode_claim, encode_complete, encode_get_task, Claim, Completion, Entry, Message, Requester,
-    CLAIM_GRANTED, MAX_MESSAGE_LEN, TASK_FLAG_EXACTLY_ONCE,
+    CLAIM_GRANTED, MAX_MESSAGE_LEN, TASK_FLAG_EXACTLY_ONCE, TASK_FLAG_GANG,
 };
 
 use super::counters::{bump, ExecutorCounters};
@@ -41,6 +41,10 @@ const SILENT_WARN_AFTER: u32 = 20;
 /// CLAIMs sent for one exactly-once task (each waiting one GET timeout) before the
 /// executor gives up and drops it unrun: the client still holds the task and resubmits it.
 const CLAIM_ATTEMPTS: u32 = 3;
+/// How long an executor holding a gang task waits for its gang to form: longer than
+/// any client's formation timeout (`client::gang::MAX_FORMATION`), after which the client
+/// has answered (start or give up) unless it is gone.
+pub const GANG_WAIT: Duration = Duration::from_secs(12);
 
 /// What the owning client said to a CLAIM.
 enum ClaimAnswer {
@@ -361,7 +365,7 @@ impl Worker {
     /// while a claim was pending.
     fn execute(&mut self, entry: &Entry, tx: &mut [u8]) -> u32 {
         let mut answers = 0;
-        if entry.task.flags & TASK_FLAG_EXACTLY_ONCE != 0 {
+        if entry.task.flags & (TASK_FLAG_EXACTLY_ONCE | TASK_FLAG_GANG) != 0 {
             let (answer, during) = self.claim(entry, tx);
             answers = during;
             let (counter, why) = match answer {
@@ -406,7 +410,14 @@ impl Worker {
             }
         };
         let mut rx = [0u8; MAX_MESSAGE_LEN + 1];
-        for _ in 0..CLAIM_ATTEMPTS {
+        // A gang member asks again every GET timeout until its client starts the gang or
+        // gives up on it (the client holds the answer meanwhile).
+        let attempts = if entry.task.flags & TASK_FLAG_GANG != 0 {
+            (GANG_WAIT.as_nanos() / self.get_timeout.as_nanos().max(1)).max(CLAIM_ATTEMPTS as u128) as u32
+        } else {
+            CLAIM_ATTEMPTS
+        };
+        for _ in 0..attempts {
             if self.socket.send_to(&tx[..n], client).is_err() {
                 bump(&self.counters.socket_errors);
                 continue;

@@ -63,8 +63,10 @@ pub fn get_json(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Resu
 }
 
 /// Fields whose value is a level rather than a running count.
-const GAUGES: [&str; 14] = [
+const GAUGES: [&str; 16] = [
     "queue_depth",
+    "queued_by_resource",
+    "queued_unconstrained",
     "capacity",
     "queued",
     "reserved",
@@ -99,7 +101,7 @@ fn array_label(field: &str, i: usize) -> (&'static str, String) {
             "kind",
             scheduler_common::DecodeError::NAMES.get(i).map(|n| n.to_string()).unwrap_or_else(|| i.to_string()),
         ),
-        "pending_by_resource" => ("resource", i.to_string()),
+        "pending_by_resource" | "queued_by_resource" => ("resource", i.to_string()),
         _ => ("priority", (i + 1).to_string()),
     }
 }

@@ -7,6 +7,7 @@
 //! [`Pipeline`] holds the registers and runs single passes; [`Scheduler`] feeds it the
 //! way a switch does, serving recirculated packets from a FIFO before new ones.
 
+pub mod backlog;
 mod packet;
 mod pipeline;
 mod pointer;
@@ -18,6 +19,7 @@ mod tests;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 
+pub use backlog::{ResourceBacklog, RESOURCE_BITS};
 pub use packet::{Asker, Collect, ListId, NotForSwitch, Output, Packet, PointerKind, Refusals, Retrieval, Sink};
 pub use pipeline::{DriftWindow, PassOutput, Pipeline, QueueConfig, DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 pub use pointer::Ring;

@@ -17,6 +17,7 @@ use std::net::SocketAddrV4;
 
 use scheduler_common::{resources_match, Entry, JobRef, Message, Op, Task};
 
+use super::backlog::ResourceBacklog;
 use super::packet::{Asker, ListId, ListPool, NotForSwitch, Packet, PointerKind, Refusals, Retrieval, Sink};
 use super::pointer::Ring;
 use super::registers::{PassTracker, Stage};
@@ -124,6 +125,8 @@ pub struct Pipeline {
     repairing: u16,
     tracker: PassTracker,
     stats: QueueStats,
+    /// Queued tasks per resource bit (monitoring; bolt.p4 keeps the same registers).
+    backlog: ResourceBacklog,
     /// Packet buffers for the lists packets carry.
     lists: ListPool,
 }
@@ -164,6 +167,7 @@ impl Pipeline {
             repairing: 0,
             tracker: PassTracker::default(),
             stats: QueueStats::default(),
+            backlog: ResourceBacklog::default(),
             lists: ListPool::default(),
         })
     }
@@ -179,6 +183,11 @@ impl Pipeline {
     /// Tasks queued per level (monitoring).
     pub fn occupancy(&self) -> Vec<u32> {
         self.levels.iter().map(|l| l.occupancy).collect()
+    }
+
+    /// Queued tasks per resource bit.
+    pub fn backlog(&self) -> &ResourceBacklog {
+        &self.backlog
     }
 
     /// `(add_ptr, retrieve_ptr)` of a level, for inspection and tests.
@@ -416,7 +425,9 @@ impl Pipeline {
         if origin == Op::Return {
             self.stats.returned_tasks += 1;
         }
-        if result != Enqueued::Added {
+        if result == Enqueued::Added {
+            self.backlog.add(entry.task.rsrc);
+        } else {
             match refusals {
                 Refusals::ToSubmitter { client, job } => self.refuse(client, job, &entry.task, out),
                 Refusals::ToOwners => self.bounce(&entry, out),
@@ -510,6 +521,7 @@ impl Pipeline {
         let (result, spawn) = self.enqueue(level as usize, &held, then.origin());
         self.stats.reinserts += 1;
         if result != Enqueued::Added {
+            self.backlog.remove(held.task.rsrc);
             self.bounce(&held, out);
         }
         let mut next = self.next_level(then, out);
@@ -546,6 +558,7 @@ impl Pipeline {
     /// A task for the requester: ASSIGN it, or add it to the REFILL batch and go on.
     fn deliver(&mut self, mut r: Retrieval, entry: Entry, out: &mut impl Sink) -> PassOutput {
         self.stats.decisions += 1;
+        self.backlog.remove(entry.task.rsrc);
         match r.asker {
             Asker::Executor { addr, .. } => {
                 self.stats.assigns += 1;

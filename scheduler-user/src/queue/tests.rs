@@ -556,6 +556,9 @@ proptest! {
             }
             let occupancy: Vec<u32> = reference.levels.iter().map(|q| q.len() as u32).collect();
             prop_assert_eq!(bolt.pipeline().occupancy(), occupancy);
+            let mut backlog = ResourceBacklog::default();
+            reference.levels.iter().flatten().for_each(|e| backlog.add(e.task.rsrc));
+            prop_assert_eq!(bolt.pipeline().backlog(), &backlog, "queued per resource bit");
             prop_assert!(!bolt.pipeline().repairing());
             prop_assert_eq!(bolt.pipeline().lists_in_use(), 0);
         }
@@ -638,6 +641,7 @@ proptest! {
         }
         prop_assert_eq!(seen.len() as u32, submitted);
         prop_assert_eq!(pipe.lists_in_use(), 0, "a packet buffer leaked");
+        prop_assert_eq!(pipe.backlog(), &ResourceBacklog::default(), "queued per resource bit after the drain");
     }
 }
 

@@ -22,7 +22,7 @@ pub struct SwitchCli {
 
 #[derive(clap::Subcommand, Debug)]
 pub enum SwitchCommand {
-    /// A running switch's queue depth per priority, decisions/s, repairs, swaps,
+    /// A running switch's queue depth per priority and per resource bit, decisions/s, repairs, swaps,
     /// recirculations, QUEUE_FULL replies and refills served, from its metrics endpoint.
     Stats(SwitchStatsArgs),
 }
@@ -120,6 +120,11 @@ fn render(r: &SwitchReport) -> String {
         .and_then(|d| d.as_array())
         .map(|d| d.iter().enumerate().map(|(i, v)| format!("p{}={}", i + 1, v)).collect())
         .unwrap_or_default();
+    let by_resource: Vec<String> = s
+        .get("queued_by_resource")
+        .and_then(|d| d.as_array())
+        .map(|d| d.iter().enumerate().map(|(i, v)| format!("r{i}={v}")).collect())
+        .unwrap_or_default();
     let recirculations: u64 = (0..4).map(|i| counter(s, &format!("/queue/cost/{i}/recirculations"))).sum();
     let malformed: u64 =
         s.get("malformed").and_then(|m| m.as_array()).map(|m| m.iter().filter_map(|x| x.as_u64()).sum()).unwrap_or(0);
@@ -136,6 +141,7 @@ fn render(r: &SwitchReport) -> String {
          refills served   {} packets, {} tasks; returned tasks {}\n\
          over credit      {} returned tasks bounced to their clients\n\
          parked           {} waiting; {} parked, {} answered with tasks, {} expired, {} refused (full)\n\
+         queued per rsrc  {}  (unconstrained {})\n\
          best level       {}  (hints sent {}, hosts registered {})\n\
          malformed        {}\n",
         r.endpoint,
@@ -163,6 +169,8 @@ fn render(r: &SwitchReport) -> String {
         counter(s, "/park/answered_from_park"),
         counter(s, "/park/expired"),
         counter(s, "/park/refused_park"),
+        by_resource.join(" "),
+        counter(s, "/queued_unconstrained"),
         counter(s, "/hints/best"),
         counter(s, "/hints/hints_sent"),
         counter(s, "/hints/registered_hosts"),

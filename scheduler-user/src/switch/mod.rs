@@ -85,6 +85,9 @@ pub struct SwitchStats {
     /// Tasks queued per priority level (index 0 = priority 1).
     pub queue_depth: Vec<u32>,
     pub capacity: u32,
+    /// Tasks queued per resource bit and unconstrained (what `bolt provision` reads).
+    #[serde(flatten)]
+    pub backlog: crate::queue::ResourceBacklog,
     /// Datagrams received.
     pub received: u64,
     /// Datagrams rejected by the decoder, per DecodeError kind (see `DecodeError::NAMES`).

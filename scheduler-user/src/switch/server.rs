@@ -124,6 +124,7 @@ pub(super) fn packet_loop(
 fn publish(tier2: &Tier2, counters: &mut SwitchStats, shared: &Shared) {
     counters.queue = tier2.scheduler().stats().clone();
     counters.queue_depth = tier2.scheduler().pipeline().occupancy();
+    counters.backlog = tier2.scheduler().pipeline().backlog().clone();
     counters.park = tier2.park_stats().clone();
     counters.hints = tier2.hint_stats();
     if let Ok(mut s) = shared.stats.lock() {
