@@ -12,6 +12,7 @@ pub mod net;
 pub mod netns;
 pub mod queue;
 pub mod sim;
+pub mod store;
 pub mod switch;
 pub mod telemetry;
 pub mod testbed;
