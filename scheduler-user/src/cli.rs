@@ -45,6 +45,9 @@ pub enum Command {
     Get(store::client::GetArgs),
     /// Delete every object of a job from a host's object store.
     Gc(store::client::GcArgs),
+    /// Submit a generated DAG job (bag, fan-in, fan-out, pipeline) of data tasks and
+    /// report it: tasks done and failed, makespan, outputs checked against COMPLETE.
+    Dag(client::dag_run::DagArgs),
     /// Run a benchmark (see `bolt bench help`).
     Bench(bench::BenchArgs),
     /// Simulate Bolt and the schedulers it is compared with, up to 1,000,000 executors.
@@ -108,6 +111,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Put(args) => store::client::run_put(args),
         Command::Get(args) => store::client::run_get(args),
         Command::Gc(args) => store::client::run_gc(args),
+        Command::Dag(args) => client::dag_run::run_cli(args),
         Command::Bench(args) => bench::run_cli(args),
         Command::Sim(args) => sim::cli::run_cli(args),
         Command::Agent(args) => agent::run(args),
