@@ -203,7 +203,7 @@ fn pipeline_dag_on_the_namespace_testbed_with_data_on_three_hosts() {
     let mut pools = Vec::new();
     let mut hosts = Vec::new();
     for w in &layout.workers {
-        let addr = SocketAddrV4::new(w.uplink_addr, scheduler_common::data::DEFAULT_STORE_PORT);
+        let addr = w.store_addr();
         let s = netns::run_in(&w.host_ns, move || store::spawn(StoreConfig::new(SocketAddr::V4(addr)))).expect("store");
         let mut cfg = ExecutorConfig::new(switch_addr, 0);
         cfg.node = w.node;
@@ -243,4 +243,73 @@ fn pipeline_dag_on_the_namespace_testbed_with_data_on_three_hosts() {
     drop(stores);
     drop(switch);
     drop(testbed);
+}
+
+/// `bolt testbed`'s services start a store on every worker host, and `bolt dag` (run in
+/// the switch namespace) puts its inputs there, runs a fan-out DAG on executors that know
+/// their host's store, reports every task done with its output where COMPLETE said, and
+/// deletes the job's objects: the stores end empty.
+#[test]
+fn bolt_dag_runs_on_the_testbeds_stores_and_collects_its_garbage() {
+    if !netns_can_run() {
+        return;
+    }
+    use scheduler_user::testbed::{services, ServicesConfig};
+    let layout = Layout::plan(&unique_name("bg"), 2, 1).expect("layout");
+    let testbed = Testbed::create(layout).expect("testbed");
+    let layout = testbed.layout().clone();
+    let bolt = std::path::PathBuf::from(env!("CARGO_BIN_EXE_bolt-cli"));
+    let cfg =
+        ServicesConfig { bolt: bolt.clone(), agents: false, stores: true, agent_args: vec![], switch_args: vec![] };
+    services::start(&layout, &cfg).expect("switch and stores start");
+    struct Stop(String);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = services::stop(&self.0);
+        }
+    }
+    let _stop = Stop(layout.name.clone());
+    let switch_addr = SocketAddr::V4(layout.switch_socket());
+    let mut pools = Vec::new();
+    let mut store_args = Vec::new();
+    for w in &layout.workers {
+        let mut cfg = ExecutorConfig::new(switch_addr, 0);
+        cfg.node = w.node;
+        cfg.executors = 2;
+        cfg.store = Some(w.store_addr());
+        pools.push(netns::run_in(&w.exec().ns, move || executor::spawn(cfg)).expect("executors"));
+        store_args.extend(["--store".to_string(), format!("{}={}", w.node, w.store_addr())]);
+    }
+    let out = netns::command_in(&layout.switch_ns, &bolt)
+        .expect("command")
+        .args(["dag", "--switch", &switch_addr.to_string(), "--shape", "fan-out", "--tasks", "21", "--degree", "4"])
+        .args(&store_args)
+        .args(["--input-bytes", "100000", "--timeout-s", "30"])
+        .output()
+        .expect("bolt dag runs");
+    assert!(out.status.success(), "bolt dag: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    if let Err(e) = bolt_tests::schema::check(&bolt_tests::schema::cli_schemas(), "dag", &v) {
+        panic!("bolt dag output does not match docs/cli.schema.json: {e}\n{v:#}");
+    }
+    let r = &v["report"];
+    assert_eq!(
+        (r["tasks"].as_u64(), r["done"].as_u64(), r["output_mismatches"].as_u64()),
+        (Some(21), Some(21), Some(0)),
+        "{v:#}"
+    );
+    assert_eq!(r["outputs_where_complete_said"].as_u64(), Some(21));
+    // 21 outputs and 1 input object deleted; the stores are empty again.
+    assert_eq!(v["gc"]["objects_deleted"].as_u64(), Some(22), "{v:#}");
+    for w in &layout.workers {
+        let addr = w.store_addr();
+        let probe = netns::run_in(&layout.switch_ns, move || {
+            Ok(store_client::get(SocketAddr::V4(addr), "nothing", T).map(|_| ()).map_err(|e| e.to_string()))
+        })
+        .expect("probe");
+        assert!(probe.unwrap_err().contains("no object named nothing"), "store on node {} answers", w.node);
+    }
+    let ok: u64 = pools.iter().map(|p| p.counters().tasks_ok).sum();
+    assert_eq!(ok, 21, "each task ran once");
+    drop(pools);
 }

@@ -43,7 +43,14 @@ pub struct DagReport {
     /// The client job ids the DAG's tasks were submitted under (one per release batch).
     pub jids: Vec<u32>,
     /// Each failed task and why (ancestor failures name the ancestor).
-    pub failures: Vec<(usize, String)>,
+    pub failures: Vec<DagFailure>,
+}
+
+/// A failed task of a DAG job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DagFailure {
+    pub task: usize,
+    pub reason: String,
 }
 
 /// Which DAG task a submitted (jid, tid) is, and its spec id.
@@ -155,7 +162,7 @@ pub async fn run_dag(
     for (i, s) in dag.states().iter().enumerate() {
         match s {
             NodeState::Done { .. } => report.done += 1,
-            NodeState::Failed { reason } => report.failures.push((i, reason.clone())),
+            NodeState::Failed { reason } => report.failures.push(DagFailure { task: i, reason: reason.clone() }),
             _ => report.unfinished += 1,
         }
     }
