@@ -40,6 +40,10 @@ pub struct DagReport {
     pub output_mismatches: usize,
     /// First submission → last task final, seconds.
     pub makespan_s: f64,
+    /// Sum of the done tasks' run times as their COMPLETEs report them (spec fetch,
+    /// inputs, handler, output write), seconds: efficiency on E executors is
+    /// busy_s / (E × makespan_s), MATRIX's mean task length × tasks per executor / makespan.
+    pub busy_s: f64,
     /// The client job ids the DAG's tasks were submitted under (one per release batch).
     pub jids: Vec<u32>,
     /// Each failed task and why (ancestor failures name the ancestor).
@@ -112,6 +116,7 @@ pub async fn run_dag(
         let mut newly = Vec::new();
         for record in client.take_records() {
             let Some(f) = in_flight.remove(&record.tid).filter(|f| f.jid == record.jid) else { continue };
+            report.busy_s += record.run_ns as f64 / 1e9;
             let result = server.take_result(f.spec_id);
             server.remove(f.spec_id);
             let output = match result {
