@@ -391,3 +391,27 @@ fn results_and_error_messages_travel_back_to_the_client() {
     assert_eq!(pool.counters().tasks_refused, 1);
     assert!(server.take_result(5).is_none());
 }
+
+/// MATRIX's two data workloads as jobs: image stacking (each task reduces its own input
+/// to 88 bytes) and all-pairs (a `compare` task per pair of inputs, 24 bytes each).
+#[test]
+fn image_stacking_and_all_pairs_run_with_their_outputs_where_complete_said() {
+    use scheduler_user::client::dag_run::{data_tasks, input_objects};
+    let lb = Loopback::new(2);
+    let hosts = lb.hosts();
+    for (uid, handler, output) in [(0x0da7_0005u32, "stack", 88u64), (0x0da7_0006, "compare", 24)] {
+        let objects = input_objects(6, &hosts, uid, 50_000);
+        let tasks = if handler == "stack" {
+            data_tasks(6, "stack", 3, &objects, |k| vec![k])
+        } else {
+            let pairs: Vec<(usize, usize)> = (0..6).flat_map(|i| (i + 1..6).map(move |j| (i, j))).collect();
+            data_tasks(pairs.len(), "compare", 3, &objects, |k| vec![pairs[k].0, pairs[k].1])
+        };
+        let n = tasks.len();
+        let (dag, report, summary) = run(lb.switch.local_addr(), tasks, &objects, uid);
+        assert_eq!((report.done, report.failed), (n, 0), "{handler}: {report:?}");
+        assert_eq!(summary.completed as usize, n);
+        assert_outputs_where_complete_said(&dag, &report, &hosts);
+        assert!(dag.states().iter().all(|s| matches!(s, NodeState::Done { output: Some(o) } if o.size == output)));
+    }
+}
