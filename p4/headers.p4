@@ -286,7 +286,7 @@ header steal_h {
     bit<32> load;
 }
 
-/* Completion (32 B): COMPLETE body; parsed only to validate it (status, pads) */
+/* Completion (40 B): COMPLETE body; parsed only to validate it (status, pads) */
 header completion_h {
     bit<32> uid;
     bit<32> jid;
@@ -298,6 +298,7 @@ header completion_h {
     bit<16> pad2;
     bit<32> run_ns;
     bit<64> start_unix_ns;
+    bit<64> output_len;
 }
 
 /* RepairState (8 B) */

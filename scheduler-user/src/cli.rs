@@ -5,7 +5,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::inspect::{self, OutputArgs};
-use crate::{agent, bench, client, executor, provision, sim, switch, telemetry, testbed, top};
+use crate::{agent, bench, client, executor, provision, sim, store, switch, telemetry, testbed, top};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -40,6 +40,16 @@ pub enum Command {
     /// Run the software switch (tier 2's global priority queues over UDP), or read a
     /// running one's counters (`bolt switch stats`).
     Switch(switch::SwitchCli),
+    /// Object stores (task inputs and outputs on the worker hosts): serve this host's,
+    /// put, get, and delete a job's objects.
+    #[command(infer_subcommands = true)]
+    Object {
+        #[command(subcommand)]
+        command: store::ObjectCommand,
+    },
+    /// Submit a generated DAG job (bag, fan-in, fan-out, pipeline) of data tasks and
+    /// report it: tasks done and failed, makespan, outputs checked against COMPLETE.
+    Dag(client::dag_run::DagArgs),
     /// Run a benchmark (see `bolt bench help`).
     Bench(bench::BenchArgs),
     /// Simulate Bolt and the schedulers it is compared with, up to 1,000,000 executors.
@@ -101,6 +111,8 @@ pub fn main() -> anyhow::Result<()> {
             switch::run_stats(args, out)
         }
         Command::Switch(switch::SwitchCli { command: None, run }) => switch::run_cli(run),
+        Command::Object { command } => store::run_cli(command),
+        Command::Dag(args) => client::dag_run::run_cli(args),
         Command::Bench(args) => bench::run_cli(args),
         Command::Sim(args) => sim::cli::run_cli(args),
         Command::Agent(args) => agent::run(args),

@@ -25,6 +25,7 @@ pub mod provision;
 pub mod queue;
 #[cfg(feature = "cli")]
 pub mod sim;
+pub mod store;
 pub mod switch;
 pub mod telemetry;
 #[cfg(feature = "cli")]

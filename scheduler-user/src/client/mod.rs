@@ -21,10 +21,13 @@
 //! ```
 
 mod cli;
+pub mod dag;
+pub mod dag_run;
 pub mod gang;
 pub mod job_queue;
 mod jobs_cli;
 pub mod monitor;
+pub mod spec_server;
 mod state;
 mod stats;
 mod tracker;

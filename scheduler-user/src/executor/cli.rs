@@ -77,6 +77,12 @@ pub struct ExecutorArgs {
     /// With --lease-period-ms: how near the end of a period an idle executor retires.
     #[arg(long, value_name = "MS", default_value_t = 60_000, requires = "lease_period_ms")]
     pub retire_window_ms: u64,
+
+    /// This host's object store (`bolt object serve --listen`), as IP:PORT the other hosts
+    /// reach it at. Needed for SPEC tasks (inputs read, outputs written there); without
+    /// it they are refused.
+    #[arg(long, value_name = "IP:PORT")]
+    pub store: Option<std::net::SocketAddrV4>,
 }
 
 impl ExecutorArgs {
@@ -92,6 +98,7 @@ impl ExecutorArgs {
             allow_exec: self.allow_exec.clone(),
             bind: self.bind,
             record_assignments: false,
+            store: self.store,
         }
     }
 }
@@ -211,6 +218,15 @@ fn log_counters(what: &str, c: &CounterSnapshot) {
         ignored = c.ignored,
         decode_errors = c.decode_errors,
         complete_errors = c.complete_errors,
+        spec_fetches = c.spec_fetches,
+        spec_errors = c.spec_errors,
+        local_reads = c.local_reads,
+        local_read_bytes = c.local_read_bytes,
+        local_read_ms = c.local_read_ns / 1_000_000,
+        remote_fetches = c.remote_fetches,
+        remote_fetch_bytes = c.remote_fetch_bytes,
+        remote_fetch_ms = c.remote_fetch_ns / 1_000_000,
+        outputs_stored = c.outputs_stored,
         "{what}"
     );
 }

@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use scheduler_common::descriptor::Handler;
 use scheduler_common::{
     decode, encode_claim, encode_complete, encode_get_task, Claim, Completion, Entry, Message, Requester,
-    CLAIM_GRANTED, MAX_MESSAGE_LEN, TASK_FLAG_EXACTLY_ONCE, TASK_FLAG_GANG,
+    CLAIM_GRANTED, MAX_MESSAGE_LEN, STATUS_OK, STATUS_REFUSED, TASK_FLAG_EXACTLY_ONCE, TASK_FLAG_GANG,
 };
 
 use super::counters::{bump, ExecutorCounters};
@@ -122,6 +123,8 @@ pub(crate) struct Worker {
     pub assignments: Option<Arc<Mutex<Vec<AssignmentRecord>>>>,
     /// Renews the lease of the claimed task running now.
     pub lease: LeaseKeeper,
+    /// This host's store, for SPEC tasks.
+    pub data: Option<super::spec::DataPath>,
 }
 
 impl Worker {
@@ -467,11 +470,28 @@ impl Worker {
     fn run_and_report(&self, entry: &Entry, tx: &mut [u8]) {
         let start_unix_ns = unix_now_ns();
         let started = Instant::now();
-        let outcome = if entry.task.runs_on(self.resources) {
-            self.handlers.run(&entry.task.desc)
-        } else {
+        let mut output_len = 0;
+        let outcome = if !entry.task.runs_on(self.resources) {
             // The scheduler should never send this; refusing lets the client resubmit.
             Outcome::Refused(Refusal::MissingResources { needed: entry.task.rsrc, offered: self.resources })
+        } else if let (Some(data), Ok(Handler::Spec { port, spec_id })) =
+            (&self.data, Handler::decode(&entry.task.desc))
+        {
+            let spec = data.run(entry, port, spec_id, &self.counters);
+            output_len = spec.output_len;
+            match spec.status {
+                STATUS_OK => Outcome::Ok,
+                STATUS_REFUSED => {
+                    tracing::debug!(spec_id, reason = %spec.message, "spec task refused");
+                    Outcome::Refused(Refusal::Spec)
+                }
+                _ => {
+                    tracing::debug!(spec_id, reason = %spec.message, "spec task failed");
+                    Outcome::Failed
+                }
+            }
+        } else {
+            self.handlers.run(&entry.task.desc)
         };
         let run_ns = started.elapsed().as_nanos().min(u32::MAX as u128) as u32;
         match outcome {
@@ -496,6 +516,7 @@ impl Worker {
         c.set_executor(self.index);
         c.set_run_ns(run_ns);
         c.set_start_unix_ns(start_unix_ns);
+        c.set_output_len(output_len);
         self.report(entry, &c, tx);
     }
 
