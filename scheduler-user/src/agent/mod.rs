@@ -162,6 +162,9 @@ pub struct AgentStats {
     pub steal_failures: u64,
     /// Tasks taken in by steals.
     pub stolen_tasks: u64,
+    /// Of those, the ones passed on to tier 2 for this node's executors parked there
+    /// ([`policy::steal::stolen_to_tier2`]).
+    pub steal_to_tier2: u64,
     /// Steals kept without a verdict after the ACK window.
     pub steal_unconfirmed: u64,
     /// Times stealing stopped at the poll interval's bound.
@@ -363,9 +366,10 @@ impl Agent {
             let now = Instant::now();
             self.step_steal(now);
             self.scan_leases(now);
-            // Rings drained while tier 2 has said it has nothing: steal without waiting for
-            // the next empty answer.
-            if self.refill.tier2_empty() {
+            // Rings drained while tier 2 has nothing (it said so, or it holds the node's
+            // REFILL_REQ past a round trip): steal without waiting for the empty answer.
+            let parked = self.refill.unanswered_for(now).is_some_and(|d| self.sizer.parked_at_tier2(d));
+            if self.refill.tier2_empty() || parked {
                 self.starved(now);
             }
             if poke
