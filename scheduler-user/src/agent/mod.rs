@@ -366,10 +366,9 @@ impl Agent {
             let now = Instant::now();
             self.step_steal(now);
             self.scan_leases(now);
-            // Rings drained while tier 2 has nothing (it said so, or it holds the node's
-            // REFILL_REQ past a round trip): steal without waiting for the empty answer.
-            let parked = self.refill.unanswered_for(now).is_some_and(|d| self.sizer.parked_at_tier2(d));
-            if self.refill.tier2_empty() || parked {
+            // Rings drained while tier 2 has said it has nothing: steal without waiting for
+            // the next empty answer.
+            if self.refill.tier2_empty() {
                 self.starved(now);
             }
             if poke

@@ -151,15 +151,6 @@ impl RefillController {
         matches!(self.state, State::BackingOff { .. }) && self.empties > 0
     }
 
-    /// How long the request in flight has had no frame of its answer (None: no request
-    /// in flight, or its answer has begun).
-    pub fn unanswered_for(&self, now: Instant) -> Option<Duration> {
-        match self.state {
-            State::Waiting { sent_at, first_frame_at: None, .. } => Some(now.saturating_duration_since(sent_at)),
-            _ => None,
-        }
-    }
-
     /// True while a request is unanswered.
     pub fn waiting(&self) -> bool {
         matches!(self.state, State::Waiting { .. })
@@ -371,18 +362,6 @@ mod tests {
         // At the target: nothing to ask.
         assert_eq!(c.poll(t0, &occ(70), progress(8, 128)), Action::Nothing);
         assert!(!c.waiting());
-    }
-
-    #[test]
-    fn a_request_counts_as_unanswered_until_its_first_frame() {
-        let mut c = controller();
-        let t0 = Instant::now();
-        assert_eq!(c.unanswered_for(t0), None, "nothing sent yet");
-        c.poll(t0, &occ(0), progress(0, 0));
-        let ms3 = Duration::from_millis(3);
-        assert_eq!(c.unanswered_for(t0 + ms3), Some(ms3));
-        c.poll(t0 + ms3, &occ(16), progress(1, 16));
-        assert_eq!(c.unanswered_for(t0 + ms3 * 2), None, "its answer has begun");
     }
 
     #[test]

@@ -45,11 +45,6 @@ const MIN_SAMPLE: Duration = Duration::from_millis(2);
 /// A round-trip sample above `PARKED_FACTOR × estimate + PARKED_SLACK` waited at tier 2.
 const PARKED_FACTOR: f64 = 4.0;
 const PARKED_SLACK: Duration = Duration::from_millis(2);
-/// A REFILL_REQ unanswered for `WAITING_FACTOR × estimate + WAITING_SLACK` is waiting at
-/// tier 2 (parked): tier 2 has nothing for the node now. Shorter than the parked-sample
-/// bound above, because acting on it (stealing) early matters more than a clean estimate.
-const WAITING_FACTOR: u32 = 2;
-const WAITING_SLACK: Duration = Duration::from_millis(1);
 
 /// The prefetch sizing state of one node.
 #[derive(Clone, Debug)]
@@ -119,12 +114,6 @@ impl PrefetchSizer {
 
     pub fn round_trip(&self) -> Duration {
         Duration::from_secs_f64(self.rtt)
-    }
-
-    /// True when a REFILL_REQ unanswered for `unanswered` is parked at tier 2 rather than
-    /// on its way: its answer is overdue by more than a round trip.
-    pub fn parked_at_tier2(&self, unanswered: Duration) -> bool {
-        unanswered > self.round_trip() * WAITING_FACTOR + WAITING_SLACK
     }
 
     /// Target depth of every level in use (index 0 = priority 1; 0 past the levels).
@@ -232,16 +221,6 @@ mod tests {
         assert_eq!(s.round_trip(), before);
         s.observe_round_trip(Duration::from_micros(800));
         assert!(s.round_trip() > before);
-    }
-
-    #[test]
-    fn a_request_unanswered_past_twice_the_round_trip_is_parked() {
-        let mut s = PrefetchSizer::new(1, 4096, 100);
-        s.observe_round_trip(Duration::from_micros(400));
-        let rtt = s.round_trip();
-        assert!(!s.parked_at_tier2(rtt));
-        assert!(!s.parked_at_tier2(rtt * 2 + Duration::from_micros(900)));
-        assert!(s.parked_at_tier2(rtt * 2 + Duration::from_micros(1100)));
     }
 
     #[test]
