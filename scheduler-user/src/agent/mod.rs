@@ -165,6 +165,9 @@ pub struct AgentStats {
     pub steal_failures: u64,
     /// Tasks taken in by steals.
     pub stolen_tasks: u64,
+    /// Of those, the ones passed on to tier 2 for this node's executors parked there
+    /// ([`policy::steal::stolen_to_tier2`]).
+    pub steal_to_tier2: u64,
     /// Steals kept without a verdict after the ACK window.
     pub steal_unconfirmed: u64,
     /// Times stealing stopped at the poll interval's bound.

@@ -10,7 +10,7 @@ use scheduler_common::{
     encode_steal, encode_steal_grant, encode_steal_req, EncodeError, Entry, Message, Op, StealBody, MAX_MESSAGE_LEN,
 };
 
-use super::policy::steal::StealAction;
+use super::policy::steal::{stolen_to_tier2, StealAction};
 use super::rings::monotonic_ms;
 use super::Agent;
 
@@ -67,6 +67,14 @@ impl Agent {
         self.steal_actions = out;
     }
 
+    /// What tier 2 would take back from this node in RETURNs: the tasks its REFILLs brought
+    /// less those it RETURNed (tier 2 keeps the same count per agent address; see
+    /// `switch::credit`). An estimate: it leaves out a credit slot another agent took over.
+    fn return_credit(&self) -> u64 {
+        let refilled = self.progress().map_or(0, |p| p.tasks);
+        refilled.saturating_sub(self.returner.tasks)
+    }
+
     /// The node found nothing at tier 2 with its rings empty: steal (when it has peers).
     pub(super) fn starved(&mut self, now: Instant) {
         if self.cfg.peers.is_empty() || self.tier1.rings.total() > 0 {
@@ -105,9 +113,15 @@ impl Agent {
                     }
                 }
                 StealAction::Keep(entries) => {
-                    tracing::debug!(tasks = entries.len(), "stolen tasks taken in");
-                    for e in entries {
-                        self.push_or_return(&e, false);
+                    let to_tier2 = stolen_to_tier2(entries.len(), self.tier1.rings.total(), self.return_credit());
+                    tracing::debug!(tasks = entries.len(), to_tier2, "stolen tasks taken in");
+                    for (i, e) in entries.iter().enumerate() {
+                        if i < to_tier2 {
+                            self.stats.steal_to_tier2 += 1;
+                            self.returner.add(&self.sock, e.unstamped());
+                        } else {
+                            self.push_or_return(e, false);
+                        }
                     }
                 }
                 StealAction::PutBack(entries) => {

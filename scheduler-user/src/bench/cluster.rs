@@ -195,6 +195,11 @@ pub struct DeploymentReport {
     /// from tier 2 directly; zero without agents.
     pub tier1_served: u64,
     pub tier2_served: u64,
+    /// Tasks the agents RETURNed to tier 2 while running (leases, hint reactions, the
+    /// overflow queue, stolen tasks passed on to tier 2; not the drain at the end), and
+    /// took in by steals.
+    pub tier1_returned: u64,
+    pub stolen: u64,
 }
 
 impl DeploymentReport {
@@ -256,6 +261,8 @@ impl Deployment {
             let s = a.stop(StopMode::Drain)?;
             report.tier1_served += s.xdp_served;
             report.tier2_served += s.tier2_served;
+            report.tier1_returned += s.returned_tasks.saturating_sub(s.drained);
+            report.stolen += s.stolen_tasks;
         }
         // Let the switch take the returned tasks before it goes.
         std::thread::sleep(Duration::from_millis(50));

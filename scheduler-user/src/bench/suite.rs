@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::cluster::{Deployment, Level};
+use super::cluster::{Deployment, DeploymentReport, Level};
 use super::output::ResultsDir;
 
 /// A registered experiment.
@@ -120,11 +120,33 @@ pub struct LevelFields {
     /// Of the tasks the executors got, the share the XDP tier handed out (two-level;
     /// null for one-level), set once the deployment has stopped.
     pub xdp_share: Option<f64>,
+    /// Tasks the agents RETURNed to tier 2 (leases, hints, overflow) and took in by
+    /// stealing from each other (two-level; null for one-level), set with `xdp_share`.
+    pub tier1_returned: Option<u64>,
+    pub stolen: Option<u64>,
 }
 
 impl LevelFields {
     pub fn of(d: &Deployment) -> LevelFields {
-        LevelFields { level: d.requested, ran: d.ran, fallback: d.fallback.clone(), xdp_share: None }
+        LevelFields {
+            level: d.requested,
+            ran: d.ran,
+            fallback: d.fallback.clone(),
+            xdp_share: None,
+            tier1_returned: None,
+            stolen: None,
+        }
+    }
+
+    /// Stops the deployment and records what its agents did.
+    pub fn stop(&mut self, d: Deployment) -> anyhow::Result<DeploymentReport> {
+        let report = d.stop()?;
+        self.xdp_share = report.xdp_share();
+        if self.ran == Level::TwoLevel {
+            self.tier1_returned = Some(report.tier1_returned);
+            self.stolen = Some(report.stolen);
+        }
+        Ok(report)
     }
 
     /// The XDP share as a table cell ("–" without agents).

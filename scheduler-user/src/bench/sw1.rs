@@ -75,7 +75,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 )
             })?;
             let mut level_fields = LevelFields::of(&d);
-            level_fields.xdp_share = d.stop()?.xdp_share();
+            level_fields.stop(d)?;
             out.note_fallback(&level_fields.fallback);
             let job_ms: Vec<f64> = r1.job_ms.iter().chain(&r2.job_ms).copied().collect();
             let sched_ms: Vec<f64> =

@@ -66,7 +66,7 @@ pub(crate) fn measure(
     })?;
     let assignments = d.take_assignments();
     let mut fields = LevelFields::of(&d);
-    fields.xdp_share = d.stop()?.xdp_share();
+    fields.stop(d)?;
     let t = timings(&r, &assignments);
     Ok((fields, r, t))
 }

@@ -563,6 +563,24 @@ impl<P: Copy + Eq + std::fmt::Debug> Stealer<P> {
     }
 }
 
+/// How many of `stolen` tasks, taken in while the thief's rings hold `queued` tasks, go
+/// on to tier 2 (RETURN) rather than into the rings; the rest go into the rings.
+///
+/// A thief steals when its rings are empty and tier 2 has nothing for it, so its idle
+/// executors are parked at tier 2 (GET_TASK with WAIT): tasks pushed into its rings would
+/// wait there until those requests expire (the park time, 10 ms), while tier 2 hands a
+/// RETURNed task to its first parked executor at once (executors before prefetch). Tier 2
+/// takes back at most the RETURN credit the thief holds (`credit`: tasks REFILLed to it
+/// less tasks it RETURNed), and refuses the rest to their clients; so beyond the credit,
+/// and whenever the rings hold tasks (the executors are being served from them), the
+/// stolen tasks go into the rings.
+pub fn stolen_to_tier2(stolen: usize, queued: i64, credit: u64) -> usize {
+    if queued > 0 {
+        return 0;
+    }
+    stolen.min(usize::try_from(credit).unwrap_or(usize::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -572,6 +590,14 @@ mod tests {
         let mut t = Task { prio: 1, ..Task::default() };
         t.set_tid(tid);
         Entry::new(1, 1, t, [127, 0, 0, 1], 9)
+    }
+
+    #[test]
+    fn stolen_tasks_reach_parked_executors_through_tier_2_within_the_credit() {
+        assert_eq!(stolen_to_tier2(8, 0, 100), 8, "empty rings: executors wait at tier 2");
+        assert_eq!(stolen_to_tier2(8, 0, 3), 3, "tier 2 takes back no more than the credit");
+        assert_eq!(stolen_to_tier2(8, 0, 0), 0, "a node never refilled returns nothing");
+        assert_eq!(stolen_to_tier2(8, 2, 100), 0, "rings in use: into them");
     }
 
     fn stealer(node: u16, peers: Vec<u16>) -> Stealer<u16> {
