@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod net;
 pub mod netns;
 pub mod queue;
+pub mod rlq;
 pub mod sim;
 pub mod switch;
 pub mod telemetry;
