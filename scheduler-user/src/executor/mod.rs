@@ -15,6 +15,7 @@
 
 mod cli;
 mod counters;
+pub mod cpu_group;
 mod handlers;
 mod lease;
 mod worker;
@@ -26,6 +27,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use cpu_group::CpuGroup;
 
 pub use cli::{parse_addr, parse_resources, run, ExecutorArgs};
 pub use counters::{CounterSnapshot, ExecutorCounters};
@@ -57,6 +59,11 @@ pub struct ExecutorConfig {
     /// Keep an [`AssignmentRecord`] (the GET_TASK round trip) of every task assigned,
     /// for benchmarks; at most [`MAX_ASSIGNMENT_RECORDS`] per executor.
     pub record_assignments: bool,
+    /// This worker type's speed: sleep tasks last their duration ÷ speed (trace replay
+    /// on types of different speed, as RLQ's real-trace setup does).
+    pub speed: f64,
+    /// A CPU quota (in cores) shared by these executors, through a cgroup; `None`: no cap.
+    pub cpu_quota_cores: Option<f64>,
 }
 
 impl ExecutorConfig {
@@ -77,6 +84,8 @@ impl ExecutorConfig {
             allow_exec: Vec::new(),
             bind: None,
             record_assignments: false,
+            speed: 1.0,
+            cpu_quota_cores: None,
         }
     }
 
@@ -101,6 +110,8 @@ pub struct ExecutorPool {
     assignments: Vec<Arc<Mutex<Vec<AssignmentRecord>>>>,
     addrs: Vec<SocketAddr>,
     stop: Arc<AtomicBool>,
+    /// Dropped after the threads are joined, so the group is empty when removed.
+    cpu_group: Option<Arc<CpuGroup>>,
 }
 
 /// Starts `cfg.executors` executor threads.
@@ -111,7 +122,11 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
     if cfg.get_timeout.is_zero() {
         bail!("the GET_TASK timeout must be positive");
     }
-    let handlers = Arc::new(Handlers::new(cfg.allow_exec.clone(), cfg.task_time_limit));
+    if !(cfg.speed.is_finite() && cfg.speed > 0.0) {
+        bail!("the speed {} must be positive", cfg.speed);
+    }
+    let handlers = Arc::new(Handlers::new(cfg.allow_exec.clone(), cfg.task_time_limit).with_speed(cfg.speed));
+    let cpu_group = cfg.cpu_quota_cores.map(|cores| CpuGroup::create(cores).map(Arc::new)).transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut pool = ExecutorPool {
         threads: Vec::new(),
@@ -119,6 +134,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
         assignments: Vec::new(),
         addrs: Vec::new(),
         stop: stop.clone(),
+        cpu_group: cpu_group.clone(),
     };
     let bind = SocketAddr::new(cfg.bind_ip(), 0);
     for index in 0..cfg.executors {
@@ -145,11 +161,22 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             assignments,
             stash: Vec::new(),
         };
+        let group = cpu_group.clone();
+        let (joined_tx, joined_rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name(format!("bolt-exec-{index}"))
-            .spawn(move || worker.run())
+            .spawn(move || {
+                let joined = group.as_ref().map_or(Ok(()), |g| g.join_current_thread());
+                let ok = joined.is_ok();
+                // The spawner waits for this; it cannot have gone.
+                let _ = joined_tx.send(joined);
+                if ok {
+                    worker.run();
+                }
+            })
             .context("starting an executor thread")?;
         pool.threads.push(thread);
+        joined_rx.recv().context("an executor thread died before starting")??;
     }
     Ok(pool)
 }
@@ -158,6 +185,11 @@ impl ExecutorPool {
     /// The local address of each executor's socket, by executor index.
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// The cgroup holding these executors' CPU quota, if they have one.
+    pub fn cpu_group(&self) -> Option<&std::path::Path> {
+        self.cpu_group.as_deref().map(CpuGroup::path)
     }
 
     /// All executors' counters, summed.
