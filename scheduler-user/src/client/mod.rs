@@ -23,6 +23,7 @@
 mod cli;
 pub mod job_queue;
 mod jobs_cli;
+pub mod learned;
 pub mod monitor;
 mod state;
 mod stats;
@@ -149,6 +150,8 @@ pub struct Client {
     rx: Box<[u8; MAX_MESSAGE_LEN + 1]>,
     tx: [u8; MAX_MESSAGE_LEN],
     out: [Task; MAX_LIST],
+    /// A learned policy choosing each task's worker type, if the client has one.
+    learned: Option<learned::LearnedPlacement>,
 }
 
 impl Client {
@@ -174,6 +177,7 @@ impl Client {
             rx: Box::new([0; MAX_MESSAGE_LEN + 1]),
             tx: [0; MAX_MESSAGE_LEN],
             out: [Task::default(); MAX_LIST],
+            learned: None,
         })
     }
 
@@ -186,9 +190,35 @@ impl Client {
         &self.tracker
     }
 
+    /// From now on a learned policy picks each task's worker type (its resource bit).
+    pub fn set_placement(&mut self, placement: learned::LearnedPlacement) {
+        self.learned = Some(placement);
+    }
+
+    pub fn placement(&self) -> Option<&learned::LearnedPlacement> {
+        self.learned.as_ref()
+    }
+
     /// Adds a job without sending yet (the next [`Client::flush`] or drive sends it).
     pub fn add_job(&mut self, tasks: &[TaskSpec]) -> anyhow::Result<u32> {
-        self.tracker.add_job(tasks, Instant::now())
+        let Some(learned) = self.learned.as_mut() else {
+            return self.tracker.add_job(tasks, Instant::now());
+        };
+        let first = self.tracker.next_tid();
+        let now_ns = unix_now_ns();
+        let mut placed = tasks.to_vec();
+        for (tid, spec) in (first..).zip(placed.iter_mut()) {
+            learned.place(tid, spec, now_ns)?;
+        }
+        let added = self.tracker.add_job(&placed, Instant::now());
+        if added.is_err() {
+            // Those decisions were never sent: they leave the load and teach nothing.
+            for tid in (first..).take(placed.len()) {
+                learned.failed(tid);
+            }
+            learned.learn(placed.len());
+        }
+        added
     }
 
     /// Adds a job and sends as much of it as the window allows. Returns the job id.
@@ -259,6 +289,9 @@ impl Client {
             let now = Instant::now();
             self.tracker.on_tick(now);
             self.flush().await;
+            if let Some(learned) = self.learned.as_mut() {
+                learned.learn(learned::LEARN_BURST);
+            }
             if stop_when_idle && self.tracker.is_idle() {
                 return Ok(true);
             }
@@ -267,7 +300,7 @@ impl Client {
             }
             // Wake for the next timer, or soon if the window is open and tasks wait.
             let mut wake = self.tracker.next_deadline().map_or(until, |d| d.min(until));
-            if self.tracker.has_ready() {
+            if self.tracker.has_ready() || self.learned.as_ref().is_some_and(|l| l.has_queued()) {
                 wake = wake.min(now + Duration::from_millis(1));
             }
             let received = tokio::select! {
@@ -308,7 +341,14 @@ impl Client {
         match decode(&self.rx[..n]) {
             Ok(Message::Complete(c)) => {
                 let c = *c;
-                self.tracker.on_complete(&c, now);
+                let effect = self.tracker.on_complete(&c, now);
+                if let Some(learned) = self.learned.as_mut() {
+                    match effect {
+                        CompletionEffect::Done => learned.completed(c.tid(), c.run_ns(), c.start_unix_ns()),
+                        CompletionEffect::Failed => learned.failed(c.tid()),
+                        CompletionEffect::Retry | CompletionEffect::Ignored => {}
+                    }
+                }
             }
             Ok(Message::QueueFull { job, tasks }) if from == self.switch => {
                 self.tracker.on_queue_full(job, tasks, now);

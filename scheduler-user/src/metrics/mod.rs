@@ -63,7 +63,7 @@ pub fn get_json(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Resu
 }
 
 /// Fields whose value is a level rather than a running count.
-const GAUGES: [&str; 14] = [
+const GAUGES: [&str; 18] = [
     "queue_depth",
     "capacity",
     "queued",
@@ -79,6 +79,10 @@ const GAUGES: [&str; 14] = [
     "scale_up",
     "pending_growth_streak",
     "vector_bytes",
+    "load_per_type",
+    "mean_decide_us",
+    "mean_update_us",
+    "queued_rewards",
 ];
 
 /// A level (gauge) rather than a running count: sizes, occupancy, percentiles, rates.
@@ -100,6 +104,7 @@ fn array_label(field: &str, i: usize) -> (&'static str, String) {
             scheduler_common::DecodeError::NAMES.get(i).map(|n| n.to_string()).unwrap_or_else(|| i.to_string()),
         ),
         "pending_by_resource" => ("resource", i.to_string()),
+        "decisions_per_type" | "load_per_type" => ("type", i.to_string()),
         _ => ("priority", (i + 1).to_string()),
     }
 }

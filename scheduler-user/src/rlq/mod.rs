@@ -10,6 +10,7 @@
 //! [`Outcome`] of a task, so a simulator can run them as well as the client.
 
 mod baselines;
+mod cli;
 mod dqn;
 mod linucb;
 mod reward;
@@ -27,6 +28,7 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 pub use baselines::{EpvmPolicy, RandomPolicy, RoundRobinPolicy, EPVM_BASE};
+pub use cli::PolicyArgs;
 pub use dqn::{hidden_widths, DoubleDqnPolicy, DqnConfig, NamedWeights, Transition};
 pub use linucb::{alpha_from_delta, LinUcbPolicy};
 pub use reward::{Objective, Outcome};
@@ -131,17 +133,31 @@ pub struct PolicyConfig {
     pub delta: f64,
     pub dqn: DqnConfig,
     pub seed: u64,
+    /// Rewards are multiplied by this: a run whose tasks are k times shorter than RLQ's
+    /// passes k so the rewards (and LinUCB's confidence widths against them) keep RLQ's
+    /// proportions.
+    pub reward_scale: f64,
 }
 
 impl PolicyConfig {
     pub fn new(kind: PolicyKind, classes: usize, types: Vec<WorkerType>, objective: Objective) -> PolicyConfig {
-        PolicyConfig { kind, classes, types, objective, delta: 2.0, dqn: DqnConfig::default(), seed: 0 }
+        PolicyConfig {
+            kind,
+            classes,
+            types,
+            objective,
+            delta: 2.0,
+            dqn: DqnConfig::default(),
+            seed: 0,
+            reward_scale: 1.0,
+        }
     }
 
     fn validate(&self) -> anyhow::Result<()> {
         ensure!(self.classes > 0, "at least one class");
         ensure!(!self.types.is_empty(), "at least one worker type");
         ensure!(self.delta > 0.0 && self.delta <= 2.0, "LinUCB's δ {} is outside (0, 2]", self.delta);
+        ensure!(self.reward_scale.is_finite() && self.reward_scale > 0.0, "the reward scale must be positive");
         Ok(())
     }
 }
@@ -178,12 +194,14 @@ struct Pending {
 pub struct AgentStats {
     pub decisions: u64,
     pub decisions_per_type: Vec<u64>,
+    /// Decisions the policy made (not recorded from elsewhere, as a bootstrap's).
+    pub choices: u64,
     pub rewards: u64,
     pub reward_sum: f64,
     /// Decisions forgotten (their task failed, or too many were outstanding).
     pub forgotten: u64,
     pub update_errors: u64,
-    /// Time spent choosing and learning, ns.
+    /// Time the policy spent choosing and learning, ns.
     pub decide_ns: u64,
     pub update_ns: u64,
     pub updates: u64,
@@ -191,7 +209,7 @@ pub struct AgentStats {
 
 impl AgentStats {
     pub fn mean_decide_us(&self) -> f64 {
-        self.decide_ns as f64 / 1e3 / self.decisions.max(1) as f64
+        self.decide_ns as f64 / 1e3 / self.choices.max(1) as f64
     }
 
     pub fn mean_update_us(&self) -> f64 {
@@ -262,7 +280,17 @@ impl Agent {
     /// Chooses a type for a task of `class`. The observation becomes the next state of
     /// the previous decision.
     pub fn decide(&mut self, class: usize) -> anyhow::Result<Decision> {
-        let started = Instant::now();
+        self.record_decision(class, None)
+    }
+
+    /// Records a decision made elsewhere (RLQ's bootstrap of random placement): the
+    /// task goes to `ty`, and the policy learns from it as from its own.
+    pub fn decide_as(&mut self, class: usize, ty: usize) -> anyhow::Result<Decision> {
+        ensure!(ty < self.cfg.types.len(), "type {ty} is outside 0..{}", self.cfg.types.len());
+        self.record_decision(class, Some(ty))
+    }
+
+    fn record_decision(&mut self, class: usize, forced: Option<usize>) -> anyhow::Result<Decision> {
         let observation = Observation::new(class, self.cfg.classes, &self.load)?;
         if let Some(prev) = self.last.take() {
             if let Some(p) = self.pending.get_mut(&prev) {
@@ -270,7 +298,16 @@ impl Agent {
             }
             self.try_learn(prev);
         }
-        let ty = self.policy.choose(&observation, &mut self.rng);
+        let ty = match forced {
+            Some(ty) => ty,
+            None => {
+                let started = Instant::now();
+                let ty = self.policy.choose(&observation, &mut self.rng);
+                self.stats.choices += 1;
+                self.stats.decide_ns += started.elapsed().as_nanos() as u64;
+                ty
+            }
+        };
         let id = self.next_id;
         self.next_id += 1;
         self.load.sent(ty);
@@ -279,7 +316,6 @@ impl Agent {
         self.last = Some(id);
         self.stats.decisions += 1;
         self.stats.decisions_per_type[ty] += 1;
-        self.stats.decide_ns += started.elapsed().as_nanos() as u64;
         self.bound_pending();
         Ok(Decision { id, ty })
     }
@@ -291,7 +327,7 @@ impl Agent {
             return None;
         }
         let ty = p.action;
-        let reward = self.cfg.objective.reward(&outcome, self.cfg.types[ty].cost_per_s);
+        let reward = self.cfg.objective.reward(&outcome, self.cfg.types[ty].cost_per_s) * self.cfg.reward_scale;
         p.outcome = Some((reward, outcome));
         self.load.completed(ty);
         self.stats.rewards += 1;

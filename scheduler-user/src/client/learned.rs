@@ -1,0 +1,123 @@
+//! Learned placement on the client (RLQ, docs/rlq.md): a policy picks each task's
+//! worker type when the job is added and writes it into the task's resource bits; each
+//! COMPLETE becomes the delayed reward of that decision. Rewards are queued when the
+//! COMPLETE arrives and learned from between receive bursts, so a slow update never
+//! holds up the socket.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::TaskSpec;
+use crate::rlq::{Agent, AgentStats, Outcome, PolicyConfig};
+
+/// Most queued rewards learned from per turn of the client's loop.
+pub const LEARN_BURST: usize = 64;
+
+/// What the client exports about its placement (on /stats and /metrics).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PlacementReport {
+    pub policy: String,
+    pub objective: String,
+    #[serde(flatten)]
+    pub stats: AgentStats,
+    /// Tasks sent to each type and not completed yet.
+    pub load_per_type: Vec<u64>,
+    pub mean_decide_us: f64,
+    pub mean_update_us: f64,
+    /// Completions waiting to be learned from.
+    pub queued_rewards: u64,
+}
+
+/// The policy and what ties its decisions to task ids.
+pub struct LearnedPlacement {
+    agent: Agent,
+    /// tid → (decision id, client wall clock at the decision, ns).
+    decisions: HashMap<u32, (u64, u64)>,
+    /// Completed tasks not learned from yet: tid and outcome (`None`: it failed).
+    queued: VecDeque<(u32, Option<Outcome>)>,
+    state_file: Option<PathBuf>,
+}
+
+impl LearnedPlacement {
+    /// A placement with `cfg`'s policy, its learned state read from `state_file` when
+    /// that file exists (and written back by [`LearnedPlacement::save`]).
+    pub fn new(cfg: PolicyConfig, state_file: Option<PathBuf>) -> anyhow::Result<LearnedPlacement> {
+        let mut agent = Agent::new(cfg)?;
+        if let Some(path) = state_file.as_deref().filter(|p| p.exists()) {
+            agent.restore(path)?;
+            tracing::info!(path = %path.display(), "policy state loaded");
+        }
+        Ok(LearnedPlacement { agent, decisions: HashMap::new(), queued: VecDeque::new(), state_file })
+    }
+
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// Picks the type of task `tid` and sets its resource bits to that type's bit (its
+    /// other bits kept).
+    pub fn place(&mut self, tid: u32, spec: &mut TaskSpec, now_unix_ns: u64) -> anyhow::Result<usize> {
+        let d = self.agent.decide(spec.class as usize)?;
+        spec.resources |= self.agent.config().types[d.ty].resources();
+        self.decisions.insert(tid, (d.id, now_unix_ns));
+        Ok(d.ty)
+    }
+
+    /// Task `tid` completed: queue its reward (run time and start from the COMPLETE).
+    pub fn completed(&mut self, tid: u32, run_ns: u32, start_unix_ns: u64) {
+        if let Some(&(_, decided_ns)) = self.decisions.get(&tid) {
+            self.queued.push_back((tid, Some(Outcome::from_complete(run_ns, start_unix_ns, decided_ns))));
+        }
+    }
+
+    /// Task `tid` failed for good: its decision teaches nothing.
+    pub fn failed(&mut self, tid: u32) {
+        if self.decisions.contains_key(&tid) {
+            self.queued.push_back((tid, None));
+        }
+    }
+
+    /// Learns from at most `max` queued completions; returns how many.
+    pub fn learn(&mut self, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some((tid, outcome)) = self.queued.pop_front() else { break };
+            let Some((id, _)) = self.decisions.remove(&tid) else { continue };
+            match outcome {
+                Some(o) => {
+                    self.agent.complete(id, o);
+                }
+                None => self.agent.forget(id),
+            }
+            n += 1;
+        }
+        n
+    }
+
+    pub fn has_queued(&self) -> bool {
+        !self.queued.is_empty()
+    }
+
+    pub fn report(&self) -> PlacementReport {
+        let stats = self.agent.stats().clone();
+        PlacementReport {
+            policy: self.agent.config().kind.name().to_owned(),
+            objective: self.agent.config().objective.name().to_owned(),
+            load_per_type: self.agent.load().outstanding().to_vec(),
+            mean_decide_us: stats.mean_decide_us(),
+            mean_update_us: stats.mean_update_us(),
+            queued_rewards: self.queued.len() as u64,
+            stats,
+        }
+    }
+
+    /// Writes the learned state to the state file, if there is one.
+    pub fn save(&self) -> anyhow::Result<()> {
+        match &self.state_file {
+            Some(path) => self.agent.save(path),
+            None => Ok(()),
+        }
+    }
+}
