@@ -571,3 +571,58 @@ pub fn print(report: &RlqReport, json: bool) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> RlqArgs {
+        RlqArgs {
+            seeds: 1,
+            bootstrap: 40,
+            training: 60,
+            evaluation: 30,
+            setup: vec![SetupKind::Synthetic],
+            out: PathBuf::from("/nonexistent"),
+            json: false,
+        }
+    }
+
+    #[test]
+    fn a_run_completes_every_task_and_counts_only_the_evaluation() {
+        let args = small();
+        let arrivals = synthetic_arrivals(&args, 1);
+        assert_eq!(arrivals.len(), 130);
+        let cfg = PolicyConfig::new(PolicyKind::RoundRobin, 8, synthetic_types(), Objective::WaitTime);
+        let a = simulate(cfg.clone(), &arrivals, 1).unwrap();
+        assert_eq!(a.per_type.iter().sum::<u64>(), 30);
+        assert_eq!(a.per_task.len(), 30);
+        assert!((a.per_task.iter().sum::<f64>() - a.wait_s).abs() < 1e-6);
+        assert!(a.exec_s > 0.0 && a.cost > a.exec_s * 0.85);
+        let b = simulate(cfg, &arrivals, 1).unwrap();
+        assert_eq!((a.exec_s, a.cost, a.wait_s), (b.exec_s, b.cost, b.wait_s), "a seeded run repeats");
+    }
+
+    #[test]
+    fn a_task_runs_its_cpu_work_over_the_type_s_speed_plus_its_io() {
+        let w = Work { class: 0, cpu_s: 1.0, io_s: 0.5 };
+        let types = synthetic_types();
+        assert!((w.exec_s(&types[0]) - 5.5).abs() < 1e-12);
+        assert!((w.exec_s(&types[5]) - 1.5).abs() < 1e-12);
+        assert_eq!(types.iter().map(|t| t.cost_per_s).collect::<Vec<_>>(), vec![0.85, 1.93, 3.22, 2.94, 4.02, 5.12]);
+        let trace = trace_types();
+        assert_eq!(trace.iter().map(|t| t.replicas).sum::<u32>(), 50);
+    }
+
+    #[test]
+    fn trace_tasks_span_the_classes() {
+        let tasks = trace_tasks(3, 2_000).unwrap();
+        assert_eq!(tasks.len(), 2_000);
+        let mut seen = [false; TRACE_CLASSES];
+        tasks.iter().for_each(|(gap, w)| {
+            assert!(*gap >= 0.0 && w.cpu_s > 0.0);
+            seen[w.class] = true;
+        });
+        assert!(seen.iter().filter(|&&s| s).count() >= TRACE_CLASSES / 2, "{seen:?}");
+    }
+}

@@ -121,3 +121,63 @@ impl LearnedPlacement {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use scheduler_common::descriptor::Handler;
+
+    use super::*;
+    use crate::rlq::{Objective, PolicyKind, WorkerType};
+
+    fn placement(kind: PolicyKind) -> LearnedPlacement {
+        let types = vec![
+            WorkerType { bit: 2, speed: 1.0, cost_per_s: 1.0, replicas: 1 },
+            WorkerType { bit: 5, speed: 2.0, cost_per_s: 3.0, replicas: 1 },
+        ];
+        LearnedPlacement::new(PolicyConfig::new(kind, 2, types, Objective::ExecCost), None).unwrap()
+    }
+
+    #[test]
+    fn the_chosen_type_becomes_the_task_s_resource_bit_and_its_completion_a_reward() {
+        let mut p = placement(PolicyKind::RoundRobin);
+        let mut spec = TaskSpec::new(Handler::Noop, 1, 0b1).unwrap();
+        spec.class = 1;
+        assert_eq!(p.place(7, &mut spec, 1_000).unwrap(), 0);
+        assert_eq!(spec.resources, 0b101, "type 0's bit 2 added to the task's own bit 0");
+        let mut second = TaskSpec::new(Handler::Noop, 1, 0).unwrap();
+        assert_eq!(p.place(8, &mut second, 2_000).unwrap(), 1);
+        assert_eq!(second.resources, 1 << 5);
+        assert_eq!(p.report().load_per_type, vec![1, 1]);
+        // Ran 0.5 s, started 1.5 s after the decision; a COMPLETE for an unknown tid is ignored.
+        p.completed(7, 500_000_000, 1_500_001_000);
+        p.completed(99, 1, 1);
+        p.failed(8);
+        assert!(p.has_queued());
+        assert_eq!(p.learn(LEARN_BURST), 2);
+        let r = p.report();
+        assert_eq!((r.stats.rewards, r.stats.forgotten), (1, 1));
+        assert!((r.stats.reward_sum - -0.5).abs() < 1e-9, "cost = 0.5 s × 1.0 per s: {}", r.stats.reward_sum);
+        assert_eq!(r.load_per_type, vec![0, 0]);
+        assert_eq!(r.policy, "round-robin");
+    }
+
+    #[test]
+    fn a_state_file_is_written_and_read_back() {
+        let path = std::env::temp_dir().join(format!("bolt-placement-{}.json", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let types = vec![WorkerType { bit: 0, speed: 1.0, cost_per_s: 1.0, replicas: 1 }; 2];
+        let cfg = PolicyConfig::new(PolicyKind::LinUcb, 2, types, Objective::ExecTime);
+        let mut p = LearnedPlacement::new(cfg.clone(), Some(path.clone())).unwrap();
+        for tid in 0..4 {
+            let mut spec = TaskSpec::new(Handler::Noop, 1, 0).unwrap();
+            p.place(tid, &mut spec, 0).unwrap();
+            p.completed(tid, 1_000_000, 0);
+            p.learn(LEARN_BURST);
+        }
+        p.save().unwrap();
+        let loaded = LearnedPlacement::new(cfg, Some(path.clone())).unwrap();
+        let saved = |p: &LearnedPlacement| p.agent().policy().save().unwrap().to_string().len();
+        assert!(saved(&loaded) > 0 && saved(&loaded) == saved(&p));
+        std::fs::remove_file(&path).unwrap();
+    }
+}
