@@ -181,9 +181,13 @@ impl Policy for EpvmPolicy {
     }
 }
 
-/// The index of the smallest value; ties broken uniformly at random.
+/// The index of the smallest value; ties broken uniformly at random. NaNs never win;
+/// if every value is NaN (a diverged network) any index may.
 pub(crate) fn argmin_random_ties(values: &[f64], rng: &mut StdRng) -> usize {
     let best = values.iter().copied().fold(f64::INFINITY, f64::min);
     let ties: Vec<usize> = (0..values.len()).filter(|&i| values[i] <= best + 1e-12).collect();
+    if ties.is_empty() {
+        return rng.gen_range(0..values.len());
+    }
     ties[rng.gen_range(0..ties.len())]
 }

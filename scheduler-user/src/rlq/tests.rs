@@ -339,3 +339,13 @@ fn worker_types_parse_and_reject_bad_input() {
         assert!(parse_worker_type(bad).is_err(), "{bad:?} accepted");
     }
 }
+
+#[test]
+fn choices_among_nan_scores_still_name_a_type() {
+    let mut rng = StdRng::seed_from_u64(0);
+    assert_eq!(baselines::argmin_random_ties(&[f64::NAN, 2.0, 1.0], &mut rng), 2);
+    for _ in 0..20 {
+        assert!(baselines::argmin_random_ties(&[f64::NAN; 3], &mut rng) < 3);
+    }
+    assert!(baselines::argmin_random_ties(&[f64::INFINITY; 2], &mut rng) < 2);
+}
