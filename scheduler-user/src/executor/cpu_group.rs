@@ -119,6 +119,21 @@ mod tests {
         });
         // 20% of one CPU, with slack for the period boundaries.
         assert!(used < 0.35, "the thread used {used:.2} of a CPU under a 0.2 quota");
+        // A command an executor thread in the group starts (an `exec` task) is in it too.
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let in_group = std::thread::scope(|s| {
+            s.spawn(|| {
+                group.join_current_thread().unwrap();
+                let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+                let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", child.id())).unwrap();
+                child.kill().unwrap();
+                child.wait().unwrap();
+                cgroups
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(in_group.lines().any(|l| l.contains(":cpu") && l.ends_with(&name)), "{in_group}");
         drop(group);
         assert!(!path.exists(), "the cgroup was not removed");
         assert!(CpuGroup::create(0.0).is_err() && CpuGroup::create(f64::NAN).is_err());
