@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{parse_worker_type, Objective, PolicyConfig, PolicyKind, WorkerType};
+use super::{parse_worker_type, DqnConfig, Objective, PolicyConfig, PolicyKind, WorkerType};
 use crate::client::learned::LearnedPlacement;
 
 /// Flags of learned placement.
@@ -44,6 +44,19 @@ pub struct PolicyArgs {
     /// LinUCB's δ in (0, 2]: α = 1 + √(ln(2/δ)/2).
     #[arg(long, value_name = "DELTA", default_value_t = 2.0)]
     pub lin_ucb_delta: f64,
+
+    /// Double DQN's hidden layers (the first as wide as the state, each next half as wide).
+    #[arg(long, value_name = "N", default_value_t = DqnConfig::default().hidden_layers as u8,
+          value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub dqn_hidden_layers: u8,
+
+    /// Double DQN's Adam learning rate.
+    #[arg(long, value_name = "LR", default_value_t = DqnConfig::default().learning_rate)]
+    pub dqn_learning_rate: f64,
+
+    /// Decisions over which Double DQN's ε falls from 0.65 to 0.01.
+    #[arg(long, value_name = "N", default_value_t = DqnConfig::default().epsilon_steps)]
+    pub dqn_epsilon_steps: u64,
 }
 
 impl PolicyArgs {
@@ -61,6 +74,66 @@ impl PolicyArgs {
         cfg.seed = self.policy_seed;
         cfg.delta = self.lin_ucb_delta;
         cfg.reward_scale = self.reward_scale;
+        anyhow::ensure!(
+            self.dqn_learning_rate.is_finite() && self.dqn_learning_rate > 0.0,
+            "--dqn-learning-rate must be positive"
+        );
+        cfg.dqn.hidden_layers = self.dqn_hidden_layers as usize;
+        cfg.dqn.learning_rate = self.dqn_learning_rate;
+        cfg.dqn.epsilon_steps = self.dqn_epsilon_steps;
         LearnedPlacement::new(cfg, self.policy_state.clone()).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: PolicyArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<PolicyArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("submit").chain(argv.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn the_flags_build_the_policy_or_are_refused() {
+        assert!(parse(&[]).unwrap().placement().unwrap().is_none());
+        let a = parse(&[
+            "--policy",
+            "double-dqn",
+            "--worker-type",
+            "0:0.5:1:2",
+            "--worker-type",
+            "4:2:5:1",
+            "--classes",
+            "3",
+            "--objective",
+            "wait-time",
+            "--dqn-hidden-layers",
+            "3",
+            "--dqn-learning-rate",
+            "0.01",
+        ])
+        .unwrap();
+        let p = a.placement().unwrap().unwrap();
+        let cfg = p.agent().config();
+        assert_eq!(
+            (cfg.kind, cfg.classes, cfg.types.len(), cfg.objective),
+            (PolicyKind::DoubleDqn, 3, 2, Objective::WaitTime)
+        );
+        assert_eq!((cfg.dqn.hidden_layers, cfg.dqn.learning_rate), (3, 0.01));
+        assert_eq!(cfg.types[1].resources(), 1 << 4);
+        assert!(parse(&["--policy", "lin-ucb"]).unwrap().placement().is_err(), "a policy without types");
+        assert!(parse(&["--worker-type", "0:1:1:1"]).unwrap().placement().is_err(), "types without a policy");
+        assert!(parse(&["--policy", "lin-ucb", "--worker-type", "9:1:1:1"]).is_err());
+        let bad_delta = parse(&["--policy", "lin-ucb", "--worker-type", "0:1:1:1", "--lin-ucb-delta", "3"]);
+        assert!(bad_delta.unwrap().placement().is_err());
+        assert!(parse(&["--policy", "bandit"]).is_err());
     }
 }
