@@ -95,7 +95,12 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Bitvectors(a) => return bitvectors::print(&bitvectors::run(&a)?, a.json),
         Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
         Experiment::Steal(a) => return steal::print(&steal::run(&a)?, a.json),
-        Experiment::Rlq(a) => return rlq::print(&rlq::run(&a)?, a.json),
+        Experiment::Rlq(a) => {
+            return match a.live {
+                Some(tasks) => rlq::print_live(&rlq::run_live(tasks)?, a.json),
+                None => rlq::print(&rlq::run(&a)?, a.json),
+            }
+        }
         Experiment::All(a) => a,
         Experiment::Sw1(a) => only(a, "sw1"),
         Experiment::Trace(a) => only(a, "trace"),

@@ -46,6 +46,12 @@ pub struct RlqArgs {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Instead of the model: the synthetic set's types as real executors on loopback,
+    /// each a CPU-quota group (needs root and the cgroup v1 cpu controller), classes as
+    /// fixed-work shell loops, objective execution time, this many evaluation tasks per
+    /// policy (after as many bootstrap and twice as many training tasks).
+    #[arg(long, value_name = "TASKS")]
+    pub live: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -383,6 +389,137 @@ fn simulate(cfg: PolicyConfig, arrivals: &[Arrival], seed: u64) -> anyhow::Resul
     Ok(totals)
 }
 
+/// Iterations of the shell loop of each live class (CPU work; classes 4 and 5 are the
+/// disk classes, a sleep that no quota slows).
+const LIVE_LOOPS: [u32; 8] = [6_000, 20_000, 7_000, 23_000, 0, 0, 9_000, 30_000];
+const LIVE_SLEEP: [&str; 8] = ["", "", "", "", "0.08", "0.12", "0.01", "0.02"];
+
+fn live_command(class: usize) -> String {
+    let mut cmd = String::new();
+    if LIVE_LOOPS[class] > 0 {
+        cmd.push_str(&format!("i=0; while [ $i -lt {} ]; do i=$((i+1)); done", LIVE_LOOPS[class]));
+    }
+    if !LIVE_SLEEP[class].is_empty() {
+        if !cmd.is_empty() {
+            cmd.push_str("; ");
+        }
+        cmd.push_str(&format!("sleep {}", LIVE_SLEEP[class]));
+    }
+    cmd
+}
+
+/// One live policy's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveResult {
+    pub policy: &'static str,
+    pub exec_s: f64,
+    pub vs_random: f64,
+    pub vs_round_robin: f64,
+    /// Evaluation tasks per type.
+    pub per_type: Vec<u64>,
+    pub mean_decide_us: f64,
+    pub mean_update_us: f64,
+}
+
+/// The live run: a switch and six executor pools (one per synthetic type, in a CPU-quota
+/// group each) on loopback; per policy a client submits Poisson arrivals of the eight
+/// classes and learns from the COMPLETEs.
+pub fn run_live(evaluation: usize) -> anyhow::Result<Vec<LiveResult>> {
+    use crate::client::learned::LearnedPlacement;
+    use crate::client::{Client, TaskSpec};
+    use crate::executor::{self, ExecRule, ExecutorConfig};
+    use crate::switch::{self, SwitchConfig};
+    use scheduler_common::descriptor::Handler;
+    anyhow::ensure!(evaluation > 0, "--live needs tasks");
+    let switch = switch::spawn(SwitchConfig { listen: "127.0.0.1:0".parse()?, ..SwitchConfig::default() })?;
+    let addr = switch.local_addr();
+    let types = synthetic_types();
+    let rules: Vec<ExecRule> =
+        (0..8).map(|c| ExecRule::parse(&format!("c{c}={}", live_command(c)))).collect::<anyhow::Result<_>>()?;
+    let mut pools = Vec::new();
+    for (i, t) in types.iter().enumerate() {
+        let mut cfg = ExecutorConfig::new(addr, t.resources());
+        cfg.node = i as u16 + 1;
+        cfg.executors = t.replicas as u16;
+        cfg.allow_exec = rules.clone();
+        cfg.cpu_quota_cores = Some(t.speed);
+        pools.push(executor::spawn(cfg)?);
+    }
+    let (bootstrap, training) = (evaluation, 2 * evaluation);
+    let total = bootstrap + training + evaluation;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut results: Vec<(PolicyKind, u64, Vec<u64>, f64, f64)> = Vec::new();
+    for kind in PolicyKind::ALL {
+        let mut cfg = PolicyConfig::new(kind, 8, types.clone(), Objective::ExecTime);
+        cfg.seed = 1;
+        // Tasks about 10× shorter than the model's seconds.
+        cfg.reward_scale = 10.0;
+        cfg.dqn.epsilon_steps = training as u64;
+        let placement = LearnedPlacement::new(cfg, None)?;
+        let mut rng = StdRng::seed_from_u64(7);
+        let outcome = runtime.block_on(async {
+            let mut client = Client::bind(super::workload::bench_client_config(addr)).await?;
+            client.set_placement(placement);
+            if let Some(p) = client.placement_mut() {
+                p.start_bootstrap(11);
+            }
+            let mut eval_tids = std::collections::HashSet::new();
+            let start = Instant::now();
+            let mut at = 0.0f64;
+            for i in 0..total {
+                let class = rng.gen_range(0..8usize);
+                at += exponential(&mut rng, 8.0);
+                let when = start + std::time::Duration::from_secs_f64(at);
+                client.drive_until(when).await?;
+                let name = format!("c{class}");
+                let mut spec = TaskSpec::new(Handler::Exec { name: name.as_bytes() }, 1, 0)?;
+                spec.class = class as u8;
+                let tid = client.tracker().next_tid();
+                if i == bootstrap {
+                    if let Some(p) = client.placement_mut() {
+                        p.end_bootstrap();
+                    }
+                }
+                if i >= bootstrap + training {
+                    eval_tids.insert(tid);
+                }
+                client.add_job(&[spec])?;
+            }
+            let idle = client.wait_idle(Instant::now() + std::time::Duration::from_secs(300)).await?;
+            anyhow::ensure!(idle, "the live run did not finish in 300 s");
+            let records = client.take_records();
+            let mut exec_ns = 0u64;
+            let mut per_type = vec![0u64; types.len()];
+            for r in records.iter().filter(|r| eval_tids.contains(&r.tid)) {
+                exec_ns += r.run_ns as u64;
+                per_type[(r.node as usize).saturating_sub(1).min(types.len() - 1)] += 1;
+            }
+            let report = client.placement().map(|p| p.report()).unwrap_or_default();
+            anyhow::Ok((exec_ns, per_type, report.mean_decide_us, report.mean_update_us))
+        })?;
+        tracing::info!(policy = kind.name(), exec_s = outcome.0 as f64 / 1e9, "live run done");
+        results.push((kind, outcome.0, outcome.1, outcome.2, outcome.3));
+    }
+    for p in pools {
+        p.shutdown();
+    }
+    switch.shutdown()?;
+    let of = |k: PolicyKind| results.iter().find(|r| r.0 == k).map_or(1, |r| r.1.max(1)) as f64;
+    let (random, rr) = (of(PolicyKind::Random), of(PolicyKind::RoundRobin));
+    Ok(results
+        .into_iter()
+        .map(|(kind, ns, per_type, d, u)| LiveResult {
+            policy: kind.name(),
+            exec_s: ns as f64 / 1e9,
+            vs_random: ns as f64 / random,
+            vs_round_robin: ns as f64 / rr,
+            per_type,
+            mean_decide_us: d,
+            mean_update_us: u,
+        })
+        .collect())
+}
+
 /// Mean and (sample) standard deviation.
 fn mean_sd(values: &[f64]) -> (f64, f64) {
     let n = values.len() as f64;
@@ -536,6 +673,23 @@ fn plot_cumulative(
     Ok(Some(svg.display().to_string()))
 }
 
+pub fn print_live(results: &[LiveResult], json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(results)?);
+        return Ok(());
+    }
+    println!("live: synthetic types as CPU-quota groups, objective exec-time, totals over evaluation\n");
+    println!("| policy | exec time (s) | ÷ Random | ÷ RR | tasks per type | decide µs | update µs |");
+    println!("|---|---|---|---|---|---|---|");
+    for r in results {
+        println!(
+            "| {} | {:.1} | {:.2} | {:.2} | {:?} | {:.1} | {:.1} |",
+            r.policy, r.exec_s, r.vs_random, r.vs_round_robin, r.per_type, r.mean_decide_us, r.mean_update_us
+        );
+    }
+    Ok(())
+}
+
 pub fn print(report: &RlqReport, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string(report)?);
@@ -585,6 +739,7 @@ mod tests {
             setup: vec![SetupKind::Synthetic],
             out: PathBuf::from("/nonexistent"),
             json: false,
+            live: None,
         }
     }
 

@@ -7,6 +7,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use super::TaskSpec;
@@ -38,6 +40,9 @@ pub struct LearnedPlacement {
     /// Completed tasks not learned from yet: tid and outcome (`None`: it failed).
     queued: VecDeque<(u32, Option<Outcome>)>,
     state_file: Option<PathBuf>,
+    /// While set, types are drawn at random from this RNG and the policy learns from
+    /// them (RLQ's bootstrap).
+    bootstrap: Option<StdRng>,
 }
 
 impl LearnedPlacement {
@@ -49,17 +54,31 @@ impl LearnedPlacement {
             agent.restore(path)?;
             tracing::info!(path = %path.display(), "policy state loaded");
         }
-        Ok(LearnedPlacement { agent, decisions: HashMap::new(), queued: VecDeque::new(), state_file })
+        Ok(LearnedPlacement { agent, decisions: HashMap::new(), queued: VecDeque::new(), state_file, bootstrap: None })
     }
 
     pub fn agent(&self) -> &Agent {
         &self.agent
     }
 
+    /// From now on types are drawn uniformly at random (seeded), and the policy learns
+    /// from them as from its own choices, until [`LearnedPlacement::end_bootstrap`].
+    pub fn start_bootstrap(&mut self, seed: u64) {
+        self.bootstrap = Some(StdRng::seed_from_u64(seed));
+    }
+
+    pub fn end_bootstrap(&mut self) {
+        self.bootstrap = None;
+    }
+
     /// Picks the type of task `tid` and sets its resource bits to that type's bit (its
     /// other bits kept).
     pub fn place(&mut self, tid: u32, spec: &mut TaskSpec, now_unix_ns: u64) -> anyhow::Result<usize> {
-        let d = self.agent.decide(spec.class as usize)?;
+        let types = self.agent.config().types.len();
+        let d = match self.bootstrap.as_mut() {
+            Some(rng) => self.agent.decide_as(spec.class as usize, rng.gen_range(0..types))?,
+            None => self.agent.decide(spec.class as usize)?,
+        };
         spec.resources |= self.agent.config().types[d.ty].resources();
         self.decisions.insert(tid, (d.id, now_unix_ns));
         Ok(d.ty)
@@ -159,6 +178,27 @@ mod tests {
         assert!((r.stats.reward_sum - -0.5).abs() < 1e-9, "cost = 0.5 s × 1.0 per s: {}", r.stats.reward_sum);
         assert_eq!(r.load_per_type, vec![0, 0]);
         assert_eq!(r.policy, "round-robin");
+    }
+
+    #[test]
+    fn a_bootstrap_places_at_random_and_the_policy_learns_from_it() {
+        let mut p = placement(PolicyKind::LinUcb);
+        p.start_bootstrap(5);
+        let mut seen = [0u32; 2];
+        for tid in 0..40 {
+            let mut spec = TaskSpec::new(Handler::Noop, 1, 0).unwrap();
+            seen[p.place(tid, &mut spec, 0).unwrap()] += 1;
+            p.completed(tid, 1_000_000, 0);
+            p.learn(LEARN_BURST);
+        }
+        p.end_bootstrap();
+        let r = p.report();
+        assert_eq!((r.stats.decisions, r.stats.choices), (40, 0), "the policy was not asked");
+        assert_eq!(r.stats.updates, 39, "but learned from every decision with a successor");
+        assert!(seen.iter().all(|&n| n >= 10), "{seen:?}");
+        let mut spec = TaskSpec::new(Handler::Noop, 1, 0).unwrap();
+        p.place(40, &mut spec, 0).unwrap();
+        assert_eq!(p.report().stats.choices, 1);
     }
 
     #[test]

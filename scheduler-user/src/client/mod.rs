@@ -199,6 +199,10 @@ impl Client {
         self.learned.as_ref()
     }
 
+    pub fn placement_mut(&mut self) -> Option<&mut learned::LearnedPlacement> {
+        self.learned.as_mut()
+    }
+
     /// Adds a job without sending yet (the next [`Client::flush`] or drive sends it).
     pub fn add_job(&mut self, tasks: &[TaskSpec]) -> anyhow::Result<u32> {
         let Some(learned) = self.learned.as_mut() else {
