@@ -454,7 +454,7 @@ pub fn run_live(evaluation: usize) -> anyhow::Result<Vec<LiveResult>> {
         cfg.seed = 1;
         // Tasks about 10× shorter than the model's seconds.
         cfg.reward_scale = 10.0;
-        cfg.dqn.epsilon_steps = training as u64;
+        (cfg.delta, cfg.dqn) = tuned(SetupKind::Synthetic, Objective::ExecTime, training as u64);
         let placement = LearnedPlacement::new(cfg, None)?;
         let mut rng = StdRng::seed_from_u64(7);
         let outcome = runtime.block_on(async {
