@@ -508,3 +508,37 @@ fn inspection_of_a_live_node() {
     assert_eq!((summary.completed, summary.failed, summary.lost, summary.resubmitted), (tasks as u64, 0, 0, 0));
     assert_eq!(executors.shutdown().tasks_run, tasks as u64);
 }
+
+#[test]
+fn a_client_with_a_policy_puts_each_task_on_a_type_and_exports_its_decisions() {
+    let mut cmd = Command::new(BOLT);
+    cmd.args(["switch", "--listen", "127.0.0.1:0", "--report-secs", "0"]);
+    let switch = Process::start(cmd, "software switch listening");
+    let udp = switch.logged_addr("software switch listening", "local_addr=").to_string();
+    let mut cmd = Command::new(BOLT);
+    cmd.args(["submit", "--switch", &udp, "--tasks", "4", "--handler", "noop", "--deadline-s", "30"]);
+    cmd.args(["--policy", "round-robin", "--worker-type", "0:1:1:1", "--worker-type", "3:2:5:1", "--classes", "1"]);
+    cmd.args(["--metrics", "127.0.0.1:0"]);
+    let client = Process::start(cmd, "metrics at");
+    let http = client.logged_addr("metrics at", "addr=");
+    let t = Duration::from_secs(5);
+    let deadline = Instant::now() + DEADLINE;
+    let stats = loop {
+        let v = metrics::get_json(http, "/stats", t).expect("client /stats");
+        if v["client"]["submitted"] == 4 {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "the client never published its 4 tasks: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_schema("client /stats", &stats);
+    let p = &stats["learned"];
+    assert_eq!(p["policy"], "round-robin", "{stats}");
+    assert_eq!(p["decisions_per_type"], serde_json::json!([2, 2]), "{stats}");
+    assert_eq!(p["load_per_type"], serde_json::json!([2, 2]), "no executor: nothing completed");
+    let text = metrics::get(http, "/metrics", t).unwrap();
+    assert_same_names(&stats, &text);
+    let samples = prometheus_samples(&text);
+    assert!(samples.contains(&("bolt_placement_decisions_per_type{type=\"1\"}".into(), 2.0)), "{text}");
+    assert_eq!(stats["jobs"]["running"], 4, "sent to the switch, which has no executor: {stats}");
+}

@@ -23,6 +23,7 @@ pub mod output;
 pub mod placement;
 pub mod provision;
 pub mod queue;
+pub mod rlq;
 #[cfg(feature = "cli")]
 pub mod sim;
 pub mod store;

@@ -12,6 +12,7 @@ pub mod output;
 pub mod peers;
 pub mod plot;
 pub mod priority;
+pub mod rlq;
 pub mod steal;
 pub mod suite;
 pub mod sw1;
@@ -68,6 +69,9 @@ pub enum Experiment {
     Priority(suite::SuiteArgs),
     /// SW2: throughput per node group under resource constraints (Figure 17).
     Constraints(suite::SuiteArgs),
+    /// RLQ's synthetic and real-trace evaluations: the five placement policies of
+    /// docs/rlq.md in a queueing model of the worker types, per objective over seeds.
+    Rlq(rlq::RlqArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -97,6 +101,12 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Bitvectors(a) => return bitvectors::print(&bitvectors::run(&a)?, a.json),
         Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
         Experiment::Steal(a) => return steal::print(&steal::run(&a)?, a.json),
+        Experiment::Rlq(a) => {
+            return match a.live {
+                Some(tasks) => rlq::print_live(&rlq::run_live(tasks)?, a.json),
+                None => rlq::print(&rlq::run(&a)?, a.json),
+            }
+        }
         Experiment::All(a) => a,
         Experiment::Sw1(a) => only(a, "sw1"),
         Experiment::Trace(a) => only(a, "trace"),

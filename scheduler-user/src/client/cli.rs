@@ -175,6 +175,9 @@ pub struct SubmitArgs {
     /// and `bolt jobs`.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+
+    #[command(flatten)]
+    pub learned: crate::rlq::PolicyArgs,
 }
 
 /// The placement policies `bolt submit --placement` names.
@@ -280,6 +283,9 @@ pub fn run(args: SubmitArgs) -> anyhow::Result<()> {
 
 async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summary> {
     let mut client = Client::bind(args.to_config()).await?;
+    if let Some(learned) = args.learned.learned()? {
+        client.set_learned(learned);
+    }
     let total = args.tasks as u64 * args.jobs as u64;
     tracing::info!(
         switch = %args.switch,
@@ -297,15 +303,19 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
         }
     });
     let progress = progress_bar(total);
-    let published = Arc::new(Mutex::new((client.summary(), client.tracker().jobs_report())));
+    let report =
+        |client: &Client| (client.summary(), client.tracker().jobs_report(), client.learned().map(|p| p.report()));
+    let published = Arc::new(Mutex::new(report(&client)));
     let _metrics = match &args.metrics {
         Some(addr) => {
             let at = crate::metrics::parse_endpoint(addr, crate::metrics::CLIENT_PORT)?
                 .ok_or_else(|| anyhow::anyhow!("--metrics off: leave it out instead"))?;
             let source = published.clone();
             let source: crate::metrics::StatsSource = Arc::new(move || {
-                let (summary, jobs) = source.lock().map(|s| s.clone()).ok().unzip();
-                serde_json::json!({ "client": summary, "jobs": jobs })
+                let Ok((summary, jobs, placement)) = source.lock().map(|s| s.clone()) else {
+                    return serde_json::json!({});
+                };
+                serde_json::json!({ "client": summary, "jobs": jobs, "learned": placement })
             });
             crate::metrics::serve(Some(at), false, source)?
         }
@@ -315,7 +325,7 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
         update(bar, client);
         if _metrics.is_some() {
             if let Ok(mut p) = published.lock() {
-                *p = (client.summary(), client.tracker().jobs_report());
+                *p = report(client);
             }
         }
     };
@@ -359,6 +369,19 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
     progress.finish_and_clear();
     if interrupted.load(Ordering::Relaxed) {
         tracing::warn!("interrupted; unfinished tasks are reported as such");
+    }
+    if let Some(placement) = client.learned() {
+        let r = placement.report();
+        tracing::info!(
+            policy = %r.policy,
+            decisions = ?r.stats.decisions_per_type,
+            rewards = r.stats.rewards,
+            mean_reward = r.stats.reward_sum / r.stats.rewards.max(1) as f64,
+            decide_us = r.mean_decide_us,
+            update_us = r.mean_update_us,
+            "learned placement"
+        );
+        placement.save()?;
     }
     let summary = client.summary();
     if summary.submitted < total {

@@ -26,6 +26,7 @@ pub mod dag_run;
 pub mod gang;
 pub mod job_queue;
 mod jobs_cli;
+pub mod learned;
 pub mod monitor;
 pub mod spec_server;
 mod state;
@@ -169,6 +170,8 @@ pub struct Client {
     rx: Box<[u8; MAX_MESSAGE_LEN + 1]>,
     tx: [u8; MAX_MESSAGE_LEN],
     out: [Task; MAX_LIST],
+    /// A learned policy choosing each task's worker type, if the client has one.
+    learned: Option<learned::LearnedPlacement>,
 }
 
 impl Client {
@@ -201,6 +204,7 @@ impl Client {
             rx: Box::new([0; MAX_MESSAGE_LEN + 1]),
             tx: [0; MAX_MESSAGE_LEN],
             out: [Task::default(); MAX_LIST],
+            learned: None,
         })
     }
 
@@ -213,9 +217,39 @@ impl Client {
         &self.tracker
     }
 
+    /// From now on a learned policy picks each task's worker type (its resource bit).
+    pub fn set_learned(&mut self, learned: learned::LearnedPlacement) {
+        self.learned = Some(learned);
+    }
+
+    pub fn learned(&self) -> Option<&learned::LearnedPlacement> {
+        self.learned.as_ref()
+    }
+
+    pub fn learned_mut(&mut self) -> Option<&mut learned::LearnedPlacement> {
+        self.learned.as_mut()
+    }
+
     /// Adds a job without sending yet (the next [`Client::flush`] or drive sends it).
     pub fn add_job(&mut self, tasks: &[TaskSpec]) -> anyhow::Result<u32> {
-        self.tracker.add_job(tasks, Instant::now())
+        let Some(learned) = self.learned.as_mut() else {
+            return self.tracker.add_job(tasks, Instant::now());
+        };
+        let first = self.tracker.next_tid();
+        let now_ns = unix_now_ns();
+        let mut placed = tasks.to_vec();
+        for (tid, spec) in (first..).zip(placed.iter_mut()) {
+            learned.place(tid, spec, now_ns)?;
+        }
+        let added = self.tracker.add_job(&placed, Instant::now());
+        if added.is_err() {
+            // Those decisions were never sent: they leave the load and teach nothing.
+            for tid in (first..).take(placed.len()) {
+                learned.failed(tid);
+            }
+            learned.learn(placed.len());
+        }
+        added
     }
 
     /// Adds a gang job: its tasks start together, once an executor has claimed each
@@ -381,6 +415,9 @@ impl Client {
             }
             self.tracker.on_tick(now);
             self.flush().await;
+            if let Some(learned) = self.learned.as_mut() {
+                learned.learn(learned::LEARN_BURST);
+            }
             if stop_when_idle && self.tracker.is_idle() {
                 return Ok(true);
             }
@@ -393,7 +430,7 @@ impl Client {
                 (a, b) => a.or(b),
             };
             let mut wake = next.map_or(until, |d| d.min(until));
-            if self.tracker.has_ready() {
+            if self.tracker.has_ready() || self.learned.as_ref().is_some_and(|l| l.has_queued()) {
                 wake = wake.min(now + Duration::from_millis(1));
             }
             let received = tokio::select! {
@@ -437,7 +474,14 @@ impl Client {
                 if c.status == STATUS_OK {
                     self.task_length.finished(Duration::from_nanos(c.run_ns() as u64));
                 }
-                self.tracker.on_complete(&c, now);
+                let effect = self.tracker.on_complete(&c, now);
+                if let Some(learned) = self.learned.as_mut() {
+                    match effect {
+                        CompletionEffect::Done => learned.completed(c.tid(), c.run_ns(), c.start_unix_ns()),
+                        CompletionEffect::Failed => learned.failed(c.tid()),
+                        CompletionEffect::Retry | CompletionEffect::Ignored => {}
+                    }
+                }
             }
             // From tier 2 (SUBMIT), or from an agent (PIN, or its drain).
             Ok(Message::QueueFull { job, tasks })

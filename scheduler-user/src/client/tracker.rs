@@ -379,6 +379,11 @@ impl Tracker {
 
     /// Adds a job; its tasks are Pending until [`Tracker::next_packet`] sends them.
     /// Returns the job id.
+    /// The id the next task added gets (ids are given in order).
+    pub fn next_tid(&self) -> u32 {
+        self.next_tid
+    }
+
     pub fn add_job(&mut self, specs: &[TaskSpec], now: Instant) -> anyhow::Result<u32> {
         if self.cfg.claim_lease < Duration::from_millis(MIN_CLAIM_LEASE_MS) {
             anyhow::bail!("a claim lease must be at least {MIN_CLAIM_LEASE_MS} ms");

@@ -59,6 +59,16 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "IP")]
     pub bind: Option<IpAddr>,
 
+    /// This worker type's speed: sleep tasks last their duration ÷ SPEED (trace replay
+    /// on worker types of different speed).
+    #[arg(long, value_name = "SPEED", default_value_t = 1.0, value_parser = parse_positive)]
+    pub speed: f64,
+
+    /// Cap these executors together at CORES CPUs' worth of time (a cgroup v1 `cpu`
+    /// group with a CFS quota, removed at exit; needs root), for CPU-bound worker types.
+    #[arg(long, value_name = "CORES", value_parser = parse_positive)]
+    pub cpu_quota: Option<f64>,
+
     /// Log the counters every this many seconds while they change (0: only at exit).
     #[arg(long, value_name = "S", default_value_t = 10)]
     pub stats_interval_s: u64,
@@ -99,7 +109,19 @@ impl ExecutorArgs {
             bind: self.bind,
             record_assignments: false,
             store: self.store,
+            speed: self.speed,
+            cpu_quota_cores: self.cpu_quota,
         }
+    }
+}
+
+/// A positive, finite factor.
+fn parse_positive(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} must be positive"))
     }
 }
 

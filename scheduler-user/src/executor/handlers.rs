@@ -96,11 +96,21 @@ pub struct Handlers {
     /// Longest a task may take: longer sleep/spin requests are refused, commands are
     /// killed when they reach it.
     time_limit: Duration,
+    /// Sleep tasks last their duration ÷ speed (the worker type's speed factor).
+    speed: f64,
 }
 
 impl Handlers {
     pub fn new(allow: Vec<ExecRule>, time_limit: Duration) -> Handlers {
-        Handlers { allow, time_limit }
+        Handlers { allow, time_limit, speed: 1.0 }
+    }
+
+    /// Scales sleep tasks by a worker type's speed (a positive factor; others leave 1).
+    pub fn with_speed(mut self, speed: f64) -> Handlers {
+        if speed.is_finite() && speed > 0.0 {
+            self.speed = speed;
+        }
+        self
     }
 
     pub fn allow_list(&self) -> &[ExecRule] {
@@ -118,7 +128,7 @@ impl Handlers {
             Handler::Noop => Outcome::Ok,
             Handler::Sleep { micros } => match self.bounded(micros) {
                 Ok(d) => {
-                    std::thread::sleep(d);
+                    std::thread::sleep(d.div_f64(self.speed));
                     Outcome::Ok
                 }
                 Err(r) => Outcome::Refused(r),
@@ -390,6 +400,19 @@ mod tests {
         let took = t.elapsed();
         assert!(took >= Duration::from_micros(3_000), "took {took:?}");
         assert!(took < Duration::from_millis(100), "took {took:?}");
+    }
+
+    #[test]
+    fn a_fast_worker_type_sleeps_for_the_duration_over_its_speed() {
+        let fast = handlers(&[]).with_speed(4.0);
+        let t = Instant::now();
+        assert_eq!(fast.run(&desc(Handler::Sleep { micros: 40_000 })), Outcome::Ok);
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(10) && took < Duration::from_millis(35), "took {took:?}");
+        let slow = handlers(&[]).with_speed(0.5);
+        let t = Instant::now();
+        assert_eq!(slow.run(&desc(Handler::Sleep { micros: 10_000 })), Outcome::Ok);
+        assert!(t.elapsed() >= Duration::from_millis(20), "took {:?}", t.elapsed());
     }
 
     #[test]

@@ -16,6 +16,7 @@
 
 mod cli;
 mod counters;
+pub mod cpu_group;
 mod handlers;
 mod lease;
 pub mod spec;
@@ -28,6 +29,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use cpu_group::CpuGroup;
 
 pub use cli::{parse_addr, parse_resources, run, ExecutorArgs};
 pub use counters::{CounterSnapshot, ExecutorCounters};
@@ -62,6 +64,11 @@ pub struct ExecutorConfig {
     /// This host's object store, as other hosts reach it: SPEC tasks run only with one
     /// (without, they are refused).
     pub store: Option<std::net::SocketAddrV4>,
+    /// This worker type's speed: sleep tasks last their duration ÷ speed (trace replay
+    /// on types of different speed, as RLQ's real-trace setup does).
+    pub speed: f64,
+    /// A CPU quota (in cores) shared by these executors, through a cgroup; `None`: no cap.
+    pub cpu_quota_cores: Option<f64>,
 }
 
 impl ExecutorConfig {
@@ -83,6 +90,8 @@ impl ExecutorConfig {
             bind: None,
             record_assignments: false,
             store: None,
+            speed: 1.0,
+            cpu_quota_cores: None,
         }
     }
 
@@ -107,6 +116,8 @@ pub struct ExecutorPool {
     assignments: Vec<Arc<Mutex<Vec<AssignmentRecord>>>>,
     addrs: Vec<SocketAddr>,
     stop: Arc<AtomicBool>,
+    /// Dropped after the threads are joined, so the group is empty when removed.
+    cpu_group: Option<Arc<CpuGroup>>,
 }
 
 /// Starts `cfg.executors` executor threads.
@@ -117,7 +128,11 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
     if cfg.get_timeout.is_zero() {
         bail!("the GET_TASK timeout must be positive");
     }
-    let handlers = Arc::new(Handlers::new(cfg.allow_exec.clone(), cfg.task_time_limit));
+    if !(cfg.speed.is_finite() && cfg.speed > 0.0) {
+        bail!("the speed {} must be positive", cfg.speed);
+    }
+    let handlers = Arc::new(Handlers::new(cfg.allow_exec.clone(), cfg.task_time_limit).with_speed(cfg.speed));
+    let cpu_group = cfg.cpu_quota_cores.map(|cores| CpuGroup::create(cores).map(Arc::new)).transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut pool = ExecutorPool {
         threads: Vec::new(),
@@ -125,6 +140,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
         assignments: Vec::new(),
         addrs: Vec::new(),
         stop: stop.clone(),
+        cpu_group: cpu_group.clone(),
     };
     let bind = SocketAddr::new(cfg.bind_ip(), 0);
     for index in 0..cfg.executors {
@@ -152,11 +168,22 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             stash: Vec::new(),
             data: cfg.store.map(|store| spec::DataPath { store, node: cfg.node }),
         };
+        let group = cpu_group.clone();
+        let (joined_tx, joined_rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name(format!("bolt-exec-{index}"))
-            .spawn(move || worker.run())
+            .spawn(move || {
+                let joined = group.as_ref().map_or(Ok(()), |g| g.join_current_thread());
+                let ok = joined.is_ok();
+                // The spawner waits for this; it cannot have gone.
+                let _ = joined_tx.send(joined);
+                if ok {
+                    worker.run();
+                }
+            })
             .context("starting an executor thread")?;
         pool.threads.push(thread);
+        joined_rx.recv().context("an executor thread died before starting")??;
     }
     Ok(pool)
 }
@@ -165,6 +192,11 @@ impl ExecutorPool {
     /// The local address of each executor's socket, by executor index.
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// The cgroup holding these executors' CPU quota, if they have one.
+    pub fn cpu_group(&self) -> Option<&std::path::Path> {
+        self.cpu_group.as_deref().map(CpuGroup::path)
     }
 
     /// All executors' counters, summed.

@@ -63,7 +63,7 @@ pub fn get_json(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Resu
 }
 
 /// Fields whose value is a level rather than a running count.
-const GAUGES: [&str; 16] = [
+const GAUGES: &[&str] = &[
     "queue_depth",
     "queued_by_resource",
     "queued_unconstrained",
@@ -81,6 +81,10 @@ const GAUGES: [&str; 16] = [
     "scale_up",
     "pending_growth_streak",
     "vector_bytes",
+    "load_per_type",
+    "mean_decide_us",
+    "mean_update_us",
+    "queued_rewards",
 ];
 
 /// A level (gauge) rather than a running count: sizes, occupancy, percentiles, rates.
@@ -102,6 +106,7 @@ fn array_label(field: &str, i: usize) -> (&'static str, String) {
             scheduler_common::DecodeError::NAMES.get(i).map(|n| n.to_string()).unwrap_or_else(|| i.to_string()),
         ),
         "pending_by_resource" | "queued_by_resource" => ("resource", i.to_string()),
+        "decisions_per_type" | "load_per_type" => ("type", i.to_string()),
         _ => ("priority", (i + 1).to_string()),
     }
 }
