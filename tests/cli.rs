@@ -539,6 +539,6 @@ fn a_client_with_a_policy_puts_each_task_on_a_type_and_exports_its_decisions() {
     let text = metrics::get(http, "/metrics", t).unwrap();
     assert_same_names(&stats, &text);
     let samples = prometheus_samples(&text);
-    assert!(samples.contains(&("bolt_placement_decisions_per_type{type=\"1\"}".into(), 2.0)), "{text}");
+    assert!(samples.contains(&("bolt_learned_decisions_per_type{type=\"1\"}".into(), 2.0)), "{text}");
     assert_eq!(stats["jobs"]["running"], 4, "sent to the switch, which has no executor: {stats}");
 }
