@@ -97,6 +97,12 @@ impl WorkloadSpec {
     }
 }
 
+/// Node ids are 16 bits on the wire (REFILL_REQ, GET_TASK's requester): 10 executors a
+/// host, or as many more as keep the hosts within 65,536 (16 at 1,000,000 executors).
+pub fn executors_per_host(executors: u32) -> u32 {
+    executors.div_ceil(1 << 16).max(10)
+}
+
 impl SimConfig {
     /// The scale experiment: a data centre of 10 executors per host and 40 hosts per rack
     /// under a Tofino; the trace's job shape with every task 5 ms and no bursts, at
@@ -109,7 +115,7 @@ impl SimConfig {
             system,
             seed,
             executors,
-            executors_per_host: 10,
+            executors_per_host: executors_per_host(executors),
             workload: WorkloadSpec::Trace { params, clients: executors.div_ceil(1000).max(2) },
             warmup_s: seconds * 0.3,
             drain_s: seconds,
