@@ -127,6 +127,7 @@ fn a_small_scenario_has_the_delays_computed_by_hand() {
         NetParams { stack_ns: 1_000, local_ns: 0, link_ns: 0, leaf_ns: 0, spine_ns: 0, gbps: 1e9, hosts_per_rack: 1 };
     cfg.tofino = TofinoParams { passes_per_sec: 1e9, pass_ns: 100, ..TofinoParams::thesis() };
     cfg.exec.run_overhead_ns = 0;
+    cfg.exec.cpu_wait_mean_ns = 0;
     cfg.drain_s = 0.001;
     let r = run(&cfg, None).unwrap();
     assert_eq!((r.tasks_measured, r.tasks_started), (2, 2));
