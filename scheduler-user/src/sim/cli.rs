@@ -245,6 +245,28 @@ fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
         );
         plot::render(&chart, &a.out, stem)?;
     }
+    // Switch packets and pipeline passes per task run, and the pipeline's load: where
+    // one-level Bolt saturates its pipeline.
+    type Metric = fn(&super::report::SwitchReport) -> f64;
+    let metrics: [(&str, &str, &str, Metric); 3] = [
+        ("sim_packets", "Switch packets in per task run", "packets / task", |s| s.packets_in_per_task),
+        ("sim_passes", "Pipeline passes per task run", "passes / task", |s| s.passes_per_task),
+        ("sim_pipeline_load", "Pipeline load (passes over the budget)", "load (%)", |s| s.utilisation * 100.0),
+    ];
+    for (stem, title, y, metric) in metrics {
+        let series = [System::OneLevel, System::TwoLevel]
+            .iter()
+            .map(|&s| {
+                let points = results
+                    .iter()
+                    .filter(|r| r.system == s.name())
+                    .filter_map(|r| r.switch.as_ref().map(|sw| (r.executors as f64, metric(sw))))
+                    .collect();
+                Series::new(s.name(), points)
+            })
+            .collect();
+        plot::render(&Chart::new(title, "executors", y, Scale::Log, series), &a.out, stem)?;
+    }
     eprintln!("results in {}", a.out.display());
     Ok(())
 }
