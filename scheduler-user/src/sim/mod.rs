@@ -1,10 +1,12 @@
 //! `bolt sim`: a deterministic discrete-event simulator of Bolt and of the schedulers it
 //! is compared with, at up to 1,000,000 executors on one machine.
 //!
-//! It runs the project's own code where the project has it: tier 2 is the real queue
-//! [`Pipeline`](crate::queue::Pipeline) behind a Tofino model ([`tofino`]); tier 1 is the
-//! agent's own policy state machines (refill, prefetch sizing, stealing) over the XDP
-//! rings' semantics ([`host`]); the jobs come from the benchmarks' generators
+//! It runs the project's own code where the project has it: tier 2 is the software
+//! switch's [`Tier2`](crate::switch::Tier2) (the queue pipeline, unchanged, with BEST,
+//! HINT and parked requests) behind a Tofino model ([`tofino`]); tier 1 is the agent's
+//! own policy state machines (refill, prefetch sizing, hint reaction, leases, stealing)
+//! and the XDP bypass rule over the XDP rings' semantics ([`host`]); the jobs come from
+//! the benchmarks' generators
 //! ([`workload`]). Around them: a leaf-spine network ([`network`]), executors
 //! ([`executors`]), and the alternatives ([`baselines`]). docs/sim.md describes the model.
 
