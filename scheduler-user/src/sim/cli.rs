@@ -48,6 +48,9 @@ pub struct RunArgs {
     /// CloudKon's one-way latency to its global queue, µs.
     #[arg(long)]
     pub cloudkon_us: Option<u64>,
+    /// Tier 2 as bolt.p4 builds it: no park table, no HINT (executors and agents poll).
+    #[arg(long)]
+    pub as_built: bool,
     /// Print no progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -83,7 +86,11 @@ pub struct ValidateArgs {
 pub fn run_cli(args: SimArgs) -> anyhow::Result<()> {
     match args.command {
         SimCommand::Run(a) => {
-            let cfg = scale_config(a.system, a.executors, a.load, a.seconds, a.seed, a.passes_per_sec, a.cloudkon_us);
+            let mut cfg =
+                scale_config(a.system, a.executors, a.load, a.seconds, a.seed, a.passes_per_sec, a.cloudkon_us);
+            if a.as_built {
+                cfg.tofino = cfg.tofino.as_built();
+            }
             let r = run_with_bar(&cfg, !a.quiet)?;
             println!("{}", serde_json::to_string(&r)?);
             eprintln!("{}", summary(&r));
@@ -238,9 +245,46 @@ fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
         );
         plot::render(&chart, &a.out, stem)?;
     }
+    // Switch packets and pipeline passes per task run, and the pipeline's load: where
+    // one-level Bolt saturates its pipeline.
+    type Metric = fn(&super::report::SwitchReport) -> f64;
+    let metrics: [(&str, &str, &str, Metric); 3] = [
+        ("sim_packets", "Switch packets in per task run", "packets / task", |s| s.packets_in_per_task),
+        ("sim_passes", "Pipeline passes per task run", "passes / task", |s| s.passes_per_task),
+        ("sim_pipeline_load", "Pipeline load (passes over the budget)", "load (%)", |s| s.utilisation * 100.0),
+    ];
+    for (stem, title, y, metric) in metrics {
+        let series = [System::OneLevel, System::TwoLevel]
+            .iter()
+            .map(|&s| {
+                let points = results
+                    .iter()
+                    .filter(|r| r.system == s.name())
+                    .filter_map(|r| r.switch.as_ref().map(|sw| (r.executors as f64, metric(sw))))
+                    .collect();
+                Series::new(s.name(), points)
+            })
+            .collect();
+        plot::render(&Chart::new(title, "executors", y, Scale::Log, series), &a.out, stem)?;
+    }
     eprintln!("results in {}", a.out.display());
     Ok(())
 }
+
+/// The testbed's scheduling delay p50 / p99 (ms) for the configurations of
+/// [`validation_configs`], in the same order: docs/benchmarks.md, "Two levels against
+/// one after tuning tier 1" (`bolt bench all --only sw1`, `--only trace`). The
+/// simulator's figures are compared with these.
+pub const TESTBED_MS: [(f64, f64); 8] = [
+    (0.292, 1.15),
+    (0.517, 2.16),
+    (1.402, 3.54),
+    (1.849, 74.58),
+    (0.320, 1.27),
+    (0.561, 1.83),
+    (1.000, 10.21),
+    (2.181, 77.66),
+];
 
 /// The testbed's configurations of docs/benchmarks.md: SW1 on 40 executors of 2 hosts
 /// (4 s per point), the trace on 32 sleep executors of 2 hosts at 70 % (20 s).
@@ -253,19 +297,30 @@ pub fn validation_configs(seed: u64) -> Vec<(String, SimConfig)> {
         }
         let params = TraceParams::new(seed, 20.0, 32, 0.7);
         let w = WorkloadSpec::Trace { params, clients: 1 };
-        out.push(("trace, 32 sleep executors, 70 %".into(), SimConfig::testbed(system, w, 32, 2, seed)));
+        out.push(("trace 70 %".into(), SimConfig::testbed(system, w, 32, 2, seed)));
     }
     out
 }
 
+fn off_by(sim_us: Option<f64>, testbed_ms: f64) -> String {
+    sim_us.map_or("–".into(), |us| format!("{:+.0} %", (us / 1000.0 / testbed_ms - 1.0) * 100.0))
+}
+
 fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
     let mut lines = jsonl(&a.out, "validate")?;
-    println!("| workload | level | simulated p50 / p99 |");
-    println!("|---|---|---:|");
-    for (name, cfg) in validation_configs(a.seed) {
+    println!("| workload | level | testbed p50 / p99 | simulated p50 / p99 | p50 off by | p99 off by |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for ((name, cfg), (p50, p99)) in validation_configs(a.seed).into_iter().zip(TESTBED_MS) {
         let r = run_with_bar(&cfg, true)?;
         writeln!(lines, "{}", serde_json::to_string(&r)?)?;
-        println!("| {name} | {} | {} / {} |", r.system, fmt_us(r.p50_us), fmt_us(r.p99_us));
+        println!(
+            "| {name} | {} | {p50:.3} / {p99:.2} ms | {} / {} | {} | {} |",
+            r.system,
+            fmt_us(r.p50_us),
+            fmt_us(r.p99_us),
+            off_by(r.p50_us, p50),
+            off_by(r.p99_us, p99)
+        );
     }
     Ok(())
 }

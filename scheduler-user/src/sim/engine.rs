@@ -7,21 +7,25 @@ use std::time::{Duration, Instant};
 use arrayvec::ArrayVec;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use scheduler_common::{Entry, JobRef, Message, Op, RefillRequest, Requester, StealBody, Task, MAX_LIST};
+use scheduler_common::maps::{ring_stamp, Tier2Hint, DEFAULT_HINT_TTL_NS};
+use scheduler_common::{Entry, JobRef, Op, RefillRequest, Requester, StealBody, Task, MAX_LIST};
 
 use super::baselines::{CloudKon, Sparrow};
 use super::clock::{EventQueue, Nanos};
 use super::executors::Endpoint;
 use super::host::Host;
 use super::network::{frame_bytes, Topology};
-use super::report::{peak_rss_bytes, Recorder, Report, SwitchReport};
-use super::tofino::{Departure, Departures, Tofino};
+use super::report::{peak_rss_bytes, Recorder, Report, SwitchReport, Tier1Report};
+use super::tofino::{Request, Tofino};
 use super::workload::Jobs;
 use super::{SimConfig, System};
+use crate::agent::hint::local_best;
+use crate::agent::policy::hint::{HintObservation, ReturnBelow};
 use crate::agent::policy::prefetch::PrefetchSizer;
 use crate::agent::policy::steal::{StealAction, StealConfig, Stealer};
 use crate::agent::refill::{Action, Outcome, RefillController};
 use crate::client::TrackerConfig;
+use crate::switch::Answer;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
@@ -59,6 +63,11 @@ pub enum Event {
     HostWake {
         host: u32,
     },
+    /// A HINT reaches a host: tier 2's BEST.
+    Hint {
+        host: u32,
+        best: u8,
+    },
     Steal {
         to: u32,
         slot: u32,
@@ -89,10 +98,13 @@ pub enum Event {
 }
 
 /// A message on its way to tier 2.
+/// Lists inline, as the switch's `Answer`: boxing them would allocate per packet.
+#[allow(clippy::large_enum_variant)]
 enum Inbound {
     Submit { client: u32, job: u32, tids: ArrayVec<u32, MAX_LIST> },
-    GetTask { exec: u32 },
+    GetTask { exec: u32, wait: bool },
     RefillReq { host: u32, want: u8 },
+    Return { host: u32, entries: ArrayVec<Entry, MAX_LIST> },
 }
 
 struct StealMsg {
@@ -144,7 +156,7 @@ pub struct World<'a> {
     hosts: Vec<Host>,
     tofino: Option<Tofino>,
     switch_tick: Nanos,
-    departures: Departures,
+    answers: Vec<(Nanos, Answer)>,
     inbound: Slab<Inbound>,
     batches: Slab<ArrayVec<Entry, MAX_LIST>>,
     steals: Slab<StealMsg>,
@@ -156,7 +168,6 @@ pub struct World<'a> {
     /// `Instant` the policies see at simulated time 0 (they only take differences).
     base: Instant,
     scratch: Vec<StealAction<u32>>,
-    task_buf: Vec<Task>,
     /// Pipeline passes when the measured window began and ended.
     window_passes: (Option<u64>, Option<u64>),
     /// The client library's retries: after a QUEUE_FULL (its first back-off) and after
@@ -206,7 +217,9 @@ impl<'a> World<'a> {
             })
             .collect();
         let tofino = match cfg.system {
-            System::OneLevel | System::TwoLevel => Some(Tofino::new(cfg.tofino.clone()).map_err(anyhow::Error::msg)?),
+            System::OneLevel | System::TwoLevel => {
+                Some(Tofino::new(cfg.tofino.clone(), base).map_err(anyhow::Error::msg)?)
+            }
             _ => None,
         };
         let sparrow = (cfg.system == System::Sparrow).then(|| {
@@ -226,7 +239,7 @@ impl<'a> World<'a> {
             hosts,
             tofino,
             switch_tick: Nanos::MAX,
-            departures: Departures::default(),
+            answers: Vec::new(),
             inbound: Slab::new(),
             batches: Slab::new(),
             steals: Slab::new(),
@@ -237,7 +250,6 @@ impl<'a> World<'a> {
             tasks_run: 0,
             base,
             scratch: Vec::new(),
-            task_buf: Vec::with_capacity(MAX_LIST),
             window_passes: (None, None),
             queue_full_retry: client.queue_full_backoff.as_nanos() as Nanos,
             lost_submit_retry: client.task_timeout.as_nanos() as Nanos,
@@ -308,10 +320,13 @@ impl<'a> World<'a> {
         match event {
             Event::Job => self.job(),
             Event::ToSwitch { slot } => self.arrive_at_switch(slot),
-            Event::SwitchTick => {
+            // A tick superseded by an earlier one (which scheduled its own successor) is
+            // stale: running it would start a second chain of ticks.
+            Event::SwitchTick if self.switch_tick <= self.q.now() => {
                 self.switch_tick = Nanos::MAX;
                 self.run_switch();
             }
+            Event::SwitchTick => {}
             Event::Get { exec } => self.get(exec),
             Event::Start { exec, tid } => self.start(exec, tid),
             Event::Noop { exec } => self.q.after(self.cfg.exec.noop_backoff_ns, Event::Get { exec }),
@@ -326,6 +341,10 @@ impl<'a> World<'a> {
                     self.hosts[host as usize].wake = Nanos::MAX;
                     self.host_poll(host);
                 }
+            }
+            Event::Hint { host, best } => {
+                let now = self.q.now();
+                self.stamp_best(host, now, best);
             }
             Event::Steal { to, slot } => self.steal_arrives(to, slot),
             Event::Tasks { host, slot } => {
@@ -405,6 +424,13 @@ impl<'a> World<'a> {
         }
     }
 
+    /// The entry of task `tid` as its client submitted it.
+    fn entry_of(&self, tid: u32) -> Entry {
+        let job = self.jobs.job_index(tid);
+        let j = self.jobs.jobs[job];
+        self.entry(j.client, job as u32, tid, j.prio)
+    }
+
     fn entry(&self, client: u32, job: u32, tid: u32, prio: u8) -> Entry {
         let addr = Endpoint::Client(client).addr();
         Entry::new(client, job, task(tid, prio), addr.ip().octets(), addr.port())
@@ -415,33 +441,33 @@ impl<'a> World<'a> {
     fn arrive_at_switch(&mut self, slot: u32) {
         let now = self.q.now();
         let inbound = self.inbound.take(slot);
-        let tofino = self.tofino.as_mut().expect("a Bolt run has tier 2");
-        let accepted = match &inbound {
+        let (req, src) = match &inbound {
             Inbound::Submit { client, job, tids } => {
                 let prio = self.jobs.jobs[*job as usize].prio;
-                self.task_buf.clear();
-                self.task_buf.extend(tids.iter().map(|&t| task(t, prio)));
-                let msg = Message::Submit { job: JobRef::new(*client, *job), flags: 0, tasks: &self.task_buf };
-                tofino.arrive(now, &msg, Endpoint::Client(*client).addr())
+                let tasks = tids.iter().map(|&t| task(t, prio)).collect();
+                (Request::Submit { job: JobRef::new(*client, *job), tasks }, Endpoint::Client(*client).addr())
             }
-            Inbound::GetTask { exec } => {
-                let from = Requester::new((exec / self.per_host) as u16, *exec as u16, 0);
-                let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from, wait: false };
-                tofino.arrive(now, &msg, Endpoint::Executor(*exec).addr())
+            Inbound::GetTask { exec, wait } => {
+                let from = Requester::new(self.node_of(self.host_of(*exec)), *exec as u16, 0);
+                (Request::GetTask { from, wait: *wait }, Endpoint::Executor(*exec).addr())
             }
             Inbound::RefillReq { host, want } => {
-                let msg = Message::RefillReq { node_rsrc: 0xff, req: RefillRequest::new(*host as u16, *want) };
-                tofino.arrive(now, &msg, Endpoint::Host(*host).addr())
+                let req = RefillRequest::new(self.node_of(*host), *want);
+                (Request::RefillReq { req }, Endpoint::Host(*host).addr())
+            }
+            Inbound::Return { host, entries } => {
+                (Request::Return { entries: entries.clone() }, Endpoint::Host(*host).addr())
             }
         };
-        if !accepted {
+        let tofino = self.tofino.as_mut().expect("a Bolt run has tier 2");
+        if !tofino.arrive(now, req, src) {
             // Dropped at the ingress: the sender's timeout sends it again.
             match inbound {
-                Inbound::Submit { .. } => {
+                Inbound::Submit { .. } | Inbound::Return { .. } => {
                     let slot = self.inbound.put(inbound);
                     self.q.after(self.lost_submit_retry, Event::ToSwitch { slot });
                 }
-                Inbound::GetTask { exec } => self.q.after(self.cfg.exec.get_timeout_ns, Event::Get { exec }),
+                Inbound::GetTask { exec, .. } => self.q.after(self.cfg.exec.get_timeout_ns, Event::Get { exec }),
                 // The refill controller's answer timeout resends it.
                 Inbound::RefillReq { .. } => {}
             }
@@ -449,16 +475,20 @@ impl<'a> World<'a> {
         self.run_switch();
     }
 
+    /// The node id a host's messages carry (16 bits on the wire).
+    fn node_of(&self, host: u32) -> u16 {
+        host as u16
+    }
+
     fn run_switch(&mut self) {
         let now = self.q.now();
         let tofino = self.tofino.as_mut().expect("a Bolt run has tier 2");
-        self.departures.clear();
-        let next = tofino.run_until(now, &mut self.departures);
-        let departures = std::mem::take(&mut self.departures);
-        for d in &departures.out {
-            self.depart(d, &departures);
+        let mut answers = std::mem::take(&mut self.answers);
+        let next = tofino.run_until(now, &mut answers);
+        for (at, a) in answers.drain(..) {
+            self.depart(at, a);
         }
-        self.departures = departures;
+        self.answers = answers;
         if let Some(t) = next {
             if t < self.switch_tick {
                 self.switch_tick = t;
@@ -467,31 +497,57 @@ impl<'a> World<'a> {
         }
     }
 
-    fn depart(&mut self, d: &Departure, all: &Departures) {
-        let (at, to) = match *d {
-            Departure::Assign { at, to, .. }
-            | Departure::Noop { at, to, .. }
-            | Departure::QueueFull { at, to, .. }
-            | Departure::Refill { at, to, .. } => (at, to),
-        };
-        let Some(endpoint) = Endpoint::of(to) else { return };
-        match (*d, endpoint) {
-            (Departure::Assign { entry, .. }, Endpoint::Executor(exec)) => {
-                let delay = self.topo.host_switch(frame_bytes(1));
-                self.q.at(at + delay, Event::Start { exec, tid: entry.task.tid() });
+    /// Records the BEST stamp of a tier-2 answer crossing host `h`'s XDP program at `at`
+    /// (a newer stamp already read stays).
+    fn stamp_best(&mut self, h: u32, at: Nanos, best: u8) {
+        let host = &mut self.hosts[h as usize];
+        if at >= host.hint.read_at_ns() {
+            host.hint = Tier2Hint::new(at, best);
+        }
+    }
+
+    fn depart(&mut self, at: Nanos, a: Answer) {
+        let Some(endpoint) = Endpoint::of(a.to()) else { return };
+        match (a, endpoint) {
+            (Answer::Assign { entry, best, .. }, Endpoint::Executor(exec)) => {
+                let arrives = at + self.topo.host_switch(frame_bytes(1));
+                let h = self.host_of(exec);
+                if self.cfg.system == System::TwoLevel {
+                    self.stamp_best(h, arrives, best);
+                    let level = self.hosts[h as usize].level_of(entry.task.prio);
+                    self.hosts[h as usize].tier2_served[level] += 1;
+                }
+                self.q.at(arrives, Event::Start { exec, tid: entry.task.tid() });
             }
-            (Departure::Noop { .. }, Endpoint::Executor(exec)) => {
-                self.q.at(at + self.topo.host_switch(frame_bytes(0)), Event::Noop { exec });
+            (Answer::Noop { best, .. }, Endpoint::Executor(exec)) => {
+                let arrives = at + self.topo.host_switch(frame_bytes(0));
+                if self.cfg.system == System::TwoLevel {
+                    self.stamp_best(self.host_of(exec), arrives, best);
+                }
+                self.q.at(arrives, Event::Noop { exec });
             }
-            (Departure::QueueFull { job, first, count, .. }, Endpoint::Client(client)) => {
-                let tids = all.tasks[first..first + count].iter().map(|t| t.tid()).collect();
+            (Answer::QueueFull { job, tasks, .. }, Endpoint::Client(client)) => {
+                let tids = tasks.iter().map(|t| t.tid()).collect();
                 let slot = self.inbound.put(Inbound::Submit { client, job: job.jid(), tids });
-                let back = 2 * self.topo.host_switch(frame_bytes(count));
+                let back = 2 * self.topo.host_switch(frame_bytes(tasks.len()));
                 self.q.at(at + back + self.queue_full_retry, Event::ToSwitch { slot });
             }
-            (Departure::Refill { first, count, .. }, Endpoint::Host(host)) => {
-                let slot = self.batches.put(all.entries[first..first + count].iter().copied().collect());
-                self.q.at(at + self.topo.host_switch(frame_bytes(count)), Event::Refill { host, slot });
+            (Answer::QueueFull { tasks, .. }, Endpoint::Host(host)) => {
+                // A RETURN tier 2 could not queue: the agent keeps the tasks.
+                for t in tasks {
+                    let entry = self.entry_of(t.tid());
+                    self.hosts[host as usize].push(entry);
+                }
+            }
+            (Answer::Refill { entries, best, .. }, Endpoint::Host(host)) => {
+                let arrives = at + self.topo.host_switch(frame_bytes(entries.len()));
+                self.stamp_best(host, arrives, best);
+                let slot = self.batches.put(entries);
+                self.q.at(arrives, Event::Refill { host, slot });
+            }
+            (Answer::Hint { best, .. }, Endpoint::Host(host)) => {
+                let arrives = at + self.topo.host_switch(frame_bytes(0));
+                self.q.at(arrives, Event::Hint { host, best });
             }
             _ => {}
         }
@@ -502,7 +558,7 @@ impl<'a> World<'a> {
     fn get(&mut self, exec: u32) {
         match self.cfg.system {
             System::OneLevel => {
-                let slot = self.inbound.put(Inbound::GetTask { exec });
+                let slot = self.inbound.put(Inbound::GetTask { exec, wait: true });
                 self.q.after(self.topo.host_switch(frame_bytes(0)), Event::ToSwitch { slot });
             }
             System::TwoLevel => self.q.after(self.topo.p.local_ns, Event::XdpGet { exec }),
@@ -532,40 +588,62 @@ impl<'a> World<'a> {
     }
 
     fn start(&mut self, exec: u32, tid: u32) {
-        let now = self.q.now();
+        let cpu_wait = match self.cfg.exec.cpu_wait_mean_ns {
+            0 => 0,
+            mean => (-(mean as f64) * (1.0 - self.rng.gen::<f64>()).ln()) as Nanos,
+        };
+        let now = self.q.now() + cpu_wait;
         let submitted = self.jobs.job_of(tid).at;
         if self.rec.in_window(submitted) {
             self.rec.start(submitted, now);
         }
         let run = self.jobs.duration_us[tid as usize] as Nanos * 1000 + self.cfg.exec.run_overhead_ns;
-        self.q.after(run, Event::Done { exec });
+        // The overshoot (`run_overhead`) measured on the testbed is from ASSIGN to the
+        // end of the task, so it already holds the wait for a CPU: the wait moves the
+        // start, not the end.
+        self.q.after(run.max(cpu_wait), Event::Done { exec });
     }
 
     // ---- tier 1 (two-level Bolt) and MATRIX hosts ----
 
+    /// GET_TASK at the executor's host: the XDP program's bypass rule (tier 2's fresh
+    /// BEST outranks every non-empty ring: on to tier 2 without WAIT), a hit, or a miss
+    /// (on to tier 2 with WAIT, as `bolt executor` sends it).
     fn xdp_get(&mut self, exec: u32) {
         let h = self.host_of(exec);
-        match self.hosts[h as usize].pop() {
-            Some(e) => {
-                self.q.after(self.topo.p.local_ns, Event::Start { exec, tid: e.task.tid() });
-                self.host_poll(h);
-            }
+        let now = self.q.now();
+        let host = &mut self.hosts[h as usize];
+        let local = local_best(&host.occupancy(), 1, host.rings.len() as u8);
+        let bypass = host.hint.outranks_local(1, local, DEFAULT_HINT_TTL_NS, || now);
+        let hit = if bypass {
+            host.bypasses += 1;
+            None
+        } else {
+            host.pop()
+        };
+        match hit {
+            Some(e) => self.q.after(self.topo.p.local_ns, Event::Start { exec, tid: e.task.tid() }),
             None => {
-                // A miss: the program passes GET_TASK on to tier 2, which answers the executor.
-                let slot = self.inbound.put(Inbound::GetTask { exec });
+                if !bypass {
+                    self.hosts[h as usize].misses += 1;
+                }
+                let slot = self.inbound.put(Inbound::GetTask { exec, wait: !bypass });
                 self.q.after(self.topo.host_switch(frame_bytes(0)), Event::ToSwitch { slot });
-                self.host_poll(h);
             }
         }
+        self.host_poll(h);
     }
 
     fn refill_arrives(&mut self, h: u32, slot: u32) {
         let entries = self.batches.take(slot);
+        let now_ms = self.q.now() / 1_000_000;
         let host = &mut self.hosts[h as usize];
         host.progress.frames += 1;
         host.progress.tasks += entries.len() as u64;
-        for e in entries {
-            host.push(e);
+        // A REFILL lists its entries newest first: stored last to first, stamped with the
+        // time they entered the ring (their lease).
+        for e in entries.into_iter().rev() {
+            host.push(Entry { pad: ring_stamp(now_ms), ..e });
         }
         self.host_poll(h);
     }
@@ -575,17 +653,20 @@ impl<'a> World<'a> {
         let now = self.instant();
         match self.cfg.system {
             System::TwoLevel => {
+                self.return_to_tier2(h, now);
                 let host = &mut self.hosts[h as usize];
                 let occupancy = host.occupancy();
+                let served = host.served_all();
                 let (Some(refill), Some(sizer)) = (host.refill.as_mut(), host.sizer.as_mut()) else { return };
-                sizer.observe_served(now, host.served);
+                sizer.observe_served(now, served);
                 refill.set_target(sizer.total_target());
                 let action = refill.poll(now, &occupancy, host.progress);
                 if let Some(Outcome::Tasks { round_trip, .. }) = refill.take_outcome() {
                     sizer.observe_round_trip(round_trip);
                 }
-                let deadline = refill.next_deadline(now);
+                let deadline = [refill.next_deadline(now), host.lease.next_deadline(now)].into_iter().flatten().min();
                 if let Action::Request { want, .. } = action {
+                    host.refill_reqs += 1;
                     let slot = self.inbound.put(Inbound::RefillReq { host: h, want });
                     self.q.after(self.topo.host_switch(frame_bytes(0)), Event::ToSwitch { slot });
                 }
@@ -607,6 +688,41 @@ impl<'a> World<'a> {
                 self.wake_at(h, deadline);
             }
             _ => {}
+        }
+    }
+
+    /// What the agent gives back to tier 2: ring heads whose lease expired (its lease
+    /// scan) and, while tier 2's BEST persistently outranks the rings, their
+    /// lower-priority tasks (its hint reaction); RETURNed in messages of up to 16.
+    fn return_to_tier2(&mut self, h: u32, now: Instant) {
+        let now_ns = self.q.now();
+        let host = &mut self.hosts[h as usize];
+        let mut back: Vec<Entry> = Vec::new();
+        if host.lease.scan_due(now) {
+            let now_ms = now_ns / 1_000_000;
+            for ring in host.rings.iter_mut() {
+                while ring.front().is_some_and(|e| host.lease.expired(e.pad, now_ms)) {
+                    back.extend(ring.pop_front());
+                    host.lease_returned += 1;
+                }
+            }
+        }
+        let fresh = host.hint.best() != 0 && now_ns.wrapping_sub(host.hint.read_at_ns()) < DEFAULT_HINT_TTL_NS;
+        let obs = HintObservation {
+            bypasses: host.bypasses,
+            hinted_best: if fresh { host.hint.best() } else { 0 },
+            occupancy: host.occupancy(),
+        };
+        if let Some(ReturnBelow { above }) = host.hint_reaction.observe(now, &obs) {
+            for ring in host.rings.iter_mut().skip(above as usize) {
+                host.hint_returned += ring.len() as u64;
+                back.extend(ring.drain(..));
+            }
+        }
+        for chunk in back.chunks(MAX_LIST) {
+            let entries = chunk.iter().map(Entry::unstamped).collect();
+            let slot = self.inbound.put(Inbound::Return { host: h, entries });
+            self.q.after(self.topo.host_switch(frame_bytes(chunk.len())), Event::ToSwitch { slot });
         }
     }
 
@@ -739,6 +855,11 @@ impl<'a> World<'a> {
                 dropped: s.dropped,
                 queue_full_tasks: qs.queue_full_tasks,
                 max_ingress: s.max_ingress,
+                counters: s.clone(),
+                parked: t.park_stats().parked,
+                answered_from_park: t.park_stats().answered_from_park,
+                park_expired: t.park_stats().expired,
+                park_refused: t.park_stats().refused_park,
             }
         });
         let (attempts, stolen) = self
@@ -764,6 +885,16 @@ impl<'a> World<'a> {
             switch,
             tier1_hits_per_task: (self.cfg.system == System::TwoLevel)
                 .then(|| self.hosts.iter().map(|h| h.served.iter().sum::<u64>()).sum::<u64>() as f64 / run),
+            tier1: (self.cfg.system == System::TwoLevel).then(|| {
+                self.hosts.iter().fold(Tier1Report::default(), |mut t, h| {
+                    t.bypasses += h.bypasses;
+                    t.misses += h.misses;
+                    t.hint_returned += h.hint_returned;
+                    t.lease_returned += h.lease_returned;
+                    t.refill_reqs += h.refill_reqs;
+                    t
+                })
+            }),
             steal_attempts: attempts,
             stolen,
             events,

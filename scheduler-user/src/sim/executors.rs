@@ -21,11 +21,23 @@ pub struct ExecParams {
     /// Executors send their first GET_TASK at a uniformly random time below this (0: all
     /// at once), as executors started one by one would.
     pub start_spread_ns: Nanos,
+    /// Mean of an exponential wait between a task reaching its executor and the task
+    /// starting: the executor thread waiting for a CPU (0: a CPU is always free). On
+    /// the testbed 40 executor threads, the switch, the agents and the clients share two
+    /// cores; `SimConfig::testbed` calibrates it from one testbed point. It delays the
+    /// start, not the end: `run_overhead_ns`, measured from ASSIGN to the end, holds it.
+    pub cpu_wait_mean_ns: Nanos,
 }
 
 impl Default for ExecParams {
     fn default() -> Self {
-        ExecParams { noop_backoff_ns: 50_000, get_timeout_ns: 50_000_000, run_overhead_ns: 0, start_spread_ns: 0 }
+        ExecParams {
+            noop_backoff_ns: 50_000,
+            get_timeout_ns: 50_000_000,
+            run_overhead_ns: 0,
+            start_spread_ns: 0,
+            cpu_wait_mean_ns: 0,
+        }
     }
 }
 

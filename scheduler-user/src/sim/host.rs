@@ -5,10 +5,12 @@
 
 use std::collections::VecDeque;
 
-use scheduler_common::maps::RING_COUNT;
+use scheduler_common::maps::{Tier2Hint, DEFAULT_LEASE_MS, RING_COUNT};
 use scheduler_common::Entry;
 
 use super::clock::Nanos;
+use crate::agent::policy::hint::{HintReaction, DEFAULT_PERSIST};
+use crate::agent::policy::lease::LeaseKeeper;
 use crate::agent::policy::prefetch::PrefetchSizer;
 use crate::agent::policy::steal::Stealer;
 use crate::agent::refill::{Progress, RefillController};
@@ -21,6 +23,22 @@ pub struct Host {
     pub progress: Progress,
     /// Tasks served from each ring (the XDP hit counters).
     pub served: [u64; RING_COUNT],
+    /// Tasks tier 2 handed this host's executors directly, per level (the program's
+    /// `tier2_assign` counters).
+    pub tier2_served: [u64; RING_COUNT],
+    /// The last BEST read from a tier-2 answer or HINT, with the simulated time it was
+    /// read (`RingStates::tier2_hint`).
+    pub hint: Tier2Hint,
+    /// GET_TASKs passed on to tier 2 by the bypass rule, and on a miss.
+    pub bypasses: u64,
+    pub misses: u64,
+    pub refill_reqs: u64,
+    pub hint_reaction: HintReaction,
+    /// Tasks RETURNed by the hint reaction.
+    pub hint_returned: u64,
+    pub lease: LeaseKeeper,
+    /// Tasks RETURNed because their lease expired in a ring.
+    pub lease_returned: u64,
     pub stealer: Option<Stealer<u32>>,
     /// Executors waiting for local work (MATRIX, Sparrow).
     pub idle: Vec<u32>,
@@ -36,17 +54,37 @@ impl Host {
             sizer: None,
             progress: Progress::default(),
             served: [0; RING_COUNT],
+            tier2_served: [0; RING_COUNT],
+            hint: Tier2Hint::default(),
+            bypasses: 0,
+            misses: 0,
+            refill_reqs: 0,
+            hint_reaction: HintReaction::new(DEFAULT_PERSIST),
+            hint_returned: 0,
+            lease: LeaseKeeper::new(DEFAULT_LEASE_MS),
+            lease_returned: 0,
             stealer: None,
             idle: Vec::new(),
             wake: Nanos::MAX,
         }
     }
 
-    /// Stores an entry in the ring of its priority (a priority past the levels goes to
-    /// the lowest, as the XDP program clamps it).
+    /// The ring (0-based) of a priority: one past the levels goes to the lowest, as the
+    /// XDP program clamps it.
+    pub fn level_of(&self, prio: u8) -> usize {
+        (prio.max(1) as usize - 1).min(self.rings.len() - 1)
+    }
+
+    /// Stores an entry in the ring of its priority.
     pub fn push(&mut self, entry: Entry) {
-        let level = (entry.task.prio.max(1) as usize - 1).min(self.rings.len() - 1);
+        let level = self.level_of(entry.task.prio);
         self.rings[level].push_back(entry);
+    }
+
+    /// Every task of each level this host's executors got, from the rings and from tier
+    /// 2 directly: the drain the agent sizes its prefetch by.
+    pub fn served_all(&self) -> [u64; RING_COUNT] {
+        std::array::from_fn(|i| self.served[i] + self.tier2_served[i])
     }
 
     /// A GET_TASK with RTRV_PRIO 1: the head of the highest-priority non-empty ring.

@@ -5,6 +5,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::clock::Nanos;
+use super::tofino::TofinoStats;
 
 /// Scheduling delays (submit → start), nanoseconds, of the tasks in the window.
 pub struct Recorder {
@@ -73,6 +74,32 @@ pub struct SwitchReport {
     pub dropped: u64,
     pub queue_full_tasks: u64,
     pub max_ingress: usize,
+    /// Messages in and answers out, by kind.
+    #[serde(default)]
+    pub counters: TofinoStats,
+    /// The park table: requests parked, answered with tasks, expired, refused (full).
+    #[serde(default)]
+    pub parked: u64,
+    #[serde(default)]
+    pub answered_from_park: u64,
+    #[serde(default)]
+    pub park_expired: u64,
+    #[serde(default)]
+    pub park_refused: u64,
+}
+
+/// Tier 1's side of a two-level run, summed over the hosts.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Tier1Report {
+    /// GET_TASKs passed on to tier 2 by the bypass rule.
+    pub bypasses: u64,
+    /// GET_TASKs that found the rings empty and went on to tier 2.
+    pub misses: u64,
+    /// Tasks RETURNed by the hint reaction and by lease expiry.
+    pub hint_returned: u64,
+    pub lease_returned: u64,
+    /// REFILL_REQs sent.
+    pub refill_reqs: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -94,6 +121,8 @@ pub struct Report {
     /// Two-level: tasks the hosts' rings served (XDP hits), per task run.
     #[serde(default)]
     pub tier1_hits_per_task: Option<f64>,
+    #[serde(default)]
+    pub tier1: Option<Tier1Report>,
     pub steal_attempts: u64,
     pub stolen: u64,
     pub events: u64,

@@ -1,23 +1,32 @@
-//! Tier 2 as a Tofino runs it: the project's queue [`Pipeline`], unchanged, behind a
-//! model of the hardware around it.
+//! Tier 2 as a switch runs it: the software switch's own tier-2 layer
+//! ([`Tier2`](crate::switch::tier2::Tier2): the queue pipeline, unchanged, with BEST
+//! stamps, HINT and parked requests around it) behind a model of the hardware.
 //!
-//! - One pass per packet per pipeline slot: the pipeline starts at most `passes_per_sec`
-//!   passes a second, whatever the packet (a new packet, a recirculation, a REPAIR), so
+//! - A pipeline budget: at most `passes_per_sec` passes a second, whatever the pass (a
+//!   new packet, a recirculation, a REPAIR, a parked request run again). A message is
+//!   handled when the pipeline is free and holds it for as many pass slots as the
+//!   pipeline made for it (counted by the pipeline's own `QueueStats`), so
 //!   recirculations take bandwidth from new packets.
-//! - Recirculated packets come back `pass_ns` after their pass and go before new ones
-//!   (the software switch's `Scheduler` serves its recirculation FIFO first as well).
+//! - Its answers leave `pass_ns` per pass after it started (a recirculation returns to
+//!   the ingress under a microsecond and goes before new packets).
 //! - New packets wait in a bounded ingress buffer; a packet that finds it full is
 //!   dropped (its sender's timeout resends it).
-//! - A packet leaves `pass_ns` after the pass that sent it.
+//! - A parked request that expires costs one pass for its answer (a Tofino would need a
+//!   generated packet to send it).
+//! - `max_parked` 0 and `hints` off is the Tofino as bolt.p4 builds it (p4/README.md,
+//!   "Protocol version 2 on a Tofino"): no park table, no HINT, BEST on every answer.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
+use std::time::{Duration, Instant};
 
-use scheduler_common::{Entry, JobRef, Message, Requester, Task};
+use arrayvec::ArrayVec;
+use scheduler_common::{Entry, JobRef, Message, RefillRequest, Requester, Task, MAX_LIST};
 use serde::Serialize;
 
 use super::clock::Nanos;
-use crate::queue::{Packet, Pipeline, QueueConfig, QueueStats, Sink};
+use crate::queue::{QueueConfig, QueueStats, Scheduler};
+use crate::switch::{Answer, HintStats, ParkStats, Tier2, WaitConfig};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TofinoParams {
@@ -30,111 +39,142 @@ pub struct TofinoParams {
     /// Entries per priority level of the queue registers.
     pub queue_capacity: u32,
     pub priorities: u8,
+    /// Requests (GET_TASK with WAIT, REFILL_REQ) the park table holds; 0: none parks.
+    pub max_parked: usize,
+    /// How long a request stays parked (the software switch's `--park-ms`).
+    pub park_ns: Nanos,
+    /// Whether registered hosts are sent HINT when a level turns non-empty.
+    pub hints: bool,
 }
 
 impl TofinoParams {
     /// The thesis's measured rate: 23 M scheduling decisions a second on one pipeline
-    /// (§5.2), each a single pass; a recirculation under a microsecond (§3.3).
+    /// (§5.2), each a single pass; a recirculation under a microsecond (§3.3). Parking
+    /// and HINT as the software switch does them, with room for every executor.
     pub fn thesis() -> TofinoParams {
+        let wait = WaitConfig::default();
         TofinoParams {
             passes_per_sec: 23e6,
             pass_ns: 500,
             ingress_packets: 100_000,
             queue_capacity: 1 << 17,
             priorities: 4,
+            max_parked: 1 << 24,
+            park_ns: wait.park_for.as_nanos() as Nanos,
+            hints: true,
         }
     }
 
     /// The software switch of the testbed: one thread, 270 K packets a second measured
-    /// with a single-threaded load generator (docs/benchmarks.md).
+    /// with a single-threaded load generator (docs/benchmarks.md), its default park table.
     pub fn software_switch() -> TofinoParams {
-        TofinoParams { passes_per_sec: 270e3, pass_ns: 1_000, ..TofinoParams::thesis() }
+        let wait = WaitConfig::default();
+        TofinoParams { passes_per_sec: 270e3, pass_ns: 1_000, max_parked: wait.max_parked, ..TofinoParams::thesis() }
+    }
+
+    /// bolt.p4 as built: no park table, no HINT.
+    pub fn as_built(mut self) -> TofinoParams {
+        self.max_parked = 0;
+        self.hints = false;
+        self
     }
 }
 
-/// What a pass sent out, with the time it leaves the switch.
-#[derive(Clone, Copy, Debug)]
-pub enum Departure {
-    Assign { at: Nanos, to: SocketAddrV4, entry: Entry },
-    Noop { at: Nanos, to: SocketAddrV4, who: Requester },
-    QueueFull { at: Nanos, to: SocketAddrV4, job: JobRef, first: usize, count: usize },
-    Refill { at: Nanos, to: SocketAddrV4, first: usize, count: usize },
+/// A message on its way into tier 2, owned (the wire form borrows its lists).
+/// Lists inline, as the switch's `Answer`: boxing them would allocate per packet.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Request {
+    Submit { job: JobRef, tasks: ArrayVec<Task, MAX_LIST> },
+    GetTask { from: Requester, wait: bool },
+    RefillReq { req: RefillRequest },
+    Return { entries: ArrayVec<Entry, MAX_LIST> },
 }
 
-/// Collects a pass's outputs; entries and refused tasks go to shared buffers.
-#[derive(Default)]
-pub struct Departures {
-    pub out: Vec<Departure>,
-    pub entries: Vec<Entry>,
-    pub tasks: Vec<Task>,
-    at: Nanos,
-}
-
-impl Departures {
-    pub fn clear(&mut self) {
-        self.out.clear();
-        self.entries.clear();
-        self.tasks.clear();
-    }
-}
-
-impl Sink for Departures {
-    fn assign(&mut self, to: SocketAddrV4, entry: &Entry) {
-        self.out.push(Departure::Assign { at: self.at, to, entry: *entry });
-    }
-    fn noop(&mut self, to: SocketAddrV4, who: Requester) {
-        self.out.push(Departure::Noop { at: self.at, to, who });
-    }
-    fn queue_full(&mut self, to: SocketAddrV4, job: JobRef, tasks: &[Task]) {
-        let first = self.tasks.len();
-        self.tasks.extend_from_slice(tasks);
-        self.out.push(Departure::QueueFull { at: self.at, to, job, first, count: tasks.len() });
-    }
-    fn refill(&mut self, to: SocketAddrV4, entries: &[Entry]) {
-        let first = self.entries.len();
-        self.entries.extend_from_slice(entries);
-        self.out.push(Departure::Refill { at: self.at, to, first, count: entries.len() });
+impl Request {
+    pub fn message(&self) -> Message<'_> {
+        match self {
+            Request::Submit { job, tasks } => Message::Submit { job: *job, flags: 0, tasks },
+            Request::GetTask { from, wait } => {
+                Message::GetTask { rtrv_prio: 1, exec_rsrc: 0xff, from: *from, wait: *wait }
+            }
+            Request::RefillReq { req } => Message::RefillReq { node_rsrc: 0xff, req: *req },
+            Request::Return { entries } => Message::Return(entries),
+        }
     }
 }
 
-/// Counters of the model (the pipeline keeps its own [`QueueStats`]).
-#[derive(Clone, Debug, Default, Serialize)]
+/// Counters of the model (the pipeline keeps its own [`QueueStats`], the park table and
+/// HINT theirs).
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct TofinoStats {
     pub arrived: u64,
     pub dropped: u64,
     pub passes: u64,
     pub max_ingress: usize,
+    /// Messages arrived, by op: SUBMIT, GET_TASK (with WAIT, without), REFILL_REQ, RETURN.
+    pub submits: u64,
+    pub get_tasks_wait: u64,
+    pub get_tasks_no_wait: u64,
+    pub refill_reqs: u64,
+    pub returns: u64,
+    /// Answers sent, by kind.
+    pub assigns: u64,
+    pub noops: u64,
+    pub refills: u64,
+    pub empty_refills: u64,
+    pub queue_fulls: u64,
+    pub hints: u64,
+    /// Messages tier 2 does not take (none: the simulator sends only ones it takes).
+    pub not_for_switch: u64,
 }
 
 pub struct Tofino {
-    pipeline: Pipeline,
+    tier2: Tier2,
     p: TofinoParams,
+    /// `Instant` of simulated time 0 (the switch code takes `Instant`s).
+    base: Instant,
     /// Time between pass starts, picoseconds (exact at any rate to 1 ps).
     interval_ps: u64,
     /// When the pipeline can start its next pass, picoseconds.
     free_ps: u64,
-    ingress: VecDeque<(Nanos, Packet)>,
-    recirculating: VecDeque<(Nanos, Packet)>,
+    ingress: VecDeque<(Nanos, Request, SocketAddrV4)>,
+    answers: Vec<Answer>,
     stats: TofinoStats,
 }
 
 impl Tofino {
-    pub fn new(p: TofinoParams) -> Result<Tofino, String> {
+    pub fn new(p: TofinoParams, base: Instant) -> Result<Tofino, String> {
         let config = QueueConfig { capacity: p.queue_capacity, priorities: p.priorities, ..QueueConfig::default() };
+        let wait = WaitConfig {
+            park_for: Duration::from_nanos(p.park_ns),
+            max_parked: p.max_parked,
+            hint_register: if p.hints { WaitConfig::default().hint_register } else { Duration::ZERO },
+        };
         let interval_ps = (1e12 / p.passes_per_sec).round().max(1.0) as u64;
         Ok(Tofino {
-            pipeline: Pipeline::new(config)?,
+            tier2: Tier2::new(Scheduler::new(config)?, wait),
             p,
+            base,
             interval_ps,
             free_ps: 0,
             ingress: VecDeque::new(),
-            recirculating: VecDeque::new(),
+            answers: Vec::new(),
             stats: TofinoStats::default(),
         })
     }
 
     pub fn queue_stats(&self) -> &QueueStats {
-        self.pipeline.stats()
+        self.tier2.scheduler().stats()
+    }
+
+    pub fn park_stats(&self) -> &ParkStats {
+        self.tier2.park_stats()
+    }
+
+    pub fn hint_stats(&self) -> HintStats {
+        self.tier2.hint_stats()
     }
 
     pub fn stats(&self) -> &TofinoStats {
@@ -145,49 +185,82 @@ impl Tofino {
         &self.p
     }
 
-    /// A message arriving at `now`: parsed into its packet and queued at the ingress.
-    /// False when the ingress buffer is full (dropped) or the message is not for tier 2.
-    pub fn arrive(&mut self, now: Nanos, msg: &Message<'_>, src: SocketAddrV4) -> bool {
+    fn instant(&self, at: Nanos) -> Instant {
+        self.base + Duration::from_nanos(at)
+    }
+
+    fn nanos(&self, t: Instant) -> Nanos {
+        t.saturating_duration_since(self.base).as_nanos() as Nanos
+    }
+
+    fn pipeline_passes(&self) -> u64 {
+        self.queue_stats().cost.iter().map(|c| c.passes).sum()
+    }
+
+    /// A message arriving at `now`, queued at the ingress. False when the ingress buffer
+    /// is full (dropped).
+    pub fn arrive(&mut self, now: Nanos, req: Request, src: SocketAddrV4) -> bool {
         self.stats.arrived += 1;
+        match &req {
+            Request::Submit { .. } => self.stats.submits += 1,
+            Request::GetTask { wait: true, .. } => self.stats.get_tasks_wait += 1,
+            Request::GetTask { wait: false, .. } => self.stats.get_tasks_no_wait += 1,
+            Request::RefillReq { .. } => self.stats.refill_reqs += 1,
+            Request::Return { .. } => self.stats.returns += 1,
+        }
         if self.ingress.len() >= self.p.ingress_packets {
             self.stats.dropped += 1;
             return false;
         }
-        let Ok(pkt) = self.pipeline.admit(msg, src) else { return false };
-        self.ingress.push_back((now, pkt));
+        self.ingress.push_back((now, req, src));
         self.stats.max_ingress = self.stats.max_ingress.max(self.ingress.len());
         true
     }
 
-    /// Runs every pass that starts by `now`, in order; returns when the next pass could
-    /// start if packets are still waiting.
-    pub fn run_until(&mut self, now: Nanos, out: &mut Departures) -> Option<Nanos> {
+    /// Runs every message and park expiry that starts by `now`, in order; what tier 2
+    /// sends goes to `out` with the time it leaves. Returns when the next one could
+    /// start, if any is pending.
+    pub fn run_until(&mut self, now: Nanos, out: &mut Vec<(Nanos, Answer)>) -> Option<Nanos> {
         loop {
             let free = self.free_ps.div_ceil(1000);
-            let recirc_at = self.recirculating.front().map(|r| r.0);
-            let ingress_at = self.ingress.front().map(|r| r.0);
-            let ready = match (recirc_at, ingress_at) {
+            let packet_at = self.ingress.front().map(|r| r.0.max(free));
+            let expiry_at = self.tier2.next_deadline().map(|t| self.nanos(t).max(free));
+            let (start, expiry) = match (packet_at, expiry_at) {
                 (None, None) => return None,
-                (a, b) => a.unwrap_or(Nanos::MAX).min(b.unwrap_or(Nanos::MAX)),
+                (Some(p), Some(e)) if e <= p => (e, true),
+                (Some(p), _) => (p, false),
+                (None, Some(e)) => (e, true),
             };
-            let start = free.max(ready);
             if start > now {
                 return Some(start);
             }
-            // Recirculated packets first, as the switch's FIFO does.
-            let pkt = if recirc_at.is_some_and(|t| t <= start) {
-                self.recirculating.pop_front().map(|r| r.1)
+            self.answers.clear();
+            let passes = if expiry {
+                self.tier2.expire(self.instant(start), &mut self.answers);
+                self.answers.len().max(1) as u64
             } else {
-                self.ingress.pop_front().map(|r| r.1)
+                let (_, req, src) = self.ingress.pop_front().expect("a packet is waiting");
+                let before = self.pipeline_passes();
+                let at = self.instant(start);
+                if self.tier2.handle(&req.message(), src, at, &mut self.answers).is_err() {
+                    self.stats.not_for_switch += 1;
+                }
+                (self.pipeline_passes() - before).max(1)
             };
-            let pkt = pkt?;
-            self.free_ps = self.free_ps.max(start * 1000) + self.interval_ps;
-            self.stats.passes += 1;
-            let leaves = start + self.p.pass_ns;
-            out.at = leaves;
-            let result = self.pipeline.pass(pkt, out);
-            for again in result.recirculate.into_iter().chain(result.spawn) {
-                self.recirculating.push_back((leaves, again));
+            self.free_ps = self.free_ps.max(start * 1000) + passes * self.interval_ps;
+            self.stats.passes += passes;
+            let leaves = start + passes * self.p.pass_ns;
+            for a in self.answers.drain(..) {
+                match &a {
+                    Answer::Assign { .. } => self.stats.assigns += 1,
+                    Answer::Noop { .. } => self.stats.noops += 1,
+                    Answer::Refill { entries, .. } if entries.is_empty() => self.stats.empty_refills += 1,
+                    Answer::Refill { .. } => self.stats.refills += 1,
+                    Answer::QueueFull { .. } => self.stats.queue_fulls += 1,
+                    Answer::Hint { .. } if !self.p.hints => continue,
+                    Answer::Hint { .. } => self.stats.hints += 1,
+                }
+                out.push((leaves, a));
             }
         }
     }

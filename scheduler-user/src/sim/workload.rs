@@ -87,7 +87,11 @@ impl Jobs {
 
     /// The job task `tid` belongs to.
     pub fn job_of(&self, tid: u32) -> &SimJob {
-        let i = self.jobs.partition_point(|j| j.first + j.tasks <= tid);
-        &self.jobs[i]
+        &self.jobs[self.job_index(tid)]
+    }
+
+    /// The index of the job task `tid` belongs to.
+    pub fn job_index(&self, tid: u32) -> usize {
+        self.jobs.partition_point(|j| j.first + j.tasks <= tid)
     }
 }

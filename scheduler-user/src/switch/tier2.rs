@@ -126,7 +126,10 @@ pub struct HintStats {
 }
 
 /// A GET_TASK with WAIT from a node that tier 2 sent a REFILL with tasks within this time
-/// is not parked: it is answered NOOP at once. It passed its host's empty rings while
+/// is not parked: it is answered NOOP at once, at most once per task that REFILL carried
+/// (each task in the rings can answer one executor that missed them; beyond that the
+/// executors are idle and wait here, or at scale, where every host is refilled every
+/// few hundred µs, no executor would ever park and all of them would poll). It passed its host's empty rings while
 /// that REFILL was on its way there; parked here it would wait for the next task at tier
 /// 2 (up to the park time) while the REFILL's tasks wait in the rings for it. After the
 /// NOOP the executor asks again and finds them. A few round trips on a loaded host (2 ms
@@ -140,8 +143,9 @@ pub struct Tier2 {
     /// Node → (agent address, last REFILL_REQ): who gets a HINT.
     hosts: HashMap<u16, (SocketAddrV4, Instant)>,
     hint_register: Duration,
-    /// Node → when it was last sent a REFILL with tasks ([`REFILL_GRACE`]).
-    refilled: HashMap<u16, Instant>,
+    /// Node → when it was last sent a REFILL with tasks, and how many of its GET_TASKs
+    /// may still be answered NOOP instead of parked ([`REFILL_GRACE`]).
+    refilled: HashMap<u16, (Instant, u32)>,
     /// The pipeline's outputs of the run in progress (reused: no allocation once warm).
     collected: Vec<Answer>,
     hints: HintStats,
@@ -205,7 +209,7 @@ impl Tier2 {
                 if let Some(old) = self.park.take_same(src, &wanted) {
                     out.push(self.empty_for(&old));
                 }
-                if wait && self.found_nothing_in_empty_levels(first) && !self.refilled_lately(from.node(), now) {
+                if wait && self.found_nothing_in_empty_levels(first) && !self.take_grace(from.node(), now) {
                     self.try_park(src, wanted, now, out);
                 }
                 self.stamp_into(&wanted, out);
@@ -219,8 +223,8 @@ impl Tier2 {
                 self.park.take_same(src, &wanted);
                 if self.found_nothing_in_empty_levels(0) {
                     self.try_park(src, wanted, now, out);
-                } else if self.collected.iter().any(Answer::has_tasks) {
-                    self.refilled.insert(req.node(), now);
+                } else {
+                    self.note_refill(req.node(), now);
                 }
                 self.stamp_into(&wanted, out);
             }
@@ -229,9 +233,32 @@ impl Tier2 {
         Ok(())
     }
 
-    /// Whether `node` was sent a REFILL with tasks within [`REFILL_GRACE`] of `now`.
-    fn refilled_lately(&self, node: u16, now: Instant) -> bool {
-        self.refilled.get(&node).is_some_and(|&at| now.saturating_duration_since(at) < REFILL_GRACE)
+    /// Whether a GET_TASK of `node` is excused from parking: the node was sent a REFILL
+    /// with tasks within [`REFILL_GRACE`] of `now`, and fewer of its GET_TASKs were
+    /// excused since than that REFILL carried tasks. Takes one excuse.
+    fn take_grace(&mut self, node: u16, now: Instant) -> bool {
+        match self.refilled.get_mut(&node) {
+            Some((at, left)) if *left > 0 && now.saturating_duration_since(*at) < REFILL_GRACE => {
+                *left -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Records the tasks the collected answers REFILL `node` with, if any.
+    fn note_refill(&mut self, node: u16, now: Instant) {
+        let tasks: usize = self
+            .collected
+            .iter()
+            .map(|a| match a {
+                Answer::Refill { entries, .. } => entries.len(),
+                _ => 0,
+            })
+            .sum();
+        if tasks > 0 {
+            self.refilled.insert(node, (now, tasks as u32));
+        }
     }
 
     /// Answers every parked request whose deadline is at or before `now`, empty.
@@ -370,7 +397,7 @@ impl Tier2 {
             self.levels.after_retrieval(first, self.scheduler.pipeline());
             if self.collected.iter().any(Answer::has_tasks) {
                 if let Wanted::Refill { req, .. } = p.wanted {
-                    self.refilled.insert(req.node(), now);
+                    self.note_refill(req.node(), now);
                 }
                 self.park.answered(i);
                 self.stamp_into(&p.wanted, out);
@@ -649,6 +676,23 @@ mod tests {
         .unwrap();
         assert_eq!(out, vec![]);
         assert_eq!(t2.park_stats().parked, 2);
+    }
+
+    #[test]
+    fn a_refill_of_k_tasks_excuses_at_most_k_get_tasks_from_parking() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        let agent = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 7171);
+        submit(&mut t2, &[task(1, 2, 0), task(2, 2, 0)], t0);
+        let out = refill_req(&mut t2, 1, agent, t0 + MS);
+        assert!(matches!(&out[..], [Answer::Refill { entries, .. }] if entries.len() == 2));
+        // Two tasks went to node 1's rings: two of its executors that missed them are
+        // sent back there; a third is idle, and waits here.
+        let noop = |port, seq| vec![Answer::Noop { to: exec(port), who: Requester::new(1, port, seq), best: 0 }];
+        assert_eq!(get(&mut t2, exec(1), 1, 0, true, t0 + 2 * MS), noop(1, 1));
+        assert_eq!(get(&mut t2, exec(2), 1, 0, true, t0 + 2 * MS), noop(2, 1));
+        assert_eq!(get(&mut t2, exec(1), 2, 0, true, t0 + 3 * MS), vec![], "parked");
+        assert_eq!(t2.park_stats().parked, 1);
     }
 
     #[test]
