@@ -1,12 +1,16 @@
 //! The 16-byte task descriptor: which registered handler an executor runs, and its
 //! arguments. Executors run only handlers they know; `exec` names a command that must be
-//! on the executor's allow-list.
+//! on the executor's allow-list; `spec` names a task spec the executor fetches from the
+//! task's client (see [`crate::data`]).
 
 /// Handler ids (descriptor byte 0).
 pub const HANDLER_NOOP: u8 = 0;
 pub const HANDLER_SLEEP: u8 = 1;
 pub const HANDLER_SPIN: u8 = 2;
 pub const HANDLER_EXEC: u8 = 3;
+/// Version 3: the task's full spec (handler name, arguments, input objects) is fetched
+/// from the client's spec server by id.
+pub const HANDLER_SPEC: u8 = 4;
 
 /// Longest command name an `exec` descriptor can carry.
 pub const MAX_EXEC_NAME: usize = 14;
@@ -22,13 +26,17 @@ pub enum Handler<'a> {
     Spin { micros: u32 },
     /// Run the allow-listed command registered under this name.
     Exec { name: &'a [u8] },
+    /// Fetch spec `spec_id` from the spec server at TCP port `port` of the ENTRY's
+    /// client_ip, and run what it says.
+    Spec { port: u16, spec_id: u64 },
 }
 
 /// Why a descriptor was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DescriptorError {
     UnknownHandler(u8),
-    /// Reserved bytes not zero, or an exec name that is empty, too long or not printable.
+    /// Reserved bytes not zero, an exec name that is empty, too long or not printable, or
+    /// a spec with port 0.
     Malformed,
 }
 
@@ -78,6 +86,14 @@ impl Handler<'_> {
                 d[1] = name.len() as u8;
                 d[2..2 + name.len()].copy_from_slice(name);
             }
+            Handler::Spec { port, spec_id } => {
+                if port == 0 {
+                    return Err(DescriptorError::Malformed);
+                }
+                d[0] = HANDLER_SPEC;
+                d[2..4].copy_from_slice(&port.to_be_bytes());
+                d[8..16].copy_from_slice(&spec_id.to_be_bytes());
+            }
         }
         Ok(d)
     }
@@ -101,7 +117,15 @@ impl Handler<'_> {
                 }
                 Ok(Handler::Exec { name })
             }
-            HANDLER_NOOP | HANDLER_SLEEP | HANDLER_SPIN => Err(DescriptorError::Malformed),
+            HANDLER_SPEC if d[1] == 0 && zero(&d[4..8]) => {
+                let port = u16::from_be_bytes([d[2], d[3]]);
+                if port == 0 {
+                    return Err(DescriptorError::Malformed);
+                }
+                let spec_id = u64::from_be_bytes([d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]]);
+                Ok(Handler::Spec { port, spec_id })
+            }
+            HANDLER_NOOP | HANDLER_SLEEP | HANDLER_SPIN | HANDLER_SPEC => Err(DescriptorError::Malformed),
             other => Err(DescriptorError::UnknownHandler(other)),
         }
     }
@@ -125,6 +149,7 @@ mod tests {
             Handler::Sleep { micros: 10_000 },
             Handler::Spin { micros: 7 },
             Handler::Exec { name: b"wc-l" },
+            Handler::Spec { port: 7180, spec_id: u64::MAX - 1 },
         ] {
             let d = h.encode().unwrap();
             assert_eq!(Handler::decode(&d).unwrap(), h);
@@ -144,5 +169,9 @@ mod tests {
         d[1] = 15;
         assert_eq!(Handler::decode(&d), Err(DescriptorError::Malformed));
         assert_eq!(Handler::Exec { name: b"rm -rf" }.encode(), Err(DescriptorError::Malformed));
+        assert_eq!(Handler::Spec { port: 0, spec_id: 1 }.encode(), Err(DescriptorError::Malformed));
+        d = Handler::Spec { port: 9, spec_id: 1 }.encode().unwrap();
+        d[5] = 1;
+        assert_eq!(Handler::decode(&d), Err(DescriptorError::Malformed));
     }
 }

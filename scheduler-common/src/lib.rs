@@ -7,6 +7,7 @@
 //! the XDP program as well as in userspace, and a BPF map can store them as they travel.
 #![no_std]
 
+pub mod data;
 pub mod descriptor;
 pub mod error;
 pub mod frame;

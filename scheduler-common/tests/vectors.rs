@@ -91,6 +91,7 @@ fn handler_json(h: &Handler<'_>) -> Value {
         Handler::Exec { name } => {
             json!({ "kind": "exec", "name": std::str::from_utf8(name).expect("exec names are ASCII") })
         }
+        Handler::Spec { port, spec_id } => json!({ "kind": "spec", "port": port, "spec_id": spec_id }),
     }
 }
 

@@ -76,6 +76,7 @@ impl ExecutorArgs {
             allow_exec: self.allow_exec.clone(),
             bind: self.bind,
             record_assignments: false,
+            spec_runner: None,
         }
     }
 }

@@ -39,6 +39,10 @@ pub enum Refusal {
     TooLong {
         micros: u32,
     },
+    /// A spec task reached an executor started without a [`SpecRunner`].
+    NoSpecRunner,
+    /// The [`SpecRunner`] did not run the spec (its RESULT to the client says why).
+    SpecRefused,
     /// The task needs resources this executor does not offer (the scheduler erred).
     MissingResources {
         needed: u8,
@@ -51,12 +55,25 @@ impl std::fmt::Display for Refusal {
         match self {
             Refusal::Descriptor(e) => write!(f, "{e}"),
             Refusal::NotAllowed => write!(f, "command not on the allow-list"),
+            Refusal::NoSpecRunner => write!(f, "spec task on an executor without spec handlers"),
+            Refusal::SpecRefused => write!(f, "spec refused (the RESULT says why)"),
             Refusal::TooLong { micros } => write!(f, "duration {micros} us exceeds the task time limit"),
             Refusal::MissingResources { needed, offered } => {
                 write!(f, "task needs resources {needed:#010b}, executor offers {offered:#010b}")
             }
         }
     }
+}
+
+/// Runs tasks whose descriptor names a spec (handler id 4, SPEC): fetches the spec from
+/// the task's client, runs the handler it names, sends the RESULT back. The program that
+/// starts the executors supplies it (the `bolt` crate's `Executor` with its registered
+/// handlers); it runs on the executor's thread.
+pub trait SpecRunner: Send + Sync + std::fmt::Debug {
+    /// `spec_server`: the ENTRY's client_ip with the descriptor's port; `node`: this
+    /// host; `job`: the task's (uid, jid), which own what it stores.
+    fn run(&self, spec_server: std::net::SocketAddr, spec_id: u64, node: u16, job: scheduler_common::JobRef)
+        -> Outcome;
 }
 
 /// What running one descriptor came to.
@@ -125,6 +142,8 @@ impl Handlers {
                 Some(rule) => run_command(rule, self.time_limit),
                 None => Outcome::Refused(Refusal::NotAllowed),
             },
+            // An executor with a SpecRunner hands spec tasks to it before they get here.
+            Handler::Spec { .. } => Outcome::Refused(Refusal::NoSpecRunner),
         }
     }
 

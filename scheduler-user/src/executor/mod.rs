@@ -29,7 +29,7 @@ use anyhow::{bail, Context};
 
 pub use cli::{parse_addr, parse_resources, run, ExecutorArgs};
 pub use counters::{CounterSnapshot, ExecutorCounters};
-pub use handlers::{spin_for, ExecRule, Handlers, Outcome, Refusal};
+pub use handlers::{spin_for, ExecRule, Handlers, Outcome, Refusal, SpecRunner};
 pub use worker::{unix_now_ns, AssignmentRecord, MAX_ASSIGNMENT_RECORDS, RTRV_PRIO};
 
 /// How a set of executors on one node runs.
@@ -57,6 +57,8 @@ pub struct ExecutorConfig {
     /// Keep an [`AssignmentRecord`] (the GET_TASK round trip) of every task assigned,
     /// for benchmarks; at most [`MAX_ASSIGNMENT_RECORDS`] per executor.
     pub record_assignments: bool,
+    /// Runs spec tasks (handler id 4); without one they are refused.
+    pub spec_runner: Option<Arc<dyn SpecRunner>>,
 }
 
 impl ExecutorConfig {
@@ -77,6 +79,7 @@ impl ExecutorConfig {
             allow_exec: Vec::new(),
             bind: None,
             record_assignments: false,
+            spec_runner: None,
         }
     }
 
@@ -138,6 +141,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             noop_backoff: cfg.noop_backoff,
             get_timeout: cfg.get_timeout,
             handlers: handlers.clone(),
+            spec_runner: cfg.spec_runner.clone(),
             lease: lease::LeaseKeeper::new(counters.clone()),
             counters,
             stop: stop.clone(),

@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use scheduler_common::{
-    decode, encode_claim, encode_complete, encode_get_task, Claim, Completion, Entry, Message, Requester,
-    CLAIM_GRANTED, MAX_MESSAGE_LEN, TASK_FLAG_EXACTLY_ONCE,
+    decode, descriptor::Handler, encode_claim, encode_complete, encode_get_task, Claim, Completion, Entry, JobRef,
+    Message, Requester, CLAIM_GRANTED, MAX_MESSAGE_LEN, TASK_FLAG_EXACTLY_ONCE,
 };
 
 use super::counters::{bump, ExecutorCounters};
-use super::handlers::{Handlers, Outcome, Refusal};
+use super::handlers::{Handlers, Outcome, Refusal, SpecRunner};
 use super::lease::LeaseKeeper;
 
 /// RTRV_PRIO of every GET_TASK: search from the highest priority level down.
@@ -108,6 +108,7 @@ pub(crate) struct Worker {
     pub noop_backoff: Duration,
     pub get_timeout: Duration,
     pub handlers: Arc<Handlers>,
+    pub spec_runner: Option<Arc<dyn SpecRunner>>,
     pub counters: Arc<ExecutorCounters>,
     pub stop: Arc<AtomicBool>,
     /// The receive timeout currently set on the socket (saves a syscall per wait).
@@ -456,11 +457,16 @@ impl Worker {
     fn run_and_report(&self, entry: &Entry, tx: &mut [u8]) {
         let start_unix_ns = unix_now_ns();
         let started = Instant::now();
-        let outcome = if entry.task.runs_on(self.resources) {
-            self.handlers.run(&entry.task.desc)
-        } else {
+        let outcome = if !entry.task.runs_on(self.resources) {
             // The scheduler should never send this; refusing lets the client resubmit.
             Outcome::Refused(Refusal::MissingResources { needed: entry.task.rsrc, offered: self.resources })
+        } else if let (Some(runner), Ok(Handler::Spec { port, spec_id })) =
+            (&self.spec_runner, Handler::decode(&entry.task.desc))
+        {
+            let server = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(entry.client_ip), port));
+            runner.run(server, spec_id, self.node, JobRef::new(entry.uid(), entry.jid()))
+        } else {
+            self.handlers.run(&entry.task.desc)
         };
         let run_ns = started.elapsed().as_nanos().min(u32::MAX as u128) as u32;
         match outcome {

@@ -88,6 +88,7 @@ impl TaskView {
             Ok(Handler::Sleep { micros }) => format!("sleep {micros}us"),
             Ok(Handler::Spin { micros }) => format!("spin {micros}us"),
             Ok(Handler::Exec { name }) => format!("exec {}", String::from_utf8_lossy(name)),
+            Ok(Handler::Spec { port, spec_id }) => format!("spec {spec_id} (client port {port})"),
             Err(err) => format!("invalid ({})", err.name()),
         };
         TaskView {
