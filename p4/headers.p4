@@ -7,7 +7,7 @@
 
 const bit<16> BOLT_PORT          = 7171;    /* DEFAULT_PORT */
 const bit<16> BOLT_MAGIC         = 0xB017;  /* MAGIC */
-const bit<8>  BOLT_VERSION       = 2;       /* VERSION */
+const bit<8>  BOLT_VERSION       = 3;       /* VERSION */
 const bit<8>  MAX_LIST           = 16;      /* MAX_LIST */
 const bit<8>  MAX_PRIORITIES     = 8;       /* MAX_PRIORITIES */
 const bit<8>  DEFAULT_PRIORITIES = 4;       /* DEFAULT_PRIORITIES */
@@ -284,7 +284,7 @@ header steal_h {
     bit<32> load;
 }
 
-/* Completion (32 B): COMPLETE body; parsed only to validate it (status, pads) */
+/* Completion (40 B): COMPLETE body; parsed only to validate it (status, pads) */
 header completion_h {
     bit<32> uid;
     bit<32> jid;
@@ -296,6 +296,7 @@ header completion_h {
     bit<16> pad2;
     bit<32> run_ns;
     bit<64> start_unix_ns;
+    bit<64> output_len;
 }
 
 /* RepairState (8 B) */

@@ -2,32 +2,32 @@
 //!
 //! A [`Client`] is a cheap, cloneable handle onto one background task that owns the
 //! scheduler client (one UDP socket and its `Tracker`: windows, resends on timeout,
-//! claims) and onto a spec server (TCP) from which executors fetch each task's spec
-//! and to which they send its RESULT. A task's future resolves when its RESULT arrives:
-//! the spec server hands it over directly, so no timer sits between a result and its
-//! caller.
+//! claims) and onto the client's spec server (`scheduler_user::client::spec_server`),
+//! from which executors fetch each task's spec and to which they send its RESULT. A
+//! task's future resolves when its RESULT arrives: the spec server hands it over
+//! directly, so no timer sits between a result and its caller.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use bytes::Bytes;
-use scheduler_common::data::{self, DataFrame, ErrorCode, ObjectRef, TaskResult};
 use scheduler_common::descriptor::Handler;
 use scheduler_common::layout::{JobRef, STATUS_FAILED, STATUS_OK, STATUS_REFUSED};
+use scheduler_user::client::spec_server::{SpecEntry, SpecResult, SpecServer};
 use scheduler_user::client::{Client as SchedulerClient, ClientConfig, TaskSpec};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use scheduler_user::store::{client as store_client, ObjectLocation};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::TaskError;
-use crate::{frames, store};
+
+/// Longest a store request may take.
+const STORE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Inputs up to this size travel in the spec; larger ones go through the object store
 /// (when the client has one, [`ClientBuilder::store`]).
@@ -102,22 +102,34 @@ impl ClientBuilder {
         cfg.tracker.task_timeout = self.attempt_timeout;
         cfg.tracker.max_attempts = self.max_attempts;
         cfg.tracker.claim_lease = cfg.tracker.claim_lease.max(self.attempt_timeout);
+        let store = match self.store {
+            Some(SocketAddr::V4(a)) => Some(a),
+            Some(SocketAddr::V6(_)) => anyhow::bail!("object stores are reached over IPv4"),
+            None => None,
+        };
         let scheduler = SchedulerClient::bind(cfg).await?;
         // Executors reach the spec server at the address the switch records for the
         // SUBMIT (the UDP socket's IP) and the port in the descriptor.
         let ip = scheduler.local_addr()?.ip();
-        let listener = TcpListener::bind(SocketAddr::new(ip, 0)).await.context("binding the spec server")?;
-        let spec_port = listener.local_addr()?.port();
         let (cmds, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            specs: Mutex::new(HashMap::new()),
-            next_spec: AtomicU64::new(1),
-            cmds,
-            spec_port,
-            uid: self.uid,
-            settings: self.clone(),
+        let runtime = tokio::runtime::Handle::current();
+        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| {
+            let weak = weak.clone();
+            let hook = Box::new(move |spec, r| on_result(&weak, &runtime, spec, r));
+            let server = SpecServer::spawn_with(ip, hook);
+            Shared {
+                specs: Mutex::new(HashMap::new()),
+                next_spec: AtomicU64::new(1),
+                cmds,
+                server,
+                uid: self.uid,
+                store,
+                settings: self.clone(),
+            }
         });
-        tokio::spawn(serve_specs(listener, Arc::downgrade(&shared)));
+        if let Err(e) = &shared.server {
+            anyhow::bail!("starting the spec server: {e:#}");
+        }
         tokio::spawn(drive(scheduler, rx, Arc::downgrade(&shared)));
         Ok(Client { shared })
     }
@@ -150,7 +162,7 @@ struct Pending {
 
 enum Input {
     Inline(Bytes),
-    Stored { name: String, size: u64, store: SocketAddr },
+    Stored(ObjectLocation),
 }
 
 enum Command {
@@ -168,20 +180,42 @@ struct Shared {
     specs: Mutex<HashMap<u64, Pending>>,
     next_spec: AtomicU64,
     cmds: mpsc::UnboundedSender<Command>,
-    spec_port: u16,
+    /// Checked right after start: `connect` fails when it is an error.
+    server: anyhow::Result<SpecServer>,
     uid: u32,
+    store: Option<SocketAddrV4>,
     settings: ClientBuilder,
 }
 
 impl Shared {
-    fn finish(&self, spec: u64, r: Result<Bytes, TaskError>) -> bool {
-        let pending = self.specs.lock().expect("spec table").remove(&spec);
-        match pending {
-            Some(p) => {
-                p.reply.send(r);
-                true
-            }
-            None => false,
+    fn server(&self) -> &SpecServer {
+        self.server.as_ref().expect("connect returned only with a running spec server")
+    }
+
+    /// Makes spec `spec` fetchable by executors.
+    fn publish(&self, spec: u64) {
+        let table = self.specs.lock().expect("spec table");
+        let Some(p) = table.get(&spec) else { return };
+        let (args, inputs) = match &p.input {
+            Input::Inline(b) => (b.to_vec(), Vec::new()),
+            Input::Stored(o) => (Vec::new(), vec![o.clone()]),
+        };
+        let output = format!("out/u{}/s{spec}", self.uid);
+        self.server().insert(spec, SpecEntry { handler: p.handler.to_string(), args, output, inputs });
+    }
+
+    /// Withdraws spec `spec` (no executor fetches it again) and returns who waits for it.
+    fn take(&self, spec: u64) -> Option<Pending> {
+        if let Ok(server) = &self.server {
+            server.remove(spec);
+        }
+        self.specs.lock().expect("spec table").remove(&spec)
+    }
+
+    /// Delivers the task's outcome, if it has none yet.
+    fn finish(&self, spec: u64, r: Result<Bytes, TaskError>) {
+        if let Some(p) = self.take(spec) {
+            p.reply.send(r);
         }
     }
 
@@ -193,7 +227,7 @@ impl Shared {
     }
 
     fn task_spec(&self, spec_id: u64) -> TaskSpec {
-        let handler = Handler::Spec { port: self.spec_port, spec_id };
+        let handler = Handler::Spec { port: self.server().addr().port(), spec_id };
         let mut t = TaskSpec::new(handler, self.settings.priority, self.settings.resources)
             .expect("a SPEC descriptor with a bound port and a checked priority encodes");
         // Claimed before it runs: a task whose executor dies is resent when its lease
@@ -258,25 +292,30 @@ impl Client {
                 .collect()
         };
         let submit = move |shared: Arc<Shared>, specs: Vec<u64>| {
+            for &s in &specs {
+                shared.publish(s);
+            }
             let tasks = specs.iter().map(|&s| shared.task_spec(s)).collect();
             let _ = shared.cmds.send(Command::Submit { specs, tasks });
         };
-        let Some(store_addr) = shared.settings.store.filter(|_| !large.is_empty()) else {
+        let Some(store) = shared.store.filter(|_| !large.is_empty()) else {
             submit(shared, specs);
             return;
         };
-        tokio::spawn(async move {
+        tokio::task::spawn_blocking(move || {
             for (spec, input) in large {
                 let name = format!("in/u{}/s{spec}", shared.uid);
+                // Kept under the client's uid, job 0: `bolt gc` of that job removes them.
                 let owner = JobRef::new(shared.uid, 0);
-                match store::put(store_addr, owner, &name, &input).await {
-                    Ok(()) => {
+                match store_client::put(SocketAddr::V4(store), owner, &name, &input, STORE_TIMEOUT) {
+                    Ok(_) => {
                         if let Some(p) = shared.specs.lock().expect("spec table").get_mut(&spec) {
-                            p.input = Input::Stored { name, size: input.len() as u64, store: store_addr };
+                            let size = input.len() as u64;
+                            p.input = Input::Stored(ObjectLocation { name, size, node: 0, store });
                         }
                     }
                     Err(e) => {
-                        shared.finish(spec, Err(TaskError::Client(format!("putting the input in the store: {e:#}"))));
+                        shared.finish(spec, Err(TaskError::Client(format!("putting the input in the store: {e}"))));
                     }
                 }
             }
@@ -519,108 +558,40 @@ async fn drive(
     }
 }
 
-/// The spec server: executors fetch specs (SPEC_GET → SPEC) and report how they ended
-/// (RESULT → RESULT_ACK). One task per connection.
-async fn serve_specs(listener: TcpListener, shared: std::sync::Weak<Shared>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
-        if shared.strong_count() == 0 {
-            return;
-        }
-        let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(stream, shared.clone()));
-    }
-}
-
-async fn serve_connection(mut stream: TcpStream, shared: std::sync::Weak<Shared>) {
-    loop {
-        let frame = match frames::read_async(&mut stream).await {
-            Ok(f) => f,
-            Err(frames::ReadError::Io(_)) => return,
-            Err(frames::ReadError::Refused(e)) => {
-                tracing::debug!(error = %e, "spec server: frame refused");
-                let msg = e.to_string();
-                let _ = write(&mut stream, &DataFrame::Error { code: ErrorCode::BadRequest, message: &msg }).await;
-                return;
-            }
-        };
-        let Some(shared) = shared.upgrade() else { return };
-        let answer = match frame.frame() {
-            DataFrame::SpecGet { spec_id } => spec_frame(&shared, spec_id),
-            DataFrame::Result(r) if r.status == STATUS_REFUSED => {
-                // Not final: the scheduler sends it to another executor, which may have
-                // the handler; the message is kept for when every attempt is refused.
-                if let Some(p) = shared.specs.lock().expect("spec table").get_mut(&r.spec_id) {
-                    p.refused = Some(r.message.to_string());
-                }
-                frames::encode(&DataFrame::ResultAck { spec_id: r.spec_id })
-            }
-            DataFrame::Result(r) => {
-                let spec_id = r.spec_id;
-                let outcome = outcome(&r).await;
-                shared.finish(spec_id, outcome);
-                frames::encode(&DataFrame::ResultAck { spec_id })
-            }
-            other => {
-                let msg = format!("a spec server takes SPEC_GET and RESULT, not {:?}", other.kind());
-                frames::encode(&DataFrame::Error { code: ErrorCode::BadRequest, message: &msg })
-            }
-        };
-        match answer {
-            Ok(bytes) => {
-                if stream.write_all(&bytes).await.is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "spec server: answer not encodable");
-                return;
-            }
-        }
-    }
-}
-
-async fn write(stream: &mut TcpStream, frame: &DataFrame<'_>) -> anyhow::Result<()> {
-    stream.write_all(&frames::encode(frame)?).await?;
-    Ok(())
-}
-
-fn spec_frame(shared: &Shared, spec_id: u64) -> anyhow::Result<Vec<u8>> {
-    let table = shared.specs.lock().expect("spec table");
-    let Some(p) = table.get(&spec_id) else {
-        // Finished, canceled or timed out: the executor must not run it.
-        let msg = format!("no spec {spec_id} (finished or canceled)");
-        return frames::encode(&DataFrame::Error { code: ErrorCode::UnknownSpec, message: &msg });
-    };
-    let output = format!("out/u{}/s{spec_id}", shared.uid);
-    let (args, input): (&[u8], Option<ObjectRef<'_>>) = match &p.input {
-        Input::Inline(b) => (b, None),
-        Input::Stored { name, size, store } => {
-            let store_ip = match store.ip() {
-                std::net::IpAddr::V4(ip) => ip.octets(),
-                std::net::IpAddr::V6(_) => anyhow::bail!("object stores are reached over IPv4"),
-            };
-            (&[], Some(ObjectRef { name, size: *size, node: 0, store_ip, store_port: store.port() }))
-        }
-    };
-    let mut buf = vec![0u8; data::spec_len(&p.handler, args, &output, input.into_iter())];
-    let n = data::encode_spec(&mut buf, spec_id, &p.handler, args, &output, input.into_iter())
-        .map_err(|e| anyhow::anyhow!("encoding SPEC {spec_id}: {e}"))?;
-    buf.truncate(n);
-    Ok(buf)
-}
-
-/// What a RESULT means for the caller; fetches an output that did not travel inline.
-async fn outcome(r: &TaskResult<'_>) -> Result<Bytes, TaskError> {
+/// What a RESULT means for the caller; fetches an output that did not travel inline
+/// (blocking: called off the async threads).
+fn outcome(r: SpecResult) -> Result<Bytes, TaskError> {
     match r.status {
         STATUS_OK => {}
-        STATUS_FAILED => return Err(TaskError::Failed(r.message.to_string())),
-        _ => return Err(TaskError::Refused(r.message.to_string())),
+        STATUS_FAILED => return Err(TaskError::Failed(r.message)),
+        _ => return Err(TaskError::Refused(r.message)),
     }
     let Some(o) = r.output else { return Ok(Bytes::new()) };
     if r.inline.len() as u64 == o.size {
-        return Ok(Bytes::copy_from_slice(r.inline));
+        return Ok(Bytes::from(r.inline));
     }
-    let addr = SocketAddr::from((o.store_ip, o.store_port));
-    store::get(addr, o.name).await.map_err(|e| TaskError::Client(format!("fetching output {}: {e:#}", o.name)))
+    store_client::get(SocketAddr::V4(o.store), &o.name, STORE_TIMEOUT)
+        .map(Bytes::from)
+        .map_err(|e| TaskError::Client(format!("fetching output {}: {e}", o.name)))
+}
+
+/// Takes each RESULT from the spec server: a refusal is kept for later (another
+/// executor may have the handler), anything else finishes the task.
+fn on_result(shared: &std::sync::Weak<Shared>, runtime: &tokio::runtime::Handle, spec: u64, r: SpecResult) {
+    let Some(shared) = shared.upgrade() else { return };
+    if r.status == STATUS_REFUSED {
+        if let Some(p) = shared.specs.lock().expect("spec table").get_mut(&spec) {
+            p.refused = Some(r.message);
+        }
+        return;
+    }
+    // Taken out of the table now, so that the job finishing meanwhile (its COMPLETE
+    // may arrive while a large output is fetched) does not count it as lost.
+    let Some(pending) = shared.take(spec) else { return };
+    let inline = r.output.as_ref().is_none_or(|o| r.inline.len() as u64 == o.size);
+    if inline || r.status != STATUS_OK {
+        pending.reply.send(outcome(r));
+    } else {
+        runtime.spawn_blocking(move || pending.reply.send(outcome(r)));
+    }
 }

@@ -1,28 +1,17 @@
-//! Executors that run your own handlers: `Executor::builder().handler("name", f)`.
+//! Executors that run your own handlers: `Executor::builder(switch).handler("name", f)`.
 //!
 //! The executors are the scheduler's own (`scheduler_user::executor`: pull with
-//! GET_TASK, claim, report COMPLETE); this module is the [`SpecRunner`] they hand spec
-//! tasks to. For each one it fetches the spec from the task's client, runs the handler
-//! the spec names on its input, and sends the RESULT back: the output inline when it is
-//! at most [`MAX_INLINE_OUTPUT`] bytes, else written to this host's object store and
-//! named in the RESULT.
+//! GET_TASK, claim, fetch the spec, read inputs, store the output, send RESULT and
+//! COMPLETE); this module registers the handlers their specs may name.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::Context as _;
 use bytes::Bytes;
-use scheduler_common::data::{DataFrame, ErrorCode, ObjectRef, TaskResult, MAX_INLINE_OUTPUT, MAX_MESSAGE_TEXT};
-use scheduler_common::layout::{JobRef, STATUS_FAILED, STATUS_OK, STATUS_REFUSED};
-use scheduler_user::executor::{self, CounterSnapshot, ExecutorConfig, ExecutorPool, Outcome, Refusal, SpecRunner};
-
-use crate::{frames, store};
-
-/// Longest an executor waits on a client's spec server.
-const SPEC_TIMEOUT: Duration = Duration::from_secs(10);
+use scheduler_user::executor::spec::{SpecHandlers, SpecTask};
+use scheduler_user::executor::{self, CounterSnapshot, DataFailure, ExecutorConfig, ExecutorPool};
 
 /// What a handler gets: its input and which task it is.
 #[derive(Clone, Debug)]
@@ -45,7 +34,6 @@ type HandlerFn = dyn Fn(TaskContext) -> Result<Bytes, HandlerError> + Send + Syn
 pub struct ExecutorBuilder {
     config: ExecutorConfig,
     handlers: HashMap<String, Arc<HandlerFn>>,
-    store: Option<SocketAddr>,
 }
 
 impl ExecutorBuilder {
@@ -66,7 +54,7 @@ impl ExecutorBuilder {
         self
     }
 
-    /// Node id in GET_TASK and COMPLETE (default 0).
+    /// Node id in GET_TASK, COMPLETE and the output references (default 0).
     pub fn node(mut self, node: u16) -> Self {
         self.config.node = node;
         self
@@ -78,37 +66,38 @@ impl ExecutorBuilder {
         self
     }
 
-    /// This host's object store: where outputs above [`MAX_INLINE_OUTPUT`] are written.
-    /// Without one, a handler's larger output fails its task with a message saying so.
-    pub fn store(mut self, addr: SocketAddr) -> Self {
-        self.store = Some(addr);
-        self
-    }
-
     /// The scheduler's executor settings, for what the builder does not name.
     pub fn config_mut(&mut self) -> &mut ExecutorConfig {
         &mut self.config
     }
 
-    /// Starts the executor threads.
-    pub fn spawn(self) -> anyhow::Result<Executor> {
+    /// Starts the executor threads. `store` is this host's object store, as other hosts
+    /// reach it: outputs are written there (small ones also travel inline).
+    pub fn spawn(self, store: SocketAddr) -> anyhow::Result<Executor> {
         anyhow::ensure!(!self.handlers.is_empty(), "register at least one handler");
-        let runner = Runner { handlers: self.handlers, store: self.store };
+        let SocketAddr::V4(store) = store else { anyhow::bail!("object stores are reached over IPv4") };
         let mut config = self.config;
-        config.spec_runner = Some(Arc::new(runner));
-        Ok(Executor { pool: executor::spawn(config)? })
+        config.store = Some(store);
+        config.spec_handlers = Some(Arc::new(Registered { handlers: self.handlers }));
+        Ok(Executor { pool: executor::spawn(config)?, store })
     }
 }
 
 /// Running executors; dropping them stops them after their running tasks.
 pub struct Executor {
     pool: ExecutorPool,
+    store: SocketAddrV4,
 }
 
 impl Executor {
     /// Executors that pull from the switch (or host agent) at `switch`.
     pub fn builder(switch: SocketAddr) -> ExecutorBuilder {
-        ExecutorBuilder { config: ExecutorConfig::new(switch, 0), handlers: HashMap::new(), store: None }
+        ExecutorBuilder { config: ExecutorConfig::new(switch, 0), handlers: HashMap::new() }
+    }
+
+    /// The object store the outputs go to.
+    pub fn store(&self) -> SocketAddrV4 {
+        self.store
     }
 
     /// Counters of all executors (tasks run, ok, failed, refused, ...).
@@ -122,152 +111,40 @@ impl Executor {
     }
 }
 
-struct Runner {
+struct Registered {
     handlers: HashMap<String, Arc<HandlerFn>>,
-    store: Option<SocketAddr>,
 }
 
-impl std::fmt::Debug for Runner {
+impl std::fmt::Debug for Registered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runner").field("handlers", &self.handlers.keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("Registered").field("handlers", &self.handlers.keys().collect::<Vec<_>>()).finish()
     }
 }
 
-/// How a handler run ended, before it is reported.
-enum Ran {
-    Output(Bytes),
-    Failed(String),
-    Refused(String),
-}
-
-impl SpecRunner for Runner {
-    fn run(&self, spec_server: SocketAddr, spec_id: u64, node: u16, job: JobRef) -> Outcome {
-        match self.run_spec(spec_server, spec_id, node, job) {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                // The client is unreachable or answered nonsense: not run, so the
-                // scheduler may try elsewhere.
-                tracing::debug!(%spec_server, spec_id, error = %format!("{e:#}"), "spec task not run");
-                Outcome::Refused(Refusal::SpecRefused)
+impl SpecHandlers for Registered {
+    fn run(&self, name: &str, task: SpecTask<'_>) -> Option<Result<Vec<u8>, DataFailure>> {
+        let h = self.handlers.get(name)?;
+        // The input travels in the spec's arguments, or as its one input object.
+        let input = match task.inputs {
+            [] => Bytes::copy_from_slice(task.args),
+            [one] if task.args.is_empty() => Bytes::copy_from_slice(one),
+            _ => {
+                let msg = format!("{name}: a task takes one input, the spec names {}", task.inputs.len());
+                return Some(Err(DataFailure::Refused(msg)));
             }
-        }
-    }
-}
-
-impl Runner {
-    fn run_spec(&self, server: SocketAddr, spec_id: u64, node: u16, job: JobRef) -> anyhow::Result<Outcome> {
-        let mut conn = TcpStream::connect_timeout(&server, SPEC_TIMEOUT).context("connecting to the spec server")?;
-        conn.set_nodelay(true)?;
-        conn.set_read_timeout(Some(SPEC_TIMEOUT))?;
-        frames::write_blocking(&mut conn, &DataFrame::SpecGet { spec_id })?;
-        let answer = frames::read_blocking(&mut conn)?;
-        let ran = match answer.frame() {
-            DataFrame::Spec(spec) => {
-                let ctx = |input| TaskContext { input, spec_id, uid: job.uid(), jid: job.jid() };
-                let input = match spec.inputs.iter().next() {
-                    None => Ok(Bytes::copy_from_slice(spec.args)),
-                    Some(o) => store::get_blocking(SocketAddr::from((o.store_ip, o.store_port)), o.name)
-                        .map_err(|e| format!("fetching input {}: {e:#}", o.name)),
-                };
-                let ran = match (self.handlers.get(spec.handler), input) {
-                    (None, _) => Ran::Refused(format!("no handler named {:?} on this executor", spec.handler)),
-                    (Some(_), Err(e)) => Ran::Failed(e),
-                    (Some(h), Ok(input)) => self.call(h, ctx(input)),
-                };
-                (ran, spec.output.to_string())
-            }
-            // Canceled, timed out or already finished elsewhere: nothing to run.
-            DataFrame::Error { code: ErrorCode::UnknownSpec, .. } => return Ok(Outcome::Refused(Refusal::SpecRefused)),
-            other => anyhow::bail!("spec server answered SPEC_GET with {:?}", other.kind()),
         };
-        let (ran, output_name) = ran;
-        let outcome = self.report(&mut conn, spec_id, node, job, ran, &output_name)?;
-        Ok(outcome)
-    }
-
-    fn call(&self, h: &Arc<HandlerFn>, ctx: TaskContext) -> Ran {
-        match catch_unwind(AssertUnwindSafe(|| h(ctx))) {
-            Ok(Ok(out)) => Ran::Output(out),
-            Ok(Err(e)) => Ran::Failed(e.to_string()),
+        let ctx = TaskContext { input, spec_id: task.spec_id, uid: task.job.uid(), jid: task.job.jid() };
+        Some(match catch_unwind(AssertUnwindSafe(|| h(ctx))) {
+            Ok(Ok(out)) => Ok(out.to_vec()),
+            Ok(Err(e)) => Err(DataFailure::Failed(e.to_string())),
             Err(panic) => {
                 let what = panic
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a panic".into());
-                Ran::Failed(format!("handler panicked: {what}"))
+                Err(DataFailure::Failed(format!("handler panicked: {what}")))
             }
-        }
+        })
     }
-
-    /// Sends the RESULT and waits for its acknowledgement. Once the client has an output
-    /// or a handler's error the task is final: the COMPLETE says OK and the scheduler
-    /// does not run it again. A refusal (no such handler here) lets another executor try.
-    fn report(
-        &self,
-        conn: &mut TcpStream,
-        spec_id: u64,
-        node: u16,
-        job: JobRef,
-        ran: Ran,
-        output_name: &str,
-    ) -> anyhow::Result<Outcome> {
-        let stored_ip;
-        let (status, message, output, inline, outcome) = match &ran {
-            Ran::Output(out) if out.is_empty() => (STATUS_OK, String::new(), None, &[][..], Outcome::Ok),
-            Ran::Output(out) if out.len() <= MAX_INLINE_OUTPUT => {
-                // Inline only: store_port 0 says no store keeps a copy.
-                let o = ObjectRef { name: output_name, size: out.len() as u64, node, store_ip: [0; 4], store_port: 0 };
-                (STATUS_OK, String::new(), Some(o), &out[..], Outcome::Ok)
-            }
-            Ran::Output(out) => match self.store {
-                Some(addr) => match store::put_blocking(addr, job, output_name, out) {
-                    Ok(()) => {
-                        stored_ip = match addr.ip() {
-                            IpAddr::V4(ip) => ip.octets(),
-                            IpAddr::V6(_) => [0; 4],
-                        };
-                        let o = ObjectRef {
-                            name: output_name,
-                            size: out.len() as u64,
-                            node,
-                            store_ip: stored_ip,
-                            store_port: addr.port(),
-                        };
-                        (STATUS_OK, String::new(), Some(o), &[][..], Outcome::Ok)
-                    }
-                    Err(e) => (STATUS_FAILED, format!("writing the output to the store: {e:#}"), None, &[][..], Outcome::Ok),
-                },
-                None => (
-                    STATUS_FAILED,
-                    format!(
-                        "output of {} bytes is above the {MAX_INLINE_OUTPUT}-byte inline limit and this executor has no store",
-                        out.len()
-                    ),
-                    None,
-                    &[][..],
-                    Outcome::Ok,
-                ),
-            },
-            Ran::Failed(msg) => (STATUS_FAILED, msg.clone(), None, &[][..], Outcome::Ok),
-            Ran::Refused(msg) => (STATUS_REFUSED, msg.clone(), None, &[][..], Outcome::Refused(Refusal::SpecRefused)),
-        };
-        let message = truncate(&message, MAX_MESSAGE_TEXT);
-        let result = TaskResult { spec_id, status, message, output, inline };
-        frames::write_blocking(conn, &DataFrame::Result(result))?;
-        let ack = frames::read_blocking(conn)?;
-        match ack.frame() {
-            DataFrame::ResultAck { spec_id: acked } if acked == spec_id => Ok(outcome),
-            other => anyhow::bail!("spec server answered RESULT with {:?}", other.kind()),
-        }
-    }
-}
-
-/// The longest prefix of `s` within `max` bytes that ends on a character boundary.
-fn truncate(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }

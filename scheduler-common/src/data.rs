@@ -689,7 +689,7 @@ mod tests {
             decode_frame(&b[..n]).map(|_| ())
         };
         assert_eq!(bad(0, 0), Err(DataError::BadMagic));
-        assert_eq!(bad(2, VERSION + 1), Err(DataError::BadVersion(VERSION + 1)));
+        assert_eq!(bad(2, 2), Err(DataError::BadVersion(2)));
         assert_eq!(bad(3, 99), Err(DataError::UnknownKind(99)));
         assert_eq!(bad(4, 0x7f), Err(DataError::TooLong(0x7f00_0002)));
         assert_eq!(bad(9, b' '), Err(DataError::BadName));

@@ -6,7 +6,7 @@ pub const DEFAULT_PORT: u16 = 7171;
 /// First two bytes of every Bolt message.
 pub const MAGIC: u16 = 0xB017;
 /// Protocol version carried in every header.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// The most entries one message may list, so P4 and XDP parse it without loops.
 pub const MAX_LIST: usize = 16;
 /// Priority levels the wire format can name (1 = highest). A switch runs 1..=this many.
@@ -336,7 +336,8 @@ impl Requester {
     }
 }
 
-/// COMPLETE body (32 bytes): which task finished, where, and how long it took.
+/// COMPLETE body (40 bytes): which task finished, where, how long it took, and how
+/// large its output is. `node` names the host whose object store holds the output.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
@@ -353,10 +354,12 @@ pub struct Completion {
     pub run_ns: [u8; 4],
     /// Wall-clock time (Unix epoch, ns) at which the executor started the task.
     pub start_unix_ns: [u8; 8],
+    /// Version 3: bytes of the task's output in node's object store (0 = no output).
+    pub output_len: [u8; 8],
 }
 
 impl Completion {
-    pub const LEN: usize = 32;
+    pub const LEN: usize = 40;
     be_field!(uid, set_uid, uid, u32);
     be_field!(jid, set_jid, jid, u32);
     be_field!(tid, set_tid, tid, u32);
@@ -364,6 +367,7 @@ impl Completion {
     be_field!(executor, set_executor, executor, u16);
     be_field!(run_ns, set_run_ns, run_ns, u32);
     be_field!(start_unix_ns, set_start_unix_ns, start_unix_ns, u64);
+    be_field!(output_len, set_output_len, output_len, u64);
 }
 
 /// CLAIM verdicts: ASK or RENEW in a CLAIM (a question); GRANTED or DENIED in a

@@ -57,8 +57,8 @@ fn job() -> impl Strategy<Value = JobRef> {
 }
 
 fn completion() -> impl Strategy<Value = Completion> {
-    (any::<[u32; 3]>(), 0..=STATUS_REFUSED, any::<u16>(), any::<u16>(), any::<u32>(), any::<u64>()).prop_map(
-        |([uid, jid, tid], status, node, executor, run_ns, start)| {
+    (any::<[u32; 3]>(), 0..=STATUS_REFUSED, any::<u16>(), any::<u16>(), any::<u32>(), any::<[u64; 2]>()).prop_map(
+        |([uid, jid, tid], status, node, executor, run_ns, [start, output_len])| {
             let mut c = Completion { status, ..Completion::default() };
             c.set_uid(uid);
             c.set_jid(jid);
@@ -67,6 +67,7 @@ fn completion() -> impl Strategy<Value = Completion> {
             c.set_executor(executor);
             c.set_run_ns(run_ns);
             c.set_start_unix_ns(start);
+            c.set_output_len(output_len);
             c
         },
     )

@@ -12,6 +12,7 @@
 //! checked: valid ones decode to the stated fields and re-encode (from those fields) to
 //! the same bytes; invalid ones fail with the stated error kind.
 
+use scheduler_common::data::{self, DataError, DataFrame, ErrorCode, ObjectRef, TaskResult};
 use scheduler_common::descriptor::{DescriptorError, Handler};
 use scheduler_common::frame::{self, Endpoint, FrameError};
 use scheduler_common::*;
@@ -101,6 +102,7 @@ fn handler_from_json(v: &Value) -> Handler<'_> {
         "sleep" => Handler::Sleep { micros: u32f(v, "micros") },
         "spin" => Handler::Spin { micros: u32f(v, "micros") },
         "exec" => Handler::Exec { name: strf(v, "name").as_bytes() },
+        "spec" => Handler::Spec { port: u16f(v, "port"), spec_id: num(v, "spec_id") },
         other => panic!("unknown handler kind {other}"),
     }
 }
@@ -179,6 +181,7 @@ fn fields_json(p: &Packet<'_>) -> Value {
         Packet::External(Message::Complete(c)) => json!({
             "uid": c.uid(), "jid": c.jid(), "tid": c.tid(), "status": c.status,
             "node": c.node(), "executor": c.executor(), "run_ns": c.run_ns(), "start_unix_ns": c.start_unix_ns(),
+            "output_len": c.output_len(),
         }),
         Packet::External(Message::QueueFull { job, tasks: ts }) => {
             json!({ "uid": job.uid(), "jid": job.jid(), "tasks": tasks(ts) })
@@ -250,6 +253,7 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
             c.set_executor(u16f(v, "executor"));
             c.set_run_ns(u32f(v, "run_ns"));
             c.set_start_unix_ns(num(v, "start_unix_ns"));
+            c.set_output_len(num(v, "output_len"));
             Owned::Complete(c)
         }
         "QUEUE_FULL" => Owned::QueueFull { job: job(v), tasks: tasks(v) },
@@ -349,9 +353,11 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
     complete.set_executor(3);
     complete.set_run_ns(251_337);
     complete.set_start_unix_ns(1_763_769_600_000_000_123);
+    complete.set_output_len(4096);
     let mut refused = complete;
     refused.status = STATUS_REFUSED;
     refused.set_run_ns(0);
+    refused.set_output_len(0);
     let mut failed = complete;
     failed.status = STATUS_FAILED;
     vec![
@@ -483,12 +489,13 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("empty", ext, vec![], Truncated),
         ("header_cut_short", ext, cut("get_task", 7), Truncated),
         ("get_task_body_cut_short", ext, cut("get_task", 12), Truncated),
-        ("complete_body_cut_short", ext, cut("complete_ok", 39), Truncated),
+        ("complete_body_cut_short", ext, cut("complete_ok", 47), Truncated),
         ("bad_magic", ext, with("get_task", &[(1, 0x18)]), BadMagic),
         ("magic_byte_swapped", ext, with("get_task", &[(0, 0x17), (1, 0xb0)]), BadMagic),
         ("version_0", ext, with("get_task", &[(2, 0)]), BadVersion(0)),
         ("version_1", ext, with("get_task", &[(2, 1)]), BadVersion(1)),
-        ("version_3", ext, with("get_task", &[(2, 3)]), BadVersion(3)),
+        ("version_2", ext, with("get_task", &[(2, 2)]), BadVersion(2)),
+        ("version_4", ext, with("get_task", &[(2, 4)]), BadVersion(4)),
         ("op_0", ext, with("noop", &[(3, 0)]), UnknownOp(0)),
         ("op_99", ext, with("noop", &[(3, 99)]), UnknownOp(99)),
         ("op_255", ext, with("noop", &[(3, 255)]), UnknownOp(255)),
@@ -590,6 +597,7 @@ fn valid_descriptors() -> Vec<(&'static str, Handler<'static>)> {
         ("spin_1ms", Handler::Spin { micros: 1_000 }),
         ("exec_short_name", Handler::Exec { name: b"wc-l" }),
         ("exec_longest_name", Handler::Exec { name: b"resize_img.v2x" }),
+        ("spec", Handler::Spec { port: 7181, spec_id: 0x0102_0304_0506_0708 }),
     ]
 }
 
@@ -603,7 +611,7 @@ fn invalid_descriptors() -> Vec<(&'static str, [u8; 16], DescriptorError)> {
     };
     use DescriptorError::*;
     vec![
-        ("handler_4", base(Handler::Noop, &[(0, 4)]), UnknownHandler(4)),
+        ("handler_5", base(Handler::Noop, &[(0, 5)]), UnknownHandler(5)),
         ("handler_255", base(Handler::Noop, &[(0, 255)]), UnknownHandler(255)),
         ("noop_with_argument", base(Handler::Noop, &[(15, 1)]), Malformed),
         ("sleep_reserved_byte_set", base(Handler::Sleep { micros: 1 }, &[(1, 1)]), Malformed),
@@ -613,6 +621,9 @@ fn invalid_descriptors() -> Vec<(&'static str, [u8; 16], DescriptorError)> {
         ("exec_name_with_space", base(Handler::Exec { name: b"rm-rf" }, &[(4, b' ')]), Malformed),
         ("exec_name_with_slash", base(Handler::Exec { name: b"bin.sh" }, &[(5, b'/')]), Malformed),
         ("exec_byte_after_name", base(Handler::Exec { name: b"wc-l" }, &[(6, b'x')]), Malformed),
+        ("spec_port_0", base(Handler::Spec { port: 1, spec_id: 9 }, &[(3, 0)]), Malformed),
+        ("spec_byte_1_set", base(Handler::Spec { port: 1, spec_id: 9 }, &[(1, 1)]), Malformed),
+        ("spec_reserved_byte_set", base(Handler::Spec { port: 1, spec_id: 9 }, &[(6, 1)]), Malformed),
     ]
 }
 
@@ -727,6 +738,92 @@ fn invalid_frames(get_task: &[u8]) -> Vec<(&'static str, Vec<u8>, FrameError)> {
     ]
 }
 
+// Data frames (TCP: object store and spec server).
+const INPUT: ObjectRef<'static> =
+    ObjectRef { name: "u2a/j7/in-0", size: 1 << 20, node: 3, store_ip: [198, 51, 100, 20], store_port: 7180 };
+const OUTPUT: ObjectRef<'static> =
+    ObjectRef { name: "u2a/j7/t1001", size: 5, node: 7, store_ip: [198, 51, 100, 21], store_port: 7180 };
+
+fn data_frame_bytes(f: &DataFrame<'_>) -> Vec<u8> {
+    let mut buf = vec![0u8; f.encoded_len()];
+    let n = f.encode(&mut buf).expect("vector frame encodes");
+    buf.truncate(n);
+    buf
+}
+
+fn valid_data_frames() -> Vec<(&'static str, Vec<u8>)> {
+    let owner = JobRef::new(42, 7);
+    let mut spec = vec![0u8; 256];
+    let n = data::encode_spec(&mut spec, 9, "stack", &[0, 0, 0, 2], "u2a/j7/t1001", [INPUT].into_iter())
+        .expect("spec encodes");
+    spec.truncate(n);
+    let frames = [
+        ("put", DataFrame::Put { owner, name: "u2a/j7/in-0", data: b"hello" }),
+        ("get", DataFrame::Get { name: "u2a/j7/in-0" }),
+        ("delete_job", DataFrame::DeleteJob { owner }),
+        ("stored", DataFrame::Stored { size: 5 }),
+        ("object", DataFrame::Object { data: b"hello" }),
+        ("deleted", DataFrame::Deleted { objects: 2, bytes: 1_048_581 }),
+        ("error_missing", DataFrame::Error { code: ErrorCode::Missing, message: "no object u2a/j7/in-9" }),
+        ("error_full", DataFrame::Error { code: ErrorCode::Full, message: "store full" }),
+        ("spec_get", DataFrame::SpecGet { spec_id: 9 }),
+        (
+            "result_ok_inline",
+            DataFrame::Result(TaskResult {
+                spec_id: 9,
+                status: STATUS_OK,
+                message: "",
+                output: Some(OUTPUT),
+                inline: b"hello",
+            }),
+        ),
+        (
+            "result_failed",
+            DataFrame::Result(TaskResult {
+                spec_id: 9,
+                status: STATUS_FAILED,
+                message: "input u2a/j7/in-0: store 198.51.100.20:7180 unreachable",
+                output: None,
+                inline: b"",
+            }),
+        ),
+        ("result_ack", DataFrame::ResultAck { spec_id: 9 }),
+    ];
+    let mut out: Vec<(&str, Vec<u8>)> = frames.iter().map(|(n, f)| (*n, data_frame_bytes(f))).collect();
+    out.push(("spec_one_input", spec));
+    out
+}
+
+fn invalid_data_frames() -> Vec<(&'static str, Vec<u8>, DataError)> {
+    let valid: std::collections::HashMap<_, _> = valid_data_frames().into_iter().collect();
+    let with = |name: &str, edits: &[(usize, u8)]| {
+        let mut b = valid[name].clone();
+        for &(at, v) in edits {
+            b[at] = v;
+        }
+        b
+    };
+    let cut = |name: &str, n: usize| valid[name][..n].to_vec();
+    let mut trailing = valid["get"].clone();
+    trailing.push(0);
+    vec![
+        ("header_cut_short", cut("get", 7), DataError::Truncated),
+        ("body_cut_short", cut("get", 10), DataError::Truncated),
+        ("bad_magic", with("get", &[(0, 0)]), DataError::BadMagic),
+        ("version_2", with("get", &[(2, 2)]), DataError::BadVersion(2)),
+        ("kind_0", with("get", &[(3, 0)]), DataError::UnknownKind(0)),
+        ("body_too_long", with("get", &[(4, 0x7f)]), DataError::TooLong(0x7f00_000c)),
+        ("byte_after_body", trailing, DataError::BadLength),
+        ("name_with_space", with("get", &[(10, b' ')]), DataError::BadName),
+        ("empty_name", with("get", &[(8, 0)]), DataError::BadName),
+        ("error_code_0", with("error_full", &[(8, 0)]), DataError::BadField),
+        ("error_text_not_utf8", with("error_full", &[(11, 0xff)]), DataError::BadText),
+        ("result_status_3", with("result_failed", &[(16, 3)]), DataError::BadField),
+        ("get_name_longer_than_body", with("get", &[(8, 12)]), DataError::BadLength),
+        ("result_flags_2", with("result_failed", &[(17, 2)]), DataError::BadField),
+    ]
+}
+
 /// Builds the whole document from the encoders.
 fn generate() -> Value {
     let message_vec = |(name, o): &(&str, Owned)| {
@@ -772,8 +869,13 @@ fn generate() -> Value {
         .map(|(name, bytes, e)| json!({ "name": name, "hex": hex(&bytes), "error": e.name() }))
         .collect();
 
+    let data_frames = json!({
+        "valid": valid_data_frames().iter().map(|(name, b)| json!({ "name": name, "hex": hex(b) })).collect::<Vec<_>>(),
+        "invalid": invalid_data_frames().iter().map(|(name, b, e)| json!({ "name": name, "hex": hex(b), "error": e.name() })).collect::<Vec<_>>(),
+    });
+
     json!({
-        "about": "Bolt v2 golden vectors: UDP payloads (messages, internal, invalid), task descriptors, and Ethernet/IPv4/UDP frames. Integers big-endian. Generated by scheduler-common/tests/vectors.rs; regenerate with BOLT_REGENERATE_VECTORS=1 cargo test -p scheduler-common --test vectors. Layouts: docs/protocol.md.",
+        "about": "Bolt v3 golden vectors: UDP payloads (messages, internal, invalid), task descriptors, and Ethernet/IPv4/UDP frames. Integers big-endian. Generated by scheduler-common/tests/vectors.rs; regenerate with BOLT_REGENERATE_VECTORS=1 cargo test -p scheduler-common --test vectors. Layouts: docs/protocol.md.",
         "version": VERSION,
         "port": DEFAULT_PORT,
         "decode_error_kinds": DecodeError::NAMES,
@@ -785,6 +887,8 @@ fn generate() -> Value {
         "descriptors": descriptors,
         "frames": frames,
         "frames_invalid": frames_invalid,
+        "data_error_kinds": DataError::NAMES,
+        "data_frames": data_frames,
     })
 }
 
@@ -950,6 +1054,52 @@ fn frame_vectors() {
 /// Bytes written out by hand from the layout tables in docs/protocol.md, not by the
 /// encoders: if an encoder and the decoder agreed on a wrong layout, this catches it.
 #[test]
+fn data_frame_vectors() {
+    let doc = load();
+    let d = &doc["data_frames"];
+    for v in arr(d, "valid") {
+        let bytes = unhex(strf(v, "hex"));
+        let f = data::decode_frame(&bytes).unwrap_or_else(|e| panic!("{}: {e}", strf(v, "name")));
+        assert_eq!(data_frame_bytes(&f), bytes, "{} re-encodes", strf(v, "name"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for v in arr(d, "invalid") {
+        let e = data::decode_frame(&unhex(strf(v, "hex"))).expect_err(strf(v, "name"));
+        assert_eq!(e.name(), strf(v, "error"), "{}", strf(v, "name"));
+        seen.insert(e.name());
+    }
+    // Hand-assembled from docs/protocol.md: header magic b017, version 03, kind, body_len.
+    let find =
+        |name: &str| arr(d, "valid").iter().find(|v| strf(v, "name") == name).map(|v| strf(v, "hex").to_string());
+    let get = concat!("b017", "03", "02", "0000000c", "0b", "7532612f6a372f696e2d30");
+    assert_eq!(find("get").as_deref(), Some(get));
+    let result_ack = concat!("b017", "03", "0b", "00000008", "0000000000000009");
+    assert_eq!(find("result_ack").as_deref(), Some(result_ack));
+    // RESULT: spec_id, status, flags (01: output ref follows), text len + text, ref (node,
+    // store ip, store port, size, name len, name), inline len, inline bytes.
+    let result = concat!(
+        "b017",
+        "03",
+        "0a",
+        "00000032",
+        "0000000000000009",
+        "00",
+        "01",
+        "0000",
+        "0007",
+        "c6336415",
+        "1c0c",
+        "0000000000000005",
+        "0c",
+        "7532612f6a372f7431303031",
+        "00000005",
+        "68656c6c6f"
+    );
+    assert_eq!(find("result_ok_inline").as_deref(), Some(result));
+    assert!(seen.len() >= 8, "invalid data frames cover most kinds: {seen:?}");
+}
+
+#[test]
 fn hand_assembled_bytes_match_the_vectors() {
     let doc = load();
     let find = |name: &str| {
@@ -960,26 +1110,27 @@ fn hand_assembled_bytes_match_the_vectors() {
             .map(|v| strf(v, "hex").to_string())
             .unwrap_or_else(|| panic!("no vector {name}"))
     };
-    // Header: magic b017, version 02, op, count, prio, rsrc, flags.
-    let get_task = concat!("b017", "02", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
+    // Header: magic b017, version 03, op, count, prio, rsrc, flags.
+    let get_task = concat!("b017", "03", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
     assert_eq!(find("get_task"), get_task);
-    let noop = concat!("b017", "02", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
+    let noop = concat!("b017", "03", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
     assert_eq!(find("noop"), noop);
     // ENTRY: uid, jid, TASK (tid, prio, rsrc, class, flags, desc), client ip, port, pad.
     let sleep_250 = concat!("01", "000000", "000000fa", "0000000000000000");
     let entry =
         ["0000002a", "00000007", "000003e9", "02", "03", "03", "00", sleep_250, "cb007105", "238c", "0000"].concat();
-    assert_eq!(find("assign"), ["b017", "02", "03", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("return_one"), ["b017", "02", "09", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("refill_empty"), "b017020800000000");
+    assert_eq!(find("assign"), ["b017", "03", "03", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("return_one"), ["b017", "03", "09", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("refill_empty"), "b017030800000000");
     // BEST in header prio of what tier 2 sends; WAIT (04) in GET_TASK's flags.
-    assert_eq!(find("hint_best_1"), "b017020e00010000");
-    assert_eq!(find("assign_from_tier2_best_1"), ["b017", "02", "03", "01", "01", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("get_task_wait"), concat!("b017", "02", "02", "00", "02", "01", "04", "0007", "0004", "00000009"));
-    // COMPLETE: uid, jid, tid, status, pad, node, executor, pad2, run_ns, start_unix_ns.
+    assert_eq!(find("hint_best_1"), "b017030e00010000");
+    assert_eq!(find("assign_from_tier2_best_1"), ["b017", "03", "03", "01", "01", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("get_task_wait"), concat!("b017", "03", "02", "00", "02", "01", "04", "0007", "0004", "00000009"));
+    // COMPLETE: uid, jid, tid, status, pad, node, executor, pad2, run_ns, start_unix_ns,
+    // output_len.
     let complete = concat!(
         "b017",
-        "02",
+        "03",
         "05",
         "00",
         "00",
@@ -994,13 +1145,14 @@ fn hand_assembled_bytes_match_the_vectors() {
         "0003",
         "0000",
         "0003d5c9",
-        "187a2b1b39a2007b"
+        "187a2b1b39a2007b",
+        "0000000000001000"
     );
     assert_eq!(find("complete_ok"), complete);
-    let refill_req = concat!("b017", "02", "07", "00", "00", "03", "00", "0007", "10", "00");
+    let refill_req = concat!("b017", "03", "07", "00", "00", "03", "00", "0007", "10", "00");
     assert_eq!(find("refill_req"), refill_req);
-    let repair = concat!("b017", "02", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
+    let repair = concat!("b017", "03", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
     assert_eq!(find("repair_retrieve_ptr"), repair);
-    let swap = ["b017", "02", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
+    let swap = ["b017", "03", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
     assert_eq!(find("swap"), swap);
 }

@@ -23,6 +23,7 @@ pub mod output;
 pub mod queue;
 #[cfg(feature = "cli")]
 pub mod sim;
+pub mod store;
 pub mod switch;
 pub mod telemetry;
 #[cfg(feature = "cli")]

@@ -308,6 +308,7 @@ fn message_bodies_match_scheduler_common() {
             field!(Completion, pad2, 2, [("pad2", 16)]),
             field!(Completion, run_ns, 4, [("run_ns", 32)]),
             field!(Completion, start_unix_ns, 8, [("start_unix_ns", 64)]),
+            field!(Completion, output_len, 8, [("output_len", 64)]),
         ],
         "completion_h",
     );

@@ -21,9 +21,11 @@
 //! ```
 
 mod cli;
+pub mod dag;
 pub mod job_queue;
 mod jobs_cli;
 pub mod monitor;
+pub mod spec_server;
 mod state;
 mod stats;
 mod tracker;

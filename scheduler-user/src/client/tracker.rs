@@ -144,6 +144,8 @@ pub struct TaskRecord {
     pub executor: u16,
     /// Client wall clock when the COMPLETE arrived.
     pub completed_unix_ns: u64,
+    /// Bytes of the task's output in node's object store (0: none).
+    pub output_len: u64,
 }
 
 impl TaskRecord {
@@ -560,6 +562,7 @@ impl Tracker {
                     node: c.node(),
                     executor: c.executor(),
                     completed_unix_ns: crate::executor::unix_now_ns(),
+                    output_len: c.output_len(),
                 });
             }
             self.finish_task(slot.jid, TaskState::Done, now);

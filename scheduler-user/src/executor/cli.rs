@@ -61,6 +61,12 @@ pub struct ExecutorArgs {
     /// Log the counters every this many seconds while they change (0: only at exit).
     #[arg(long, value_name = "S", default_value_t = 10)]
     pub stats_interval_s: u64,
+
+    /// This host's object store (`bolt store --listen`), as IP:PORT the other hosts
+    /// reach it at. Needed for SPEC tasks (inputs read, outputs written there); without
+    /// it they are refused.
+    #[arg(long, value_name = "IP:PORT")]
+    pub store: Option<std::net::SocketAddrV4>,
 }
 
 impl ExecutorArgs {
@@ -76,7 +82,8 @@ impl ExecutorArgs {
             allow_exec: self.allow_exec.clone(),
             bind: self.bind,
             record_assignments: false,
-            spec_runner: None,
+            store: self.store,
+            spec_handlers: None,
         }
     }
 }

@@ -43,6 +43,22 @@ pub struct ExecutorCounters {
     /// renewal denied: the lease had lapsed).
     pub leases_renewed: AtomicU64,
     pub leases_lost: AtomicU64,
+    /// Spec tasks: specs fetched from clients, fetches that failed (server unreachable,
+    /// unknown spec), RESULTs not acknowledged.
+    pub spec_fetches: AtomicU64,
+    pub spec_errors: AtomicU64,
+    pub result_errors: AtomicU64,
+    /// Inputs read from this host's store, and fetched from another host's, with their
+    /// bytes and the time spent (ns), kept apart.
+    pub local_reads: AtomicU64,
+    pub local_read_bytes: AtomicU64,
+    pub local_read_ns: AtomicU64,
+    pub remote_fetches: AtomicU64,
+    pub remote_fetch_bytes: AtomicU64,
+    pub remote_fetch_ns: AtomicU64,
+    /// Outputs written to this host's store, and the time spent (ns).
+    pub outputs_stored: AtomicU64,
+    pub output_write_ns: AtomicU64,
     /// Malformed input, one counter per kind (see [`DecodeError::NAMES`]).
     pub decode_errors: [AtomicU64; DecodeError::KINDS],
 }
@@ -72,6 +88,17 @@ pub struct CounterSnapshot {
     pub claims_unanswered: u64,
     pub leases_renewed: u64,
     pub leases_lost: u64,
+    pub spec_fetches: u64,
+    pub spec_errors: u64,
+    pub result_errors: u64,
+    pub local_reads: u64,
+    pub local_read_bytes: u64,
+    pub local_read_ns: u64,
+    pub remote_fetches: u64,
+    pub remote_fetch_bytes: u64,
+    pub remote_fetch_ns: u64,
+    pub outputs_stored: u64,
+    pub output_write_ns: u64,
     pub decode_errors: u64,
     /// Malformed input by kind, for the kinds seen.
     pub decode_errors_by_kind: Vec<(&'static str, u64)>,
@@ -106,6 +133,17 @@ impl CounterSnapshot {
         self.claims_unanswered += r(&c.claims_unanswered);
         self.leases_renewed += r(&c.leases_renewed);
         self.leases_lost += r(&c.leases_lost);
+        self.spec_fetches += r(&c.spec_fetches);
+        self.spec_errors += r(&c.spec_errors);
+        self.result_errors += r(&c.result_errors);
+        self.local_reads += r(&c.local_reads);
+        self.local_read_bytes += r(&c.local_read_bytes);
+        self.local_read_ns += r(&c.local_read_ns);
+        self.remote_fetches += r(&c.remote_fetches);
+        self.remote_fetch_bytes += r(&c.remote_fetch_bytes);
+        self.remote_fetch_ns += r(&c.remote_fetch_ns);
+        self.outputs_stored += r(&c.outputs_stored);
+        self.output_write_ns += r(&c.output_write_ns);
         for (i, a) in c.decode_errors.iter().enumerate() {
             let n = r(a);
             if n == 0 {

@@ -1,5 +1,7 @@
 //! The handlers an executor runs. Only these exist: `noop`, `sleep`, `spin`, and `exec`
-//! for commands the operator put on the allow-list. Anything else is refused, never run.
+//! for commands the operator put on the allow-list, and for tasks with a spec (data in,
+//! data out) the data handlers `stack`, `compare` and `mix` ([`run_data`]). Anything
+//! else is refused, never run.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,10 +41,11 @@ pub enum Refusal {
     TooLong {
         micros: u32,
     },
-    /// A spec task reached an executor started without a [`SpecRunner`].
-    NoSpecRunner,
-    /// The [`SpecRunner`] did not run the spec (its RESULT to the client says why).
-    SpecRefused,
+    /// A spec task reached an executor started without an object store (`--store`).
+    NoStore,
+    /// The spec was refused (unknown spec or data handler, bad arguments or inputs); its
+    /// text went to the client in RESULT.
+    Spec,
     /// The task needs resources this executor does not offer (the scheduler erred).
     MissingResources {
         needed: u8,
@@ -55,25 +58,14 @@ impl std::fmt::Display for Refusal {
         match self {
             Refusal::Descriptor(e) => write!(f, "{e}"),
             Refusal::NotAllowed => write!(f, "command not on the allow-list"),
-            Refusal::NoSpecRunner => write!(f, "spec task on an executor without spec handlers"),
-            Refusal::SpecRefused => write!(f, "spec refused (the RESULT says why)"),
+            Refusal::NoStore => write!(f, "spec task on an executor without an object store"),
+            Refusal::Spec => write!(f, "spec refused (reason sent in RESULT)"),
             Refusal::TooLong { micros } => write!(f, "duration {micros} us exceeds the task time limit"),
             Refusal::MissingResources { needed, offered } => {
                 write!(f, "task needs resources {needed:#010b}, executor offers {offered:#010b}")
             }
         }
     }
-}
-
-/// Runs tasks whose descriptor names a spec (handler id 4, SPEC): fetches the spec from
-/// the task's client, runs the handler it names, sends the RESULT back. The program that
-/// starts the executors supplies it (the `bolt` crate's `Executor` with its registered
-/// handlers); it runs on the executor's thread.
-pub trait SpecRunner: Send + Sync + std::fmt::Debug {
-    /// `spec_server`: the ENTRY's client_ip with the descriptor's port; `node`: this
-    /// host; `job`: the task's (uid, jid), which own what it stores.
-    fn run(&self, spec_server: std::net::SocketAddr, spec_id: u64, node: u16, job: scheduler_common::JobRef)
-        -> Outcome;
 }
 
 /// What running one descriptor came to.
@@ -142,8 +134,8 @@ impl Handlers {
                 Some(rule) => run_command(rule, self.time_limit),
                 None => Outcome::Refused(Refusal::NotAllowed),
             },
-            // An executor with a SpecRunner hands spec tasks to it before they get here.
-            Handler::Spec { .. } => Outcome::Refused(Refusal::NoSpecRunner),
+            // An executor with a store takes spec tasks before they get here (executor::spec).
+            Handler::Spec { .. } => Outcome::Refused(Refusal::NoStore),
         }
     }
 
@@ -154,6 +146,134 @@ impl Handlers {
         }
         Ok(d)
     }
+}
+
+/// The data handlers a spec may name.
+pub const DATA_HANDLERS: [&str; 3] = ["stack", "compare", "mix"];
+/// Most passes over its inputs a data handler makes.
+pub const MAX_PASSES: u32 = 10_000;
+/// Largest output `mix` writes.
+pub const MAX_MIX_OUTPUT: u32 = 16 << 20;
+
+/// How a data handler ended when it did not produce an output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataFailure {
+    /// Not run: unknown handler, bad arguments, wrong number of inputs.
+    Refused(String),
+    /// Ran and failed.
+    Failed(String),
+}
+
+/// Runs data handler `name` over `inputs` with `args`; returns its output.
+///
+/// `args` starts with `passes` (u32, big-endian; empty args mean 1): the handler reads
+/// its inputs that many times, so its CPU cost is proportional to passes × input bytes.
+/// - `stack` (image stacking): one input, reduced to 88 bytes: a 16-bin histogram of its
+///   bytes (u32 each), then sum, sum of squares and count (u64 each).
+/// - `compare` (all-pairs): two inputs compared byte by byte over the shorter: equal
+///   bytes, sum of absolute differences, and the length difference (u64 each, 24 bytes).
+/// - `mix` (DAG tasks): any inputs, hashed (FNV-1a, 64 bit) in order, expanded to
+///   `out_len` bytes (u32 after passes, at most 16 MiB) with xorshift from the hash.
+pub fn run_data(name: &str, args: &[u8], inputs: &[&[u8]]) -> Result<Vec<u8>, DataFailure> {
+    let word = |i: usize| args.get(4 * i..4 * i + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let passes = if args.is_empty() { 1 } else { word(0).ok_or_else(|| bad_args(name, args))? };
+    if passes == 0 || passes > MAX_PASSES {
+        return Err(DataFailure::Refused(format!("{name}: passes {passes} outside 1..={MAX_PASSES}")));
+    }
+    let want = |n: usize| {
+        if inputs.len() == n {
+            Ok(())
+        } else {
+            Err(DataFailure::Refused(format!("{name} takes {n} input(s), the spec names {}", inputs.len())))
+        }
+    };
+    match name {
+        "stack" => {
+            if args.len() > 4 {
+                return Err(bad_args(name, args));
+            }
+            want(1)?;
+            Ok(stack(inputs[0], passes))
+        }
+        "compare" => {
+            if args.len() > 4 {
+                return Err(bad_args(name, args));
+            }
+            want(2)?;
+            Ok(compare(inputs[0], inputs[1], passes))
+        }
+        "mix" => {
+            let out_len = match (args.len(), word(1)) {
+                (8, Some(n)) if n <= MAX_MIX_OUTPUT => n,
+                _ => return Err(bad_args(name, args)),
+            };
+            Ok(mix(inputs, passes, out_len as usize))
+        }
+        other => Err(DataFailure::Refused(format!("unknown data handler {other:?} (known: {DATA_HANDLERS:?})"))),
+    }
+}
+
+fn bad_args(name: &str, args: &[u8]) -> DataFailure {
+    DataFailure::Refused(format!("{name}: {} argument bytes do not fit its arguments", args.len()))
+}
+
+fn stack(input: &[u8], passes: u32) -> Vec<u8> {
+    let mut bins = [0u64; 16];
+    let (mut sum, mut sumsq) = (0u64, 0u64);
+    for _ in 0..passes {
+        for &b in std::hint::black_box(input) {
+            bins[(b >> 4) as usize] += 1;
+            sum += b as u64;
+            sumsq += (b as u64) * (b as u64);
+        }
+    }
+    let p = passes as u64;
+    let mut out = Vec::with_capacity(88);
+    for b in bins {
+        out.extend_from_slice(&((b / p) as u32).to_be_bytes());
+    }
+    for v in [sum / p, sumsq / p, input.len() as u64] {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+    out
+}
+
+fn compare(a: &[u8], b: &[u8], passes: u32) -> Vec<u8> {
+    let (mut equal, mut diff) = (0u64, 0u64);
+    for _ in 0..passes {
+        for (x, y) in std::hint::black_box(a).iter().zip(b) {
+            equal += (x == y) as u64;
+            diff += x.abs_diff(*y) as u64;
+        }
+    }
+    let p = passes as u64;
+    let mut out = Vec::with_capacity(24);
+    for v in [equal / p, diff / p, a.len().abs_diff(b.len()) as u64] {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+    out
+}
+
+fn mix(inputs: &[&[u8]], passes: u32, out_len: usize) -> Vec<u8> {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for _ in 0..passes {
+        h = 0xcbf2_9ce4_8422_2325;
+        for input in inputs {
+            for &b in std::hint::black_box(*input) {
+                h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+    }
+    let mut x = h | 1;
+    let mut out = Vec::with_capacity(out_len + 8);
+    while out.len() < out_len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_be_bytes());
+    }
+    out.truncate(out_len);
+    out
 }
 
 /// Burns CPU with integer arithmetic (xorshift) until `d` has passed; returns the final
@@ -337,6 +457,37 @@ mod tests {
         d[2] = b'o';
         d[3] = b' ';
         assert_eq!(h.run(&d), Outcome::Refused(Refusal::Descriptor(DescriptorError::Malformed)));
+    }
+
+    #[test]
+    fn data_handlers_reduce_compare_and_mix() {
+        let img = [0u8, 16, 255, 255];
+        let out = run_data("stack", &[], &[&img]).unwrap();
+        assert_eq!(out.len(), 88);
+        assert_eq!(&out[0..4], &1u32.to_be_bytes());
+        assert_eq!(&out[60..64], &2u32.to_be_bytes());
+        assert_eq!(&out[64..72], &526u64.to_be_bytes());
+        // More passes: same answer, proportionally more work.
+        assert_eq!(run_data("stack", &3u32.to_be_bytes(), &[&img]).unwrap(), out);
+        let cmp = run_data("compare", &[], &[&[1, 2, 3], &[1, 5]]).unwrap();
+        assert_eq!(cmp, [1u64, 3, 1].iter().flat_map(|v| v.to_be_bytes()).collect::<Vec<_>>());
+        let args = [1u32.to_be_bytes(), 100u32.to_be_bytes()].concat();
+        let m = run_data("mix", &args, &[b"a", b"b"]).unwrap();
+        assert_eq!(m.len(), 100);
+        assert_eq!(run_data("mix", &args, &[b"a", b"b"]).unwrap(), m);
+        assert_ne!(run_data("mix", &args, &[b"b", b"a"]).unwrap(), m);
+        assert_eq!(run_data("mix", &args, &[]).unwrap().len(), 100);
+    }
+
+    #[test]
+    fn data_handlers_refuse_bad_specs() {
+        let refused = |r: Result<Vec<u8>, DataFailure>| matches!(r, Err(DataFailure::Refused(_)));
+        assert!(refused(run_data("stack", &[], &[])));
+        assert!(refused(run_data("compare", &[], &[b"a"])));
+        assert!(refused(run_data("stack", &[0, 0, 0], &[b"a"])));
+        assert!(refused(run_data("stack", &0u32.to_be_bytes(), &[b"a"])));
+        assert!(refused(run_data("mix", &1u32.to_be_bytes(), &[])));
+        assert!(refused(run_data("rm", &[], &[])));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! GET_TASK (RTRV_PRIO = 1, EXEC_RSRC = its resources, Requester = node/executor/seq,
 //! flag WAIT: tier 2 holds the request until a task arrives or its park time runs out)
 //! → ASSIGN: run the task's handler, send COMPLETE straight to the client named in the
-//!   ENTRY, ask again;
+//!   ENTRY, ask again (a SPEC task first fetches its spec and inputs, stores its output
+//!   in this host's object store and sends RESULT to the client's spec server: `spec`);
 //! → NOOP echoing this seq: nothing queued it can run; back off (default 50 µs), ask again;
 //! → neither within the GET timeout (a lost packet): ask again with a new seq.
 //!
@@ -17,6 +18,7 @@ mod cli;
 mod counters;
 mod handlers;
 mod lease;
+pub mod spec;
 mod worker;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -29,7 +31,7 @@ use anyhow::{bail, Context};
 
 pub use cli::{parse_addr, parse_resources, run, ExecutorArgs};
 pub use counters::{CounterSnapshot, ExecutorCounters};
-pub use handlers::{spin_for, ExecRule, Handlers, Outcome, Refusal, SpecRunner};
+pub use handlers::{run_data, spin_for, DataFailure, ExecRule, Handlers, Outcome, Refusal, DATA_HANDLERS};
 pub use worker::{unix_now_ns, AssignmentRecord, MAX_ASSIGNMENT_RECORDS, RTRV_PRIO};
 
 /// How a set of executors on one node runs.
@@ -57,8 +59,11 @@ pub struct ExecutorConfig {
     /// Keep an [`AssignmentRecord`] (the GET_TASK round trip) of every task assigned,
     /// for benchmarks; at most [`MAX_ASSIGNMENT_RECORDS`] per executor.
     pub record_assignments: bool,
-    /// Runs spec tasks (handler id 4); without one they are refused.
-    pub spec_runner: Option<Arc<dyn SpecRunner>>,
+    /// This host's object store, as other hosts reach it: SPEC tasks run only with one
+    /// (without, they are refused).
+    pub store: Option<std::net::SocketAddrV4>,
+    /// Handlers the program registered for SPEC tasks, beside the data handlers.
+    pub spec_handlers: Option<Arc<dyn spec::SpecHandlers>>,
 }
 
 impl ExecutorConfig {
@@ -79,7 +84,8 @@ impl ExecutorConfig {
             allow_exec: Vec::new(),
             bind: None,
             record_assignments: false,
-            spec_runner: None,
+            store: None,
+            spec_handlers: None,
         }
     }
 
@@ -141,13 +147,13 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             noop_backoff: cfg.noop_backoff,
             get_timeout: cfg.get_timeout,
             handlers: handlers.clone(),
-            spec_runner: cfg.spec_runner.clone(),
             lease: lease::LeaseKeeper::new(counters.clone()),
             counters,
             stop: stop.clone(),
             read_timeout: cfg.get_timeout,
             assignments,
             stash: Vec::new(),
+            data: cfg.store.map(|store| spec::DataPath { store, node: cfg.node, handlers: cfg.spec_handlers.clone() }),
         };
         let thread = std::thread::Builder::new()
             .name(format!("bolt-exec-{index}"))

@@ -7,13 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use scheduler_common::descriptor::Handler;
 use scheduler_common::{
-    decode, descriptor::Handler, encode_claim, encode_complete, encode_get_task, Claim, Completion, Entry, JobRef,
-    Message, Requester, CLAIM_GRANTED, MAX_MESSAGE_LEN, TASK_FLAG_EXACTLY_ONCE,
+    decode, encode_claim, encode_complete, encode_get_task, Claim, Completion, Entry, Message, Requester,
+    CLAIM_GRANTED, MAX_MESSAGE_LEN, STATUS_OK, STATUS_REFUSED, TASK_FLAG_EXACTLY_ONCE,
 };
 
 use super::counters::{bump, ExecutorCounters};
-use super::handlers::{Handlers, Outcome, Refusal, SpecRunner};
+use super::handlers::{Handlers, Outcome, Refusal};
 use super::lease::LeaseKeeper;
 
 /// RTRV_PRIO of every GET_TASK: search from the highest priority level down.
@@ -108,7 +109,6 @@ pub(crate) struct Worker {
     pub noop_backoff: Duration,
     pub get_timeout: Duration,
     pub handlers: Arc<Handlers>,
-    pub spec_runner: Option<Arc<dyn SpecRunner>>,
     pub counters: Arc<ExecutorCounters>,
     pub stop: Arc<AtomicBool>,
     /// The receive timeout currently set on the socket (saves a syscall per wait).
@@ -119,6 +119,8 @@ pub(crate) struct Worker {
     pub assignments: Option<Arc<Mutex<Vec<AssignmentRecord>>>>,
     /// Renews the lease of the claimed task running now.
     pub lease: LeaseKeeper,
+    /// This host's store, for SPEC tasks.
+    pub data: Option<super::spec::DataPath>,
 }
 
 impl Worker {
@@ -457,14 +459,26 @@ impl Worker {
     fn run_and_report(&self, entry: &Entry, tx: &mut [u8]) {
         let start_unix_ns = unix_now_ns();
         let started = Instant::now();
+        let mut output_len = 0;
         let outcome = if !entry.task.runs_on(self.resources) {
             // The scheduler should never send this; refusing lets the client resubmit.
             Outcome::Refused(Refusal::MissingResources { needed: entry.task.rsrc, offered: self.resources })
-        } else if let (Some(runner), Ok(Handler::Spec { port, spec_id })) =
-            (&self.spec_runner, Handler::decode(&entry.task.desc))
+        } else if let (Some(data), Ok(Handler::Spec { port, spec_id })) =
+            (&self.data, Handler::decode(&entry.task.desc))
         {
-            let server = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(entry.client_ip), port));
-            runner.run(server, spec_id, self.node, JobRef::new(entry.uid(), entry.jid()))
+            let spec = data.run(entry, port, spec_id, &self.counters);
+            output_len = spec.output_len;
+            match spec.status {
+                STATUS_OK => Outcome::Ok,
+                STATUS_REFUSED => {
+                    tracing::debug!(spec_id, reason = %spec.message, "spec task refused");
+                    Outcome::Refused(Refusal::Spec)
+                }
+                _ => {
+                    tracing::debug!(spec_id, reason = %spec.message, "spec task failed");
+                    Outcome::Failed
+                }
+            }
         } else {
             self.handlers.run(&entry.task.desc)
         };
@@ -491,6 +505,7 @@ impl Worker {
         c.set_executor(self.index);
         c.set_run_ns(run_ns);
         c.set_start_unix_ns(start_unix_ns);
+        c.set_output_len(output_len);
         self.report(entry, &c, tx);
     }
 

@@ -1,0 +1,223 @@
+//! Reading and writing the data path's TCP frames (scheduler_common::data) on blocking
+//! streams: the one implementation the store, its clients, the spec server and the
+//! executors share.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use scheduler_common::data::{decode_body, decode_frame_header, DataError, DataFrame, ErrorCode, FRAME_HEADER_LEN};
+
+/// One frame read off a stream, kept with its bytes so it can be decoded again by view.
+pub struct OwnedFrame {
+    kind: scheduler_common::data::Kind,
+    body: Vec<u8>,
+}
+
+impl OwnedFrame {
+    /// The decoded frame (checked when it was read, so this cannot fail then).
+    pub fn frame(&self) -> DataFrame<'_> {
+        decode_body(self.kind, &self.body).expect("checked when read")
+    }
+}
+
+/// Why a frame could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The peer closed the connection before a new frame began.
+    Closed,
+    Io(std::io::Error),
+    /// The bytes are not a valid frame (counted by the caller, by kind).
+    Invalid(DataError),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Closed => write!(f, "connection closed"),
+            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::Invalid(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// Reads one frame: header, then exactly its body; decodes it.
+pub fn read_frame(stream: &mut impl Read) -> Result<OwnedFrame, ReadError> {
+    let mut h = [0u8; FRAME_HEADER_LEN];
+    let mut got = 0;
+    while got < h.len() {
+        match stream.read(&mut h[got..]) {
+            Ok(0) if got == 0 => return Err(ReadError::Closed),
+            Ok(0) => return Err(ReadError::Invalid(DataError::Truncated)),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+    }
+    let (kind, len) = decode_frame_header(&h).map_err(ReadError::Invalid)?;
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => ReadError::Invalid(DataError::Truncated),
+        _ => ReadError::Io(e),
+    })?;
+    decode_body(kind, &body).map_err(ReadError::Invalid)?;
+    Ok(OwnedFrame { kind, body })
+}
+
+/// Encodes and writes one frame.
+pub fn write_frame(stream: &mut impl Write, frame: &DataFrame<'_>) -> anyhow::Result<()> {
+    let mut buf = vec![0u8; frame.encoded_len()];
+    let n = frame.encode(&mut buf).map_err(|e| anyhow::anyhow!("encoding a {:?} frame: {e}", frame.kind()))?;
+    stream.write_all(&buf[..n])?;
+    stream.flush()?;
+    Ok(())
+}
+
+/// Connects with a bounded wait and sets read and write timeouts.
+pub fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Sends one request on a fresh connection and reads its one answer.
+pub fn call(addr: SocketAddr, request: &DataFrame<'_>, timeout: Duration) -> anyhow::Result<OwnedFrame> {
+    let mut s = connect(addr, timeout)?;
+    call_on(&mut s, request).with_context(|| format!("exchange with {addr}"))
+}
+
+/// Sends one request on an open connection and reads its one answer.
+pub fn call_on(s: &mut TcpStream, request: &DataFrame<'_>) -> anyhow::Result<OwnedFrame> {
+    write_frame(s, request)?;
+    read_frame(s).map_err(|e| anyhow::anyhow!("reading the answer: {e}"))
+}
+
+/// A service answering data frames: the store and the client's spec server.
+pub trait FrameService: Send + Sync + 'static {
+    /// Answers one request by writing its answer frame(s) to `conn`.
+    fn answer(&self, request: DataFrame<'_>, conn: &mut TcpStream) -> anyhow::Result<()>;
+    /// Counts a malformed frame (the connection is answered BAD_REQUEST and closed).
+    fn refused(&self, e: DataError);
+    /// Counts a connection closed at once because `max_connections` were open.
+    fn connection_refused(&self) {}
+}
+
+/// A TCP server of a [`FrameService`]: a thread accepting, a thread per connection (at
+/// most `max_connections`), one request answered at a time, idle connections closed.
+pub struct FrameServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// How often the accept loop looks at the stop flag.
+const ACCEPT_POLL: Duration = Duration::from_millis(5);
+
+impl FrameServer {
+    pub fn spawn<S: FrameService>(
+        listen: SocketAddr,
+        name: &str,
+        service: Arc<S>,
+        max_connections: usize,
+        idle: Duration,
+    ) -> anyhow::Result<FrameServer> {
+        let listener = TcpListener::bind(listen).with_context(|| format!("binding the {name} to {listen}"))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            let name = name.to_owned();
+            std::thread::Builder::new()
+                .name(format!("bolt-{name}"))
+                .spawn(move || accept_loop(listener, &name, service, stop, max_connections, idle))?
+        };
+        Ok(FrameServer { addr, stop, thread: Some(thread) })
+    }
+
+    /// The address it listens on (with the port picked when asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting; open connections end when their peer closes or goes idle.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for FrameServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop<S: FrameService>(
+    listener: TcpListener,
+    name: &str,
+    service: Arc<S>,
+    stop: Arc<AtomicBool>,
+    max_connections: usize,
+    idle: Duration,
+) {
+    let open = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((conn, peer)) => {
+                if open.load(Ordering::Relaxed) >= max_connections {
+                    service.connection_refused();
+                    continue;
+                }
+                open.fetch_add(1, Ordering::Relaxed);
+                let (service, count) = (service.clone(), open.clone());
+                let spawned = std::thread::Builder::new().name(format!("bolt-{name}-conn")).spawn(move || {
+                    if let Err(e) = serve(conn, service.as_ref(), idle) {
+                        tracing::debug!(%peer, error = %e, "data connection ended");
+                    }
+                    count.fetch_sub(1, Ordering::Relaxed);
+                });
+                if spawned.is_err() {
+                    open.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(ACCEPT_POLL),
+            Err(e) => {
+                tracing::warn!(server = name, error = %e, "accept failed");
+                std::thread::sleep(ACCEPT_POLL);
+            }
+        }
+    }
+}
+
+/// Answers requests on one connection until it closes, goes idle or sends a bad frame.
+fn serve<S: FrameService>(mut conn: TcpStream, service: &S, idle: Duration) -> anyhow::Result<()> {
+    conn.set_nonblocking(false)?;
+    conn.set_read_timeout(Some(idle))?;
+    conn.set_write_timeout(Some(idle))?;
+    conn.set_nodelay(true)?;
+    loop {
+        let request = match read_frame(&mut conn) {
+            Ok(f) => f,
+            Err(ReadError::Closed) => return Ok(()),
+            Err(ReadError::Invalid(e)) => {
+                service.refused(e);
+                let text = e.to_string();
+                write_frame(&mut conn, &DataFrame::Error { code: ErrorCode::BadRequest, message: &text })?;
+                return Err(e.into());
+            }
+            Err(ReadError::Io(e)) => return Err(e.into()),
+        };
+        service.answer(request.frame(), &mut conn)?;
+    }
+}
