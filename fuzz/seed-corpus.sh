@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes the golden vectors (tests/vectors/protocol.json) as seed inputs under
 # fuzz/corpus/<target>/: messages and invalid messages for decode and decode_header,
-# descriptors for descriptor, frames for frame. Needs jq and xxd.
+# descriptors for descriptor, frames for frame, data frames for data_frame. Needs jq and xxd.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 vectors="$here/../tests/vectors/protocol.json"
@@ -24,3 +24,5 @@ seed descriptor valid '.descriptors.valid[]'
 seed descriptor invalid '.descriptors.invalid[]'
 seed frame frame '.frames[]'
 seed frame invalid '.frames_invalid[]'
+seed data_frame valid '.data_frames.valid[]'
+seed data_frame invalid '.data_frames.invalid[]'

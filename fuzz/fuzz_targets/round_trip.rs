@@ -37,7 +37,17 @@ enum Input {
     Assign { entry: EntryIn, best: u8 },
     Noop { node: u16, executor: u16, seq: u32, best: u8 },
     Hint { best: u8 },
-    Complete { ids: [u32; 3], status: u8, pad: u8, node: u16, executor: u16, pad2: [u8; 2], run_ns: u32, start: u64 },
+    Complete {
+        ids: [u32; 3],
+        status: u8,
+        pad: u8,
+        node: u16,
+        executor: u16,
+        pad2: [u8; 2],
+        run_ns: u32,
+        start: u64,
+        output_len: u64,
+    },
     QueueFull { uid: u32, jid: u32, tasks: Vec<TaskIn> },
     RefillReq { rsrc: u8, node: u16, want: u8, pad: u8 },
     Refill { entries: Vec<EntryIn>, best: u8 },
@@ -165,7 +175,7 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
         Input::Assign { entry: e, best } => encode_assign(buf, &entry(e), *best),
         Input::Noop { node, executor, seq, best } => encode_noop(buf, Requester::new(*node, *executor, *seq), *best),
         Input::Hint { best } => encode_hint(buf, *best),
-        Input::Complete { ids, status, pad, node, executor, pad2, run_ns, start } => {
+        Input::Complete { ids, status, pad, node, executor, pad2, run_ns, start, output_len } => {
             let mut c = Completion { status: *status, pad: *pad, pad2: *pad2, ..Completion::default() };
             c.set_uid(ids[0]);
             c.set_jid(ids[1]);
@@ -174,6 +184,7 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
             c.set_executor(*executor);
             c.set_run_ns(*run_ns);
             c.set_start_unix_ns(*start);
+            c.set_output_len(*output_len);
             encode_complete(buf, &c)
         }
         Input::QueueFull { uid, jid, tasks } => {

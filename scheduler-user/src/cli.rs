@@ -37,14 +37,16 @@ pub enum Command {
     /// Run the software switch (tier 2's global priority queues over UDP), or read a
     /// running one's counters (`bolt switch stats`).
     Switch(switch::SwitchCli),
-    /// Serve this worker host's object store (task inputs and outputs) over TCP.
-    Store(store::StoreArgs),
-    /// Put a file into a host's object store as a named object.
-    Put(store::client::PutArgs),
-    /// Read a named object from a host's object store.
-    Get(store::client::GetArgs),
-    /// Delete every object of a job from a host's object store.
-    Gc(store::client::GcArgs),
+    /// Object stores (task inputs and outputs on the worker hosts): serve this host's,
+    /// put, get, and delete a job's objects.
+    #[command(infer_subcommands = true)]
+    Object {
+        #[command(subcommand)]
+        command: store::ObjectCommand,
+    },
+    /// Submit a generated DAG job (bag, fan-in, fan-out, pipeline) of data tasks and
+    /// report it: tasks done and failed, makespan, outputs checked against COMPLETE.
+    Dag(client::dag_run::DagArgs),
     /// Run a benchmark (see `bolt bench help`).
     Bench(bench::BenchArgs),
     /// Simulate Bolt and the schedulers it is compared with, up to 1,000,000 executors.
@@ -104,10 +106,8 @@ pub fn main() -> anyhow::Result<()> {
             switch::run_stats(args, out)
         }
         Command::Switch(switch::SwitchCli { command: None, run }) => switch::run_cli(run),
-        Command::Store(args) => store::run(args),
-        Command::Put(args) => store::client::run_put(args),
-        Command::Get(args) => store::client::run_get(args),
-        Command::Gc(args) => store::client::run_gc(args),
+        Command::Object { command } => store::run_cli(command),
+        Command::Dag(args) => client::dag_run::run_cli(args),
         Command::Bench(args) => bench::run_cli(args),
         Command::Sim(args) => sim::cli::run_cli(args),
         Command::Agent(args) => agent::run(args),

@@ -22,6 +22,7 @@
 
 mod cli;
 pub mod dag;
+pub mod dag_run;
 pub mod job_queue;
 mod jobs_cli;
 pub mod monitor;

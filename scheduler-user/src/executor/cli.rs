@@ -62,7 +62,7 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "S", default_value_t = 10)]
     pub stats_interval_s: u64,
 
-    /// This host's object store (`bolt store --listen`), as IP:PORT the other hosts
+    /// This host's object store (`bolt object serve --listen`), as IP:PORT the other hosts
     /// reach it at. Needed for SPEC tasks (inputs read, outputs written there); without
     /// it they are refused.
     #[arg(long, value_name = "IP:PORT")]

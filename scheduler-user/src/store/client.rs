@@ -1,6 +1,6 @@
 //! The store's client library: put, get and delete a job's objects on any host's store.
-//! Blocking, with a bounded wait on every call; `bolt put`, `bolt get` and `bolt gc`
-//! are thin layers over it.
+//! Blocking, with a bounded wait on every call; `bolt object put`, `get` and `gc` are
+//! thin layers over it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -85,10 +85,10 @@ pub fn delete_job(addr: SocketAddr, owner: JobRef, timeout: Duration) -> Result<
     }
 }
 
-/// Arguments of `bolt put`.
+/// Arguments of `bolt object put`.
 #[derive(Args, Debug, Clone)]
 pub struct PutArgs {
-    /// The store to put into (a worker host's `bolt store --listen`).
+    /// The store to put into (a worker host's `bolt object serve --listen`).
     #[arg(long, value_name = "ADDR")]
     pub store: SocketAddr,
     /// Object name: 1 to 255 of A-Z a-z 0-9 _ . - /
@@ -97,14 +97,14 @@ pub struct PutArgs {
     /// File whose bytes become the object.
     #[arg(long, value_name = "PATH")]
     pub file: PathBuf,
-    /// Owning job's uid and jid: `bolt gc` with the same pair deletes the object.
+    /// Owning job's uid and jid: `bolt object gc` with the same pair deletes the object.
     #[arg(long, default_value_t = 0)]
     pub uid: u32,
     #[arg(long, default_value_t = 0)]
     pub jid: u32,
 }
 
-/// Arguments of `bolt get`.
+/// Arguments of `bolt object get`.
 #[derive(Args, Debug, Clone)]
 pub struct GetArgs {
     #[arg(long, value_name = "ADDR")]
@@ -116,7 +116,7 @@ pub struct GetArgs {
     pub out: Option<PathBuf>,
 }
 
-/// Arguments of `bolt gc`.
+/// Arguments of `bolt object gc`.
 #[derive(Args, Debug, Clone)]
 pub struct GcArgs {
     #[arg(long, value_name = "ADDR")]

@@ -1,10 +1,10 @@
-//! The object store each worker host runs (`bolt store`): named objects with sizes, kept
+//! The object store each worker host runs (`bolt object serve`): named objects with sizes, kept
 //! in memory up to a bound, served over TCP (frames of `scheduler_common::data`).
 //!
-//! - **Who writes**: clients (`bolt put`, [`client::put`]) put a job's input objects;
-//!   executors put each task's output in their own host's store.
+//! - **Who writes**: clients (`bolt object put`, [`client::put`]) put a job's input objects;
+//!   executors put each task's output in their own host's store (`bolt object put`).
 //! - **Who reads**: executors read a task's inputs from their host's store (local read) or
-//!   from the owning host's store (remote fetch); clients read outputs (`bolt get`).
+//!   from the owning host's store (remote fetch); clients read outputs (`bolt object get`).
 //! - **Bounds**: at most `capacity` bytes of object data; a PUT that would exceed it is
 //!   refused with FULL (nothing is evicted: an object may still be some task's input);
 //!   one larger than `max_object` with TOO_LARGE. A PUT of an existing name replaces it.
@@ -26,6 +26,28 @@ use scheduler_common::JobRef;
 use serde::Serialize;
 
 pub use server::{run, spawn, StoreArgs, StoreConfig, StoreHandle};
+
+/// `bolt object ...`.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum ObjectCommand {
+    /// Serve this worker host's object store over TCP until SIGINT or SIGTERM.
+    Serve(StoreArgs),
+    /// Put a file into a host's store as a named object.
+    Put(client::PutArgs),
+    /// Read a named object from a host's store.
+    Get(client::GetArgs),
+    /// Delete every object of a job from a host's store.
+    Gc(client::GcArgs),
+}
+
+pub fn run_cli(command: ObjectCommand) -> anyhow::Result<()> {
+    match command {
+        ObjectCommand::Serve(args) => run(args),
+        ObjectCommand::Put(args) => client::run_put(args),
+        ObjectCommand::Get(args) => client::run_get(args),
+        ObjectCommand::Gc(args) => client::run_gc(args),
+    }
+}
 
 /// Where an object lives: what a task's input list holds, what placement reads (name,
 /// size, node) and what an executor fetches from (store).

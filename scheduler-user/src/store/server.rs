@@ -1,4 +1,4 @@
-//! The store's TCP service (a [`FrameServer`]) and `bolt store`.
+//! The store's TCP service (a [`FrameServer`]) and `bolt object serve`.
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
@@ -115,7 +115,7 @@ impl FrameService for ObjectStore {
     }
 }
 
-/// Arguments of `bolt store`.
+/// Arguments of `bolt object serve`.
 #[derive(Args, Debug, Clone)]
 pub struct StoreArgs {
     /// Address to serve on: this host's address the other hosts reach it at, and the
@@ -140,7 +140,7 @@ pub struct StoreArgs {
     pub stats_interval_s: u64,
 }
 
-/// Runs `bolt store` until SIGINT or SIGTERM.
+/// Runs `bolt object serve` until SIGINT or SIGTERM.
 pub fn run(args: StoreArgs) -> anyhow::Result<()> {
     let cfg = StoreConfig {
         capacity: args.capacity_mib << 20,

@@ -46,6 +46,10 @@ pub struct UpArgs {
     /// Do not start agents (XDP stays off; executors then reach the switch directly).
     #[arg(long)]
     pub no_agents: bool,
+    /// Do not start an object store on each worker host (`bolt object serve` at the host's
+    /// uplink address, port 7180).
+    #[arg(long)]
+    pub no_stores: bool,
     /// An extra argument for every `bolt agent` (repeat, e.g. --agent-arg=--batch --agent-arg=32).
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub agent_args: Vec<String>,
@@ -90,6 +94,7 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
     let cfg = ServicesConfig {
         bolt: std::env::current_exe()?,
         agents: !a.no_agents,
+        stores: !a.no_stores,
         agent_args: a.agent_args,
         switch_args: a.switch_args,
     };
@@ -115,8 +120,12 @@ fn print(layout: &Layout, json: bool) -> anyhow::Result<()> {
     println!("testbed {}: switch {} in namespace {}", layout.name, layout.switch_socket(), layout.switch_ns);
     for w in &layout.workers {
         println!(
-            "  node {}: host {} (uplink {} {}, XDP there and on each executor link)",
-            w.node, w.host_ns, w.uplink, w.uplink_addr
+            "  node {}: host {} (uplink {} {}, XDP there and on each executor link; object store {})",
+            w.node,
+            w.host_ns,
+            w.uplink,
+            w.uplink_addr,
+            w.store_addr()
         );
         for e in &w.executors {
             println!("    executors in {} at {} (link {}, host {})", e.ns, e.addr, e.host_iface, e.gateway);

@@ -81,6 +81,11 @@ pub struct WorkerHost {
 }
 
 impl WorkerHost {
+    /// Where this host's object store listens: its uplink address, the store port.
+    pub fn store_addr(&self) -> SocketAddrV4 {
+        SocketAddrV4::new(self.uplink_addr, scheduler_common::data::DEFAULT_STORE_PORT)
+    }
+
     /// The directory name of this host's pins: its first executor-side interface.
     pub fn pin_name(&self) -> &str {
         &self.executors[0].host_iface

@@ -1,5 +1,5 @@
 //! The long-running processes of a testbed brought up from the command line: `bolt switch`
-//! in the switch namespace and a `bolt agent` in each worker host. Their ids, logs and the
+//! in the switch namespace, and a `bolt object serve` (its object store) and a `bolt agent` in each worker host. Their ids, logs and the
 //! layout live in `/run/bolt-testbed/<name>/`, so `down` stops exactly these processes.
 
 use std::io::Write as _;
@@ -25,6 +25,8 @@ pub struct ServicesConfig {
     pub bolt: PathBuf,
     /// Start an agent on every worker host.
     pub agents: bool,
+    /// Start an object store on every worker host (at [`WorkerHost::store_addr`]).
+    pub stores: bool,
     /// Extra arguments for every `bolt agent`.
     pub agent_args: Vec<String>,
     /// Extra arguments for `bolt switch`.
@@ -60,6 +62,21 @@ fn start_all(layout: &Layout, cfg: &ServicesConfig, dir: &Path) -> anyhow::Resul
         Duration::from_secs(10),
         || udp_port_bound(&layout.switch_ns, layout.port),
     )?;
+    if cfg.stores {
+        for w in &layout.workers {
+            let addr = w.store_addr();
+            let args = vec!["object".to_string(), "serve".into(), "--listen".into(), addr.to_string()];
+            let role = format!("store-{}", w.node);
+            let pid = spawn(&layout.name, &w.host_ns, &cfg.bolt, &args, dir, &role)?;
+            wait_until(
+                &format!("the store in {}", w.host_ns),
+                pid,
+                &dir.join(format!("{role}.log")),
+                Duration::from_secs(10),
+                || tcp_port_listening(&w.host_ns, addr.port()),
+            )?;
+        }
+    }
     if !cfg.agents {
         return Ok(());
     }
@@ -237,6 +254,18 @@ fn is_ours(pid: i32, name: &str) -> bool {
     let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return false };
     let mark = format!("{MARK}={name}");
     env.split(|&b| b == 0).any(|kv| kv == mark.as_bytes())
+}
+
+/// True when a TCP socket listens on `port` in namespace `ns` (state 0A: LISTEN).
+fn tcp_port_listening(ns: &str, port: u16) -> anyhow::Result<bool> {
+    let needle = format!(":{port:04X}");
+    netns::run_in(ns, move || {
+        let table = std::fs::read_to_string("/proc/thread-self/net/tcp")?;
+        Ok(table.lines().skip(1).any(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 3 && cols[1].ends_with(&needle) && cols[3] == "0A"
+        }))
+    })
 }
 
 /// True when a UDP socket is bound to `port` in namespace `ns`.
