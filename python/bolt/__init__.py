@@ -23,11 +23,13 @@ See docs/frontdoor.md.
 """
 
 import asyncio
+import atexit
 import concurrent.futures
 import json
 import pickle
 import threading
 import traceback
+import weakref
 
 from . import _native
 from ._native import Store, Switch
@@ -87,6 +89,16 @@ _ERRORS = {
 }
 
 _REGISTRY = {}
+_EXECUTORS = weakref.WeakSet()
+
+
+@atexit.register
+def _at_exit():
+    # Executor threads call into Python; they must be stopped while the interpreter
+    # still runs, and nothing may call back into it once it finalizes.
+    for executor in list(_EXECUTORS):
+        executor.shutdown()
+    _native._close()
 
 
 def task(fn=None, *, name=None):
@@ -271,6 +283,7 @@ class Executor:
             raise ValueError("no functions to run: register some with @bolt.task or pass tasks=")
         handlers = {name: _wrap(f, allow_pickle) for name, f in functions.items()}
         self._native = _native.Executor(switch, store, handlers, executors, node, resources)
+        _EXECUTORS.add(self)
 
     def counters(self):
         return self._native.counters()

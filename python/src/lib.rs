@@ -4,6 +4,7 @@
 //! Python callback from the runtime's threads.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -13,6 +14,24 @@ use pyo3::types::{PyBytes, PyDict};
 use scheduler_user::store::{self, StoreConfig, StoreHandle};
 use scheduler_user::switch::{self, SwitchConfig, SwitchHandle};
 use tokio::sync::Notify;
+
+/// Set by `bolt`'s atexit hook: the interpreter is about to finalize, and a thread of
+/// ours that asked for the GIL then would be ended under Rust frames (an abort).
+static CLOSING: AtomicBool = AtomicBool::new(false);
+
+/// Called once at interpreter exit (after the executors were shut down): no callback
+/// into Python from here on.
+#[pyfunction]
+fn _close() {
+    CLOSING.store(true, Ordering::SeqCst);
+}
+
+/// Runs `f` with the GIL unless the interpreter is exiting.
+fn with_python(f: impl FnOnce(Python<'_>)) {
+    if !CLOSING.load(Ordering::SeqCst) {
+        Python::with_gil(f);
+    }
+}
 
 /// One runtime per process for every client's background work.
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -111,7 +130,7 @@ impl Client {
         let canceler = fut.canceler();
         runtime().spawn(async move {
             let r = fut.await;
-            Python::with_gil(|py| deliver(py, &on_done, outcome_args(py, &r)));
+            with_python(|py| deliver(py, &on_done, outcome_args(py, &r)));
         });
         Ok(Task { canceler })
     }
@@ -138,7 +157,7 @@ impl Client {
                 tokio::select! {
                     item = stream.next() => {
                         let Some((i, r)) = item else { break };
-                        Python::with_gil(|py| {
+                        with_python(|py| {
                             let (k, v) = outcome_args(py, &r);
                             deliver(py, &on_item, (Some(i), k, v));
                         });
@@ -153,7 +172,7 @@ impl Client {
                     }
                 }
             }
-            Python::with_gil(|py| deliver(py, &on_item, (None::<usize>, None::<&str>, py.None())));
+            with_python(|py| deliver(py, &on_item, (None::<usize>, None::<&str>, py.None())));
         });
         Ok(Job { cancel })
     }
@@ -217,6 +236,9 @@ impl Executor {
             let name: String = name.extract()?;
             let f: PyObject = f.unbind();
             b = b.handler(&name, move |ctx| {
+                if CLOSING.load(Ordering::SeqCst) {
+                    return Err("the executor's interpreter is exiting".to_string());
+                }
                 Python::with_gil(|py| {
                     let input = PyBytes::new(py, &ctx.input);
                     match f.call1(py, (input,)) {
@@ -331,5 +353,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Executor>()?;
     m.add_class::<Switch>()?;
     m.add_class::<Store>()?;
+    m.add_function(wrap_pyfunction!(_close, m)?)?;
     Ok(())
 }
