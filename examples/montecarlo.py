@@ -32,10 +32,8 @@ def main(argv=None):
 
     local = None
     if args.switch is None:
-        switch, store = bolt.Switch(), bolt.Store()
-        executor = bolt.Executor(switch.address, store=store.address, executors=args.executors)
-        local = (executor, store, switch)
-        args.switch, args.store = switch.address, store.address
+        local = bolt.Local(executors=args.executors)
+        args.switch, args.store = local.switch.address, local.store.address
 
     client = bolt.Client(args.switch, store=args.store, timeout=120)
     seeds = range(args.tasks)
@@ -43,8 +41,7 @@ def main(argv=None):
     estimate = 4.0 * hits / (args.tasks * args.samples)
     print(f"pi ~ {estimate:.5f} from {args.tasks} tasks x {args.samples} samples")
     if local:
-        for part in local:
-            part.shutdown()
+        local.shutdown()
     return estimate
 
 

@@ -35,10 +35,8 @@ def main(argv=None):
 
     local = None
     if args.switch is None:
-        switch, store = bolt.Switch(), bolt.Store()
-        executor = bolt.Executor(switch.address, store=store.address, executors=args.executors)
-        local = (executor, store, switch)
-        args.switch, args.store = switch.address, store.address
+        local = bolt.Local(executors=args.executors)
+        args.switch, args.store = local.switch.address, local.store.address
 
     texts = []
     for name in args.files:
@@ -53,8 +51,7 @@ def main(argv=None):
     for word, n in total.most_common(args.top):
         print(f"{n:8} {word}")
     if local:
-        for part in local:
-            part.shutdown()
+        local.shutdown()
     return total
 
 

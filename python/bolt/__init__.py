@@ -37,6 +37,7 @@ from ._native import Store, Switch
 __all__ = [
     "Client",
     "Executor",
+    "Local",
     "Store",
     "Switch",
     "task",
@@ -286,10 +287,39 @@ class Executor:
         _EXECUTORS.add(self)
 
     def counters(self):
+        """Tasks run, ok, failed, refused so far (they move just after a result arrives)."""
         return self._native.counters()
 
     def shutdown(self):
-        self._native.shutdown()
+        """Stops the executors after their running tasks; returns the final counters."""
+        return self._native.shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+class Local:
+    """A software switch, an object store and executors in this process, on loopback:
+    everything a script needs to run its functions without a deployment."""
+
+    def __init__(self, *, executors=4, tasks=None, allow_pickle=False):
+        self.switch = Switch()
+        self.store = Store()
+        self.executor = Executor(
+            self.switch.address, store=self.store.address, executors=executors, tasks=tasks, allow_pickle=allow_pickle
+        )
+
+    def client(self, **options):
+        """A client of this switch, putting large arguments in this store."""
+        return Client(self.switch.address, store=self.store.address, **options)
+
+    def shutdown(self):
+        self.executor.shutdown()
+        self.store.shutdown()
+        self.switch.shutdown()
 
     def __enter__(self):
         return self

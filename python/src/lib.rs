@@ -253,25 +253,36 @@ impl Executor {
         Ok(Executor { inner: Some(inner) })
     }
 
-    /// Tasks run, ok, failed, refused, as a dict.
+    /// Tasks run, ok, failed, refused so far, as a dict. A task's counters move just
+    /// after its result reached the client; `shutdown()` returns the final ones.
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        if let Some(e) = &self.inner {
-            let c = e.counters();
-            d.set_item("tasks_run", c.tasks_run)?;
-            d.set_item("tasks_ok", c.tasks_ok)?;
-            d.set_item("tasks_failed", c.tasks_failed)?;
-            d.set_item("tasks_refused", c.tasks_refused)?;
+        match &self.inner {
+            Some(e) => counters_dict(py, &e.counters()),
+            None => Ok(PyDict::new(py)),
         }
-        Ok(d)
     }
 
-    /// Stops pulling, finishes the running tasks, joins the threads.
-    fn shutdown(&mut self, py: Python<'_>) {
-        if let Some(e) = self.inner.take() {
-            py.allow_threads(|| drop(e.shutdown()));
+    /// Stops pulling, finishes the running tasks, joins the threads; returns the final
+    /// counters (empty if it was already shut down).
+    fn shutdown<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        match self.inner.take() {
+            Some(e) => {
+                let c = py.allow_threads(|| e.shutdown());
+                counters_dict(py, &c)
+            }
+            None => Ok(PyDict::new(py)),
         }
     }
+}
+
+fn counters_dict<'py>(py: Python<'py>, c: &scheduler_user::executor::CounterSnapshot) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("tasks_run", c.tasks_run)?;
+    d.set_item("tasks_ok", c.tasks_ok)?;
+    d.set_item("tasks_failed", c.tasks_failed)?;
+    d.set_item("tasks_refused", c.tasks_refused)?;
+    d.set_item("claims_denied", c.claims_denied)?;
+    Ok(d)
 }
 
 /// A software switch (tier 2) in this process, for loopback runs.

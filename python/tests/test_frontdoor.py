@@ -69,7 +69,7 @@ def test_map_yields_every_result_in_order(rig):
     client = bolt.Client(switch.address)
     xs = list(range(200))
     assert list(client.map(add, xs, [1000] * len(xs))) == [x + 1000 for x in xs]
-    assert executor.counters()["tasks_ok"] == 200
+    assert executor.shutdown()["tasks_ok"] == 200
 
 
 def test_an_exception_reaches_the_caller_with_its_traceback(rig):
@@ -117,9 +117,10 @@ def test_a_canceled_task_never_runs():
         assert client.submit(counted, "kept").result(timeout=WAIT) == "kept"
         assert CALLS == ["kept"]
     finally:
-        executor.shutdown()
+        counters = executor.shutdown()
         store.shutdown()
         switch.shutdown()
+    assert counters["claims_denied"] == 1, "the canceled task was pulled and its claim denied"
 
 
 def test_asyncio(rig):
@@ -196,9 +197,8 @@ def test_an_executor_killed_mid_task_leaves_it_to_another(tmp_path):
         survivor = bolt.Executor(switch.address, store=store.address, tasks={"work": lambda x: "finished: " + x})
         try:
             assert future.result(timeout=WAIT) == "finished: input"
-            assert survivor.counters()["tasks_ok"] == 1
         finally:
-            survivor.shutdown()
+            assert survivor.shutdown()["tasks_ok"] == 1
     finally:
         if child.poll() is None:
             child.kill()
