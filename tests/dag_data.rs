@@ -313,3 +313,105 @@ fn bolt_dag_runs_on_the_testbeds_stores_and_collects_its_garbage() {
     assert_eq!(ok, 21, "each task ran once");
     drop(pools);
 }
+
+/// The RESULT path a front door builds on: a `stack` task's small output comes back
+/// inline and equals the stored object; an unknown spec, an unknown handler and a
+/// missing input come back as REFUSED or FAILED with their reason as text; an executor
+/// without a store refuses SPEC tasks.
+#[test]
+fn results_and_error_messages_travel_back_to_the_client() {
+    use scheduler_common::descriptor::Handler;
+    use scheduler_common::{STATUS_FAILED, STATUS_OK, STATUS_REFUSED};
+    use scheduler_user::client::spec_server::{SpecEntry, SpecServer};
+    use scheduler_user::client::{TaskSpec, TaskState};
+
+    let lb = Loopback::new(1);
+    let host = lb.hosts()[0];
+    let image = ObjectLocation { name: "img/0".into(), size: 3, node: host.node, store: host.store };
+    store_client::put(SocketAddr::V4(host.store), scheduler_common::JobRef::new(7, 0), "img/0", &[1, 2, 250], T)
+        .unwrap();
+    let server = SpecServer::spawn("127.0.0.1".parse().unwrap()).unwrap();
+    let port = server.addr().port();
+    let spec = |handler: &str, inputs: Vec<ObjectLocation>| SpecEntry {
+        handler: handler.into(),
+        args: vec![],
+        output: format!("out/{handler}"),
+        inputs,
+    };
+    server.insert(1, spec("stack", vec![image.clone()]));
+    server.insert(2, spec("blur", vec![image.clone()]));
+    server.insert(3, spec("stack", vec![ObjectLocation { name: "img/none".into(), ..image.clone() }]));
+    // Spec 4 is never inserted.
+    let tasks: Vec<TaskSpec> =
+        (1..=4).map(|id| TaskSpec::new(Handler::Spec { port, spec_id: id }, 1, 0).unwrap()).collect();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let states = runtime.block_on(async {
+        let mut cfg = ClientConfig::new(lb.switch.local_addr());
+        cfg.tracker.max_attempts = 1;
+        cfg.tracker.task_timeout = DEADLINE;
+        let mut client = Client::bind(cfg).await.unwrap();
+        let jid = client.submit(&tasks).await.unwrap();
+        let first = client.tracker().job(jid).map(|j| j.first_tid);
+        assert!(client.wait_idle(Instant::now() + DEADLINE).await.unwrap());
+        let states = client.tracker().states();
+        (0..4).map(|k| first.and_then(|f| states.state_of(f + k))).collect::<Vec<_>>()
+    });
+    let ok = server.take_result(1).expect("RESULT of spec 1");
+    assert_eq!(ok.status, STATUS_OK);
+    let out = ok.output.expect("output ref");
+    assert_eq!((out.node, out.store, out.size), (host.node, host.store, 88));
+    assert_eq!(ok.inline, store_client::get(SocketAddr::V4(host.store), &out.name, T).unwrap());
+    let unknown_handler = server.take_result(2).expect("RESULT of spec 2");
+    assert_eq!(unknown_handler.status, STATUS_REFUSED);
+    assert!(unknown_handler.message.contains("unknown data handler \"blur\""), "{}", unknown_handler.message);
+    let missing = server.take_result(3).expect("RESULT of spec 3");
+    assert_eq!(missing.status, STATUS_FAILED);
+    assert!(missing.message.contains("no object named img/none"), "{}", missing.message);
+    let unknown_spec = server.take_result(4).expect("RESULT of spec 4");
+    assert_eq!(unknown_spec.status, STATUS_REFUSED);
+    assert!(unknown_spec.message.contains("unknown_spec"), "{}", unknown_spec.message);
+    let done = Some(TaskState::Done);
+    let failed = Some(TaskState::Failed);
+    assert_eq!(states, vec![done, failed, failed, failed]);
+
+    // An executor without a store refuses SPEC tasks (nothing fetched, no RESULT).
+    let bare =
+        switch::spawn(SwitchConfig { listen: "127.0.0.1:0".parse().unwrap(), ..SwitchConfig::default() }).unwrap();
+    let pool = executor::spawn(ExecutorConfig::new(bare.local_addr(), 0)).unwrap();
+    server.insert(5, spec("stack", vec![image]));
+    let task = TaskSpec::new(Handler::Spec { port, spec_id: 5 }, 1, 0).unwrap();
+    runtime.block_on(async {
+        let mut cfg = ClientConfig::new(bare.local_addr());
+        cfg.tracker.max_attempts = 1;
+        let mut client = Client::bind(cfg).await.unwrap();
+        client.submit(&[task]).await.unwrap();
+        assert!(client.wait_idle(Instant::now() + DEADLINE).await.unwrap());
+        assert_eq!(client.summary().failed, 1);
+    });
+    assert_eq!(pool.counters().tasks_refused, 1);
+    assert!(server.take_result(5).is_none());
+}
+
+/// MATRIX's two data workloads as jobs: image stacking (each task reduces its own input
+/// to 88 bytes) and all-pairs (a `compare` task per pair of inputs, 24 bytes each).
+#[test]
+fn image_stacking_and_all_pairs_run_with_their_outputs_where_complete_said() {
+    use scheduler_user::client::dag_run::{data_tasks, input_objects};
+    let lb = Loopback::new(2);
+    let hosts = lb.hosts();
+    for (uid, handler, output) in [(0x0da7_0005u32, "stack", 88u64), (0x0da7_0006, "compare", 24)] {
+        let objects = input_objects(6, &hosts, uid, 50_000);
+        let tasks = if handler == "stack" {
+            data_tasks(6, "stack", 3, &objects, |k| vec![k])
+        } else {
+            let pairs: Vec<(usize, usize)> = (0..6).flat_map(|i| (i + 1..6).map(move |j| (i, j))).collect();
+            data_tasks(pairs.len(), "compare", 3, &objects, |k| vec![pairs[k].0, pairs[k].1])
+        };
+        let n = tasks.len();
+        let (dag, report, summary) = run(lb.switch.local_addr(), tasks, &objects, uid);
+        assert_eq!((report.done, report.failed), (n, 0), "{handler}: {report:?}");
+        assert_eq!(summary.completed as usize, n);
+        assert_outputs_where_complete_said(&dag, &report, &hosts);
+        assert!(dag.states().iter().all(|s| matches!(s, NodeState::Done { output: Some(o) } if o.size == output)));
+    }
+}

@@ -730,7 +730,8 @@ fn hostile_cases(rig: &Rig) -> Vec<Case> {
             frame: {
                 let mut leg = rig.switch_to_node();
                 leg.dst.set_port(PORT);
-                let mut f = udp_frame(&leg, Ipv4Fields::default(), &[0xb0, 0x17, 2, 14, 0, 9, 0, 0]);
+                let mut f =
+                    udp_frame(&leg, Ipv4Fields::default(), &[0xb0, 0x17, scheduler_common::VERSION, 14, 0, 9, 0, 0]);
                 fix_ipv4_checksum(&mut f);
                 f
             },

@@ -487,7 +487,7 @@ impl<'b> Writer<'b> {
     }
     fn name(&mut self, s: &str) -> Result<(), EncodeError> {
         if !valid_name(s) {
-            return Err(EncodeError::PayloadTooLong(s.len()));
+            return Err(EncodeError::InvalidData(DataError::BadName));
         }
         self.put(&[s.len() as u8]);
         self.put(s.as_bytes());
@@ -495,7 +495,7 @@ impl<'b> Writer<'b> {
     }
     fn text(&mut self, s: &str) -> Result<(), EncodeError> {
         if s.len() > MAX_MESSAGE_TEXT {
-            return Err(EncodeError::PayloadTooLong(s.len()));
+            return Err(EncodeError::InvalidData(DataError::BadText));
         }
         self.put(&(s.len() as u16).to_be_bytes());
         self.put(s.as_bytes());
@@ -514,7 +514,7 @@ impl<'b> Writer<'b> {
         }
         let body = self.at - FRAME_HEADER_LEN;
         if body > MAX_BODY_LEN {
-            return Err(EncodeError::PayloadTooLong(body));
+            return Err(EncodeError::InvalidData(DataError::TooLong(body.min(u32::MAX as usize) as u32)));
         }
         self.buf[4..8].copy_from_slice(&(body as u32).to_be_bytes());
         Ok(self.at)
@@ -552,7 +552,7 @@ impl DataFrame<'_> {
         match *self {
             DataFrame::Put { owner, name, data } => {
                 if data.len() > MAX_OBJECT_LEN {
-                    return Err(EncodeError::PayloadTooLong(data.len()));
+                    return Err(EncodeError::InvalidData(DataError::BadLength));
                 }
                 w.job(owner);
                 w.name(name)?;
@@ -580,7 +580,7 @@ impl DataFrame<'_> {
                     None => r.inline.is_empty(),
                 };
                 if r.status > STATUS_REFUSED || r.inline.len() > MAX_INLINE_OUTPUT || !inline_ok {
-                    return Err(EncodeError::PayloadTooLong(r.inline.len()));
+                    return Err(EncodeError::InvalidData(DataError::BadField));
                 }
                 w.put(&r.spec_id.to_be_bytes());
                 w.put(&[r.status, if r.output.is_some() { RESULT_HAS_OUTPUT } else { 0 }]);
@@ -607,7 +607,7 @@ pub fn encode_spec<'r>(
 ) -> Result<usize, EncodeError> {
     let count = inputs.clone().count();
     if count > MAX_INPUTS {
-        return Err(EncodeError::BadListLength(count));
+        return Err(EncodeError::InvalidData(DataError::BadField));
     }
     let mut w = Writer::new(buf, Kind::Spec);
     w.put(&spec_id.to_be_bytes());
@@ -703,7 +703,10 @@ mod tests {
         e[11] = 0xff;
         assert_eq!(decode_frame(&e[..n]), Err(DataError::BadText));
         let r = TaskResult { spec_id: 1, status: 3, message: "", output: None, inline: b"" };
-        assert!(DataFrame::Result(r).encode(&mut buf).is_err());
+        assert_eq!(DataFrame::Result(r).encode(&mut buf), Err(EncodeError::InvalidData(DataError::BadField)));
+        // The encoders refuse what the decoder would.
+        assert_eq!(DataFrame::Get { name: "a b" }.encode(&mut buf), Err(EncodeError::InvalidData(DataError::BadName)));
+        assert_eq!(DataFrame::Get { name: "x" }.encode(&mut buf[..5]), Err(EncodeError::BufferTooSmall { needed: 10 }));
         let r = TaskResult { spec_id: 1, status: 0, message: "", output: None, inline: b"" };
         let n = DataFrame::Result(r).encode(&mut buf).unwrap();
         let mut e = buf;

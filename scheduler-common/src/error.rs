@@ -102,6 +102,8 @@ pub enum EncodeError {
     Invalid(DecodeError),
     /// A frame payload longer than an IPv4 total length can describe.
     PayloadTooLong(usize),
+    /// A data frame (TCP) its decoder would refuse, for this reason.
+    InvalidData(crate::data::DataError),
 }
 
 impl fmt::Display for EncodeError {
@@ -117,6 +119,7 @@ impl fmt::Display for EncodeError {
             EncodeError::PayloadTooLong(n) => {
                 write!(f, "payload of {n} bytes does not fit one IPv4 datagram")
             }
+            EncodeError::InvalidData(e) => write!(f, "{e}"),
         }
     }
 }

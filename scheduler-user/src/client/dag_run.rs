@@ -40,6 +40,10 @@ pub struct DagReport {
     pub output_mismatches: usize,
     /// First submission → last task final, seconds.
     pub makespan_s: f64,
+    /// Sum of the done tasks' run times as their COMPLETEs report them (spec fetch,
+    /// inputs, handler, output write), seconds: efficiency on E executors is
+    /// busy_s / (E × makespan_s), MATRIX's mean task length × tasks per executor / makespan.
+    pub busy_s: f64,
     /// The client job ids the DAG's tasks were submitted under (one per release batch).
     pub jids: Vec<u32>,
     /// Each failed task and why (ancestor failures name the ancestor).
@@ -112,6 +116,7 @@ pub async fn run_dag(
         let mut newly = Vec::new();
         for record in client.take_records() {
             let Some(f) = in_flight.remove(&record.tid).filter(|f| f.jid == record.jid) else { continue };
+            report.busy_s += record.run_ns as f64 / 1e9;
             let result = server.take_result(f.spec_id);
             server.remove(f.spec_id);
             let output = match result {
@@ -219,6 +224,12 @@ pub struct DagArgs {
     /// input objects are spread over them round-robin.
     #[arg(long = "store", value_name = "NODE=IP:PORT", value_parser = parse_node_store, required = true)]
     pub stores: Vec<NodeStore>,
+    /// What the tasks do: `mix` tasks in the DAG of --shape; `stack` (image stacking: a
+    /// bag of --tasks tasks, each reducing its own input); `all-pairs` (--tasks input
+    /// objects, one `compare` task per pair: tasks × (tasks − 1) / 2 tasks).
+    #[arg(long, value_enum, default_value_t = Workload::Mix)]
+    pub workload: Workload,
+    /// DAG shape of the `mix` workload.
     #[arg(long, value_enum, default_value_t = Shape::Bag)]
     pub shape: Shape,
     /// Tasks in the DAG.
@@ -250,15 +261,74 @@ pub struct DagArgs {
     pub keep: bool,
 }
 
-/// The DAG of `args`: shape edges, `mix` tasks, one input object per root on the stores.
+/// What the tasks of `bolt dag` do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    Mix,
+    Stack,
+    AllPairs,
+}
+
+/// The job of `args`.
 pub fn build_dag(args: &DagArgs, uid: u32) -> (Vec<DagTask>, Vec<(ObjectLocation, Vec<u8>)>) {
-    let parents = generate(args.shape, args.tasks as usize, args.degree as usize, args.length as usize);
-    mix_dag(parents, &args.stores, uid, args.input_bytes, args.passes, args.output_bytes)
+    let n = args.tasks as usize;
+    match args.workload {
+        Workload::Mix => {
+            let parents = generate(args.shape, n, args.degree as usize, args.length as usize);
+            mix_dag(parents, &args.stores, uid, args.input_bytes, args.passes, args.output_bytes)
+        }
+        Workload::Stack => {
+            let objects = input_objects(n, &args.stores, uid, args.input_bytes);
+            (data_tasks(n, "stack", args.passes, &objects, |k| vec![k]), objects)
+        }
+        Workload::AllPairs => {
+            let objects = input_objects(n, &args.stores, uid, args.input_bytes);
+            let pairs: Vec<(usize, usize)> = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).collect();
+            (data_tasks(pairs.len(), "compare", args.passes, &objects, |k| vec![pairs[k].0, pairs[k].1]), objects)
+        }
+    }
+}
+
+/// `count` input objects of `input_bytes` (named `<uid>/in-<k>`), placed on `stores`
+/// round-robin, with their bytes.
+pub fn input_objects(count: usize, stores: &[NodeStore], uid: u32, input_bytes: u64) -> Vec<(ObjectLocation, Vec<u8>)> {
+    if stores.is_empty() {
+        return Vec::new();
+    }
+    (0..count)
+        .map(|k| {
+            let at = stores[k % stores.len()];
+            let loc =
+                ObjectLocation { name: format!("{uid:08x}/in-{k}"), size: input_bytes, node: at.node, store: at.store };
+            let data: Vec<u8> = (0..input_bytes).map(|b| (b.wrapping_mul(31) ^ k as u64) as u8).collect();
+            (loc, data)
+        })
+        .collect()
+}
+
+/// `count` independent tasks running `handler` (`passes` over their inputs); task k
+/// reads the objects `reads(k)` (indices into `objects`).
+pub fn data_tasks(
+    count: usize,
+    handler: &str,
+    passes: u32,
+    objects: &[(ObjectLocation, Vec<u8>)],
+    reads: impl Fn(usize) -> Vec<usize>,
+) -> Vec<DagTask> {
+    (0..count)
+        .map(|k| DagTask {
+            handler: handler.into(),
+            args: passes.to_be_bytes().to_vec(),
+            parents: Vec::new(),
+            inputs: reads(k).into_iter().map(|o| objects[o].0.clone()).collect(),
+        })
+        .collect()
 }
 
 /// `mix` tasks with these parents; each root reads one input object of `input_bytes`
-/// (named `<uid>/in-<task>`, placed on `stores` round-robin). Returns the tasks and the
-/// objects to put before the job runs.
+/// ([`input_objects`], in root order). Returns the tasks and the objects to put before
+/// the job runs.
 pub fn mix_dag(
     parents: Vec<Vec<usize>>,
     stores: &[NodeStore],
@@ -268,24 +338,17 @@ pub fn mix_dag(
     output_bytes: u32,
 ) -> (Vec<DagTask>, Vec<(ObjectLocation, Vec<u8>)>) {
     let mix_args = [passes.to_be_bytes(), output_bytes.to_be_bytes()].concat();
-    let mut objects = Vec::new();
+    let roots = parents.iter().filter(|p| p.is_empty()).count();
+    let objects = input_objects(roots, stores, uid, input_bytes);
+    let mut next = objects.iter();
     let tasks = parents
         .into_iter()
-        .enumerate()
-        .map(|(i, parents)| {
-            let mut inputs = Vec::new();
-            if parents.is_empty() && !stores.is_empty() {
-                let at = stores[objects.len() % stores.len()];
-                let loc = ObjectLocation {
-                    name: format!("{uid:08x}/in-{i}"),
-                    size: input_bytes,
-                    node: at.node,
-                    store: at.store,
-                };
-                let data: Vec<u8> = (0..input_bytes).map(|b| (b.wrapping_mul(31) ^ i as u64) as u8).collect();
-                objects.push((loc.clone(), data));
-                inputs.push(loc);
-            }
+        .map(|parents| {
+            let inputs = if parents.is_empty() {
+                next.next().map(|(loc, _)| loc.clone()).into_iter().collect()
+            } else {
+                Vec::new()
+            };
             DagTask { handler: "mix".into(), args: mix_args.clone(), parents, inputs }
         })
         .collect();
@@ -319,8 +382,38 @@ pub fn run_cli(args: DagArgs) -> anyhow::Result<()> {
         let (objects, bytes, errors) = collect_garbage(&owners, &stores);
         gc = serde_json::json!({ "objects_deleted": objects, "bytes_deleted": bytes, "errors": errors });
     }
-    let out = serde_json::json!({ "shape": args.shape, "report": report, "gc": gc });
+    let out = serde_json::json!({ "workload": args.workload, "shape": args.shape, "report": report, "gc": gc });
     println!("{}", serde_json::to_string_pretty(&out)?);
     anyhow::ensure!(report.done == report.tasks, "{} of {} tasks not done", report.tasks - report.done, report.tasks);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stores() -> Vec<NodeStore> {
+        vec![
+            NodeStore { node: 1, store: "10.0.1.2:7180".parse().unwrap() },
+            NodeStore { node: 2, store: "10.0.2.2:7180".parse().unwrap() },
+        ]
+    }
+
+    #[test]
+    fn workloads_read_the_objects_they_say() {
+        let objects = input_objects(5, &stores(), 7, 10);
+        assert_eq!(objects.iter().map(|(o, _)| o.node).collect::<Vec<_>>(), [1, 2, 1, 2, 1]);
+        assert!(objects.iter().all(|(o, d)| d.len() as u64 == o.size));
+        let stack = data_tasks(5, "stack", 1, &objects, |k| vec![k]);
+        assert!(stack.iter().enumerate().all(|(k, t)| t.inputs == [objects[k].0.clone()] && t.parents.is_empty()));
+        let pairs: Vec<(usize, usize)> = (0..5).flat_map(|i| (i + 1..5).map(move |j| (i, j))).collect();
+        let all_pairs = data_tasks(pairs.len(), "compare", 1, &objects, |k| vec![pairs[k].0, pairs[k].1]);
+        assert_eq!(all_pairs.len(), 10);
+        assert_eq!(all_pairs[9].inputs, [objects[3].0.clone(), objects[4].0.clone()]);
+        // mix: one object per root, in root order; inner tasks read only their parents.
+        let (tasks, objs) = mix_dag(generate(Shape::Pipeline, 6, 0, 3), &stores(), 7, 10, 1, 8);
+        assert_eq!(objs.len(), 2);
+        assert_eq!(tasks[3].inputs, [objs[1].0.clone()]);
+        assert!(tasks[4].inputs.is_empty());
+    }
 }

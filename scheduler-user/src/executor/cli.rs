@@ -177,6 +177,15 @@ fn log_counters(what: &str, c: &CounterSnapshot) {
         ignored = c.ignored,
         decode_errors = c.decode_errors,
         complete_errors = c.complete_errors,
+        spec_fetches = c.spec_fetches,
+        spec_errors = c.spec_errors,
+        local_reads = c.local_reads,
+        local_read_bytes = c.local_read_bytes,
+        local_read_ms = c.local_read_ns / 1_000_000,
+        remote_fetches = c.remote_fetches,
+        remote_fetch_bytes = c.remote_fetch_bytes,
+        remote_fetch_ms = c.remote_fetch_ns / 1_000_000,
+        outputs_stored = c.outputs_stored,
         "{what}"
     );
 }

@@ -194,6 +194,8 @@ impl ObjectStore {
             self.counters.refused_too_large.fetch_add(1, Ordering::Relaxed);
             return Err(StoreRefusal::TooLarge { size, max: self.max_object });
         }
+        // Copied before taking the lock: other requests wait only for the bookkeeping.
+        let object = Object { owner: (owner.uid(), owner.jid()), data: Arc::new(data.to_vec()) };
         let mut g = self.lock();
         let replaced = g.objects.get(name).map_or(0, |o| o.data.len() as u64);
         let used_after = g.used - replaced + size;
@@ -202,7 +204,7 @@ impl ObjectStore {
             return Err(StoreRefusal::Full { needed: size, used: g.used, capacity: self.capacity });
         }
         g.used = used_after;
-        g.objects.insert(name.to_owned(), Object { owner: (owner.uid(), owner.jid()), data: Arc::new(data.to_vec()) });
+        g.objects.insert(name.to_owned(), object);
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
         self.counters.bytes_in.fetch_add(size, Ordering::Relaxed);
         Ok(size)

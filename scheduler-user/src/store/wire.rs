@@ -61,11 +61,12 @@ pub fn read_frame(stream: &mut impl Read) -> Result<OwnedFrame, ReadError> {
         }
     }
     let (kind, len) = decode_frame_header(&h).map_err(ReadError::Invalid)?;
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => ReadError::Invalid(DataError::Truncated),
-        _ => ReadError::Io(e),
-    })?;
+    // Grown as bytes arrive, so a header claiming 64 MiB costs nothing until they do.
+    let mut body = Vec::new();
+    stream.take(len as u64).read_to_end(&mut body).map_err(ReadError::Io)?;
+    if body.len() < len {
+        return Err(ReadError::Invalid(DataError::Truncated));
+    }
     decode_body(kind, &body).map_err(ReadError::Invalid)?;
     Ok(OwnedFrame { kind, body })
 }
