@@ -96,7 +96,7 @@ async fn handler_error_reaches_the_caller_with_its_message() {
     assert!(matches!(&err, TaskError::Failed(m) if m.contains("invalid digit")), "{err:?}");
     let client = Client::builder(rig.switch()).attempt_timeout(Duration::from_millis(300)).connect().await.unwrap();
     let err = within(client.submit("nobody", "x")).await.unwrap_err();
-    assert_eq!(err, TaskError::Refused("no handler named \"nobody\" on this executor".into()));
+    assert!(matches!(&err, TaskError::Refused(m) if m.contains("no handler of that name is registered")), "{err:?}");
     // Each failing handler ran once: its retries found the spec withdrawn and were
     // refused unrun; "nobody" was refused by every attempt.
     let c = ex.shutdown();

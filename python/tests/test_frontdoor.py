@@ -87,7 +87,7 @@ def test_an_exception_reaches_the_caller_with_its_traceback(rig):
         next(results)
     # A function no executor registered is refused.
     quick = bolt.Client(switch.address, attempt_timeout=0.3)
-    with pytest.raises(bolt.TaskRefused, match="no handler named"):
+    with pytest.raises(bolt.TaskRefused, match="no handler of that name is registered"):
         quick.submit("nobody", 1).result(timeout=WAIT)
 
 

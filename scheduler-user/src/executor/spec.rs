@@ -163,7 +163,10 @@ impl DataPath {
         let ran = match registered {
             Some(r) => r,
             None if !DATA_HANDLERS.contains(&spec.handler) => {
-                Err(DataFailure::Refused(format!("no handler named {:?} on this executor", spec.handler)))
+                let name = spec.handler;
+                Err(DataFailure::Refused(format!(
+                    "unknown data handler {name:?} (known: {DATA_HANDLERS:?}), and no handler of that name is registered on this executor"
+                )))
             }
             None => run_data(spec.handler, spec.args, &views),
         };
