@@ -46,3 +46,18 @@ fn the_library_builds_without_the_cli_feature() {
         .expect("run cargo check");
     assert!(out.status.success(), "the library does not build alone:\n{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn the_bolt_api_crate_depends_on_none_of_the_cli_crates() {
+    let out = cargo()
+        .args(["tree", "--offline", "--locked", "-p", "bolt", "-e", "normal", "--prefix", "none", "--format", "{p}"])
+        .output()
+        .expect("run cargo tree");
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8(out.stdout).expect("utf-8");
+    let names: Vec<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(names.contains(&"scheduler-user") && names.contains(&"bytes"), "bolt's own dependencies:\n{tree}");
+    for heavy in CLI_ONLY {
+        assert!(!names.contains(heavy), "{heavy} is in bolt's dependency tree:\n{tree}");
+    }
+}

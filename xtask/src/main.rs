@@ -6,6 +6,7 @@ mod demo;
 mod ebpf;
 mod load;
 mod p4;
+mod python;
 mod run;
 mod setup;
 mod test;

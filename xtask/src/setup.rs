@@ -66,6 +66,8 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<()> {
         status(Command::new("mount").args(["-t", "bpf", "bpf", BPFFS]))?;
     }
     report(&missing_packages(), bpf_linker_ok(), bpffs_mounted());
+    // The `bolt` Python package (python/), built and installed into target/python-venv.
+    crate::python::setup()?;
     Ok(())
 }
 

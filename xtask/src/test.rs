@@ -1,5 +1,5 @@
-//! `cargo xtask test`: the command CI runs. Set-up, the XDP object, then every test of
-//! the workspace, kernel tests included.
+//! `cargo xtask test`: the command CI runs. Set-up, the XDP object, every test of the
+//! workspace (kernel tests included), the Python package's pytest suite, the demo.
 
 use std::process::Command;
 
@@ -8,6 +8,7 @@ use clap::Args;
 use crate::{
     demo,
     ebpf::{self, BuildArgs},
+    python,
     run::{status, workspace_root},
     setup::{self, SetupArgs},
 };
@@ -39,7 +40,12 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
             .args(&args.cargo_args)
             .env("RUST_TEST_THREADS", std::env::var("RUST_TEST_THREADS").unwrap_or_else(|_| "2".into())),
     )?;
-    if args.no_demo || !args.cargo_args.is_empty() {
+    if !args.cargo_args.is_empty() {
+        return Ok(());
+    }
+    // The Python package, built and installed by set-up, and its pytest suite.
+    python::test()?;
+    if args.no_demo {
         return Ok(());
     }
     // README's first command, shortened: under CI (root) it must run two-level on the

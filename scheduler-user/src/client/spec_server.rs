@@ -46,11 +46,16 @@ pub struct SpecCounters {
     pub decode_errors: [AtomicU64; DataError::KINDS],
 }
 
+/// Called with each RESULT as it arrives, before it is acknowledged.
+pub type ResultHook = Box<dyn Fn(u64, SpecResult) + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
     specs: Mutex<HashMap<u64, SpecEntry>>,
     results: Mutex<HashMap<u64, SpecResult>>,
     counters: SpecCounters,
+    /// Where results go instead of `results`, when set.
+    on_result: Option<ResultHook>,
 }
 
 /// A running spec server.
@@ -71,7 +76,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl SpecServer {
     /// Listens on `ip` (the client socket's address), a port the kernel picks.
     pub fn spawn(ip: IpAddr) -> anyhow::Result<SpecServer> {
-        let shared = Arc::new(Shared::default());
+        Self::start(ip, None)
+    }
+
+    /// Like [`SpecServer::spawn`], handing every RESULT to `on_result` as it arrives
+    /// (so a caller waits on no timer); [`SpecServer::take_result`] then finds none.
+    pub fn spawn_with(ip: IpAddr, on_result: ResultHook) -> anyhow::Result<SpecServer> {
+        Self::start(ip, Some(on_result))
+    }
+
+    fn start(ip: IpAddr, on_result: Option<ResultHook>) -> anyhow::Result<SpecServer> {
+        let shared = Arc::new(Shared { on_result, ..Shared::default() });
         let server = FrameServer::spawn(SocketAddr::new(ip, 0), "spec-server", shared.clone(), MAX_CONNECTIONS, IDLE)?;
         Ok(SpecServer { shared, server })
     }
@@ -138,8 +153,11 @@ impl FrameService for Shared {
                     output: r.output.as_ref().map(ObjectLocation::from_ref),
                     inline: r.inline.to_vec(),
                 };
-                lock(&self.results).insert(r.spec_id, result);
                 self.counters.results.fetch_add(1, Ordering::Relaxed);
+                match &self.on_result {
+                    Some(hook) => hook(r.spec_id, result),
+                    None => drop(lock(&self.results).insert(r.spec_id, result)),
+                }
                 write_frame(conn, &DataFrame::ResultAck { spec_id: r.spec_id })
             }
             other => {

@@ -111,6 +111,7 @@ impl ExecutorArgs {
             store: self.store,
             speed: self.speed,
             cpu_quota_cores: self.cpu_quota,
+            spec_handlers: None,
         }
     }
 }

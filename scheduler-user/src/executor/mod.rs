@@ -69,6 +69,8 @@ pub struct ExecutorConfig {
     pub speed: f64,
     /// A CPU quota (in cores) shared by these executors, through a cgroup; `None`: no cap.
     pub cpu_quota_cores: Option<f64>,
+    /// Handlers the program registered for SPEC tasks, beside the data handlers.
+    pub spec_handlers: Option<Arc<dyn spec::SpecHandlers>>,
 }
 
 impl ExecutorConfig {
@@ -92,6 +94,7 @@ impl ExecutorConfig {
             store: None,
             speed: 1.0,
             cpu_quota_cores: None,
+            spec_handlers: None,
         }
     }
 
@@ -166,7 +169,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             read_timeout: cfg.get_timeout,
             assignments,
             stash: Vec::new(),
-            data: cfg.store.map(|store| spec::DataPath { store, node: cfg.node }),
+            data: cfg.store.map(|store| spec::DataPath { store, node: cfg.node, handlers: cfg.spec_handlers.clone() }),
         };
         let group = cpu_group.clone();
         let (joined_tx, joined_rx) = std::sync::mpsc::sync_channel(1);

@@ -6,25 +6,46 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use scheduler_common::data::{DataFrame, ObjectRef, TaskResult, MAX_INLINE_OUTPUT};
 use scheduler_common::{Entry, JobRef, STATUS_FAILED, STATUS_OK, STATUS_REFUSED};
 
 use super::counters::{bump, ExecutorCounters};
-use super::handlers::{run_data, DataFailure};
+use super::handlers::{run_data, DataFailure, DATA_HANDLERS};
 use crate::store::{client as store_client, wire};
 
 /// How long one spec fetch, object transfer or RESULT exchange may wait.
 pub const DATA_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Where this executor's data lives.
-#[derive(Clone, Copy, Debug)]
+/// Where this executor's data lives, and which handlers its specs may name.
+#[derive(Clone, Debug)]
 pub struct DataPath {
     /// This host's object store, as the other hosts reach it (what RESULT names).
     pub store: SocketAddrV4,
     /// This host's node id: inputs naming it are read from `store` (local read).
     pub node: u16,
+    /// Handlers the program registered, tried before the data handlers.
+    pub handlers: Option<Arc<dyn SpecHandlers>>,
+}
+
+/// The spec task a registered handler runs.
+#[derive(Clone, Copy, Debug)]
+pub struct SpecTask<'a> {
+    pub spec_id: u64,
+    /// The task's (uid, jid).
+    pub job: JobRef,
+    pub args: &'a [u8],
+    /// The spec's input objects, read in its order.
+    pub inputs: &'a [&'a [u8]],
+}
+
+/// Handlers a program registers for spec tasks (the `bolt` crate's
+/// `Executor::builder().handler(...)`), beside the data handlers.
+pub trait SpecHandlers: Send + Sync + std::fmt::Debug {
+    /// Runs handler `name` on `task`; `None` when this set has no handler of that name.
+    fn run(&self, name: &str, task: SpecTask<'_>) -> Option<Result<Vec<u8>, DataFailure>>;
 }
 
 /// What running one spec came to.
@@ -136,12 +157,24 @@ impl DataPath {
             }
         }
         let views: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
-        let output = match run_data(spec.handler, spec.args, &views) {
+        let owner = JobRef::new(entry.uid(), entry.jid());
+        let task = SpecTask { spec_id, job: owner, args: spec.args, inputs: &views };
+        let registered = self.handlers.as_ref().and_then(|h| h.run(spec.handler, task));
+        let ran = match registered {
+            Some(r) => r,
+            None if !DATA_HANDLERS.contains(&spec.handler) => {
+                let name = spec.handler;
+                Err(DataFailure::Refused(format!(
+                    "unknown data handler {name:?} (known: {DATA_HANDLERS:?}), and no handler of that name is registered on this executor"
+                )))
+            }
+            None => run_data(spec.handler, spec.args, &views),
+        };
+        let output = match ran {
             Ok(o) => o,
             Err(DataFailure::Refused(m)) => return (SpecOutcome::refused(m), None),
             Err(DataFailure::Failed(m)) => return (SpecOutcome::failed(m), None),
         };
-        let owner = JobRef::new(entry.uid(), entry.jid());
         let stored = Instant::now();
         if let Err(e) = store_client::put(SocketAddr::V4(self.store), owner, spec.output, &output, DATA_TIMEOUT) {
             return (SpecOutcome::failed(format!("storing output {}: {e}", spec.output)), None);

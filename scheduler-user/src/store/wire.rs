@@ -119,8 +119,8 @@ pub struct FrameServer {
     thread: Option<JoinHandle<()>>,
 }
 
-/// How often the accept loop looks at the stop flag.
-const ACCEPT_POLL: Duration = Duration::from_millis(5);
+/// Pause after a failed accept (out of descriptors, say), so the loop does not spin.
+const ACCEPT_RETRY: Duration = Duration::from_millis(5);
 
 impl FrameServer {
     pub fn spawn<S: FrameService>(
@@ -130,8 +130,9 @@ impl FrameServer {
         max_connections: usize,
         idle: Duration,
     ) -> anyhow::Result<FrameServer> {
+        // A blocking accept: a connection is served the moment it arrives (no polling
+        // tick on the path of every spec fetch, RESULT and object); stop() wakes it.
         let listener = TcpListener::bind(listen).with_context(|| format!("binding the {name} to {listen}"))?;
-        listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -152,9 +153,19 @@ impl FrameServer {
     /// Stops accepting; open connections end when their peer closes or goes idle.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        let Some(t) = self.thread.take() else { return };
+        // Wake the blocked accept with a connection of our own.
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
             let _ = t.join();
         }
+        // Otherwise the thread is left to end with the process: it holds only the listener.
     }
 }
 
@@ -175,6 +186,7 @@ fn accept_loop<S: FrameService>(
     let open = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
+            Ok(_) if stop.load(Ordering::Relaxed) => return,
             Ok((conn, peer)) => {
                 if open.load(Ordering::Relaxed) >= max_connections {
                     service.connection_refused();
@@ -192,10 +204,9 @@ fn accept_loop<S: FrameService>(
                     open.fetch_sub(1, Ordering::Relaxed);
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(ACCEPT_POLL),
             Err(e) => {
                 tracing::warn!(server = name, error = %e, "accept failed");
-                std::thread::sleep(ACCEPT_POLL);
+                std::thread::sleep(ACCEPT_RETRY);
             }
         }
     }
