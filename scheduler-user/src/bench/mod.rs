@@ -7,6 +7,7 @@ pub mod cloudkon;
 pub mod cluster;
 pub mod constraints;
 pub mod decisions;
+pub mod matrix;
 pub mod noop;
 pub mod output;
 pub mod peers;
