@@ -54,6 +54,10 @@ pub enum Experiment {
     /// MATRIX work stealing under skew: every task lands on one host first; makespan and
     /// efficiency with and without stealing on a network-namespace testbed (needs root).
     Steal(steal::StealArgs),
+    /// MATRIX's evaluation on the namespace testbed with capped links: image stacking
+    /// across localities under MDL, all-pairs under MLB/MDL/RLDS/FLDS, the four DAG
+    /// shapes under FLDS; efficiency, time per task, utilisation (needs root).
+    Matrix(matrix::MatrixArgs),
     /// ns per packet of the XDP program (GET_TASK hit and miss, REFILL per task) with
     /// BPF_PROG_TEST_RUN. Needs root.
     Xdp(XdpArgs),
@@ -98,6 +102,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Bitvectors(a) => return bitvectors::print(&bitvectors::run(&a)?, a.json),
         Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
         Experiment::Steal(a) => return steal::print(&steal::run(&a)?, a.json),
+        Experiment::Matrix(a) => return matrix::print(&matrix::run(&a)?, a.json),
         Experiment::All(a) => a,
         Experiment::Sw1(a) => only(a, "sw1"),
         Experiment::Trace(a) => only(a, "trace"),
