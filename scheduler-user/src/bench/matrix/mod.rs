@@ -17,6 +17,7 @@
 //! over all, in time bins.
 
 pub mod cluster;
+mod dask;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -78,6 +79,12 @@ pub struct MatrixArgs {
     /// Results directory (JSON lines and plots) [default: target/bench/<stamp>].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Skip the Dask runs.
+    #[arg(long)]
+    pub no_dask: bool,
+    /// The Python venv Dask runs in [default: that of `bolt bench peers`].
+    #[arg(long, value_name = "DIR")]
+    pub venv: Option<PathBuf>,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     pub json: bool,
@@ -127,10 +134,28 @@ pub struct Measurement {
     pub utilisation: Vec<f64>,
 }
 
+/// A job's run on Dask distributed.
+#[derive(Debug, Serialize)]
+pub struct DaskMeasurement {
+    #[serde(flatten)]
+    pub result: dask::DaskResult,
+    pub mean_task_ms: f64,
+    pub time_per_task_ms: f64,
+    pub efficiency: f64,
+}
+
+/// The Dask runs, or why there are none.
+#[derive(Debug, Default, Serialize)]
+pub struct DaskOutcome {
+    pub runs: Vec<DaskMeasurement>,
+    pub unavailable: Option<String>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct MatrixReport {
     pub scale: RunScale,
     pub measurements: Vec<Measurement>,
+    pub dask: DaskOutcome,
     pub results_dir: PathBuf,
     pub wall_s: f64,
 }
@@ -242,7 +267,7 @@ fn all_pairs(side: usize, hosts: &[NodeStore], uid: u32, bytes: u64, passes: u32
     (data_tasks(side * side, "compare", passes, &objects, |k| vec![k / side, side + k % side]), objects)
 }
 
-type Job = (Vec<DagTask>, Vec<(ObjectLocation, Vec<u8>)>);
+pub(crate) type Job = (Vec<DagTask>, Vec<(ObjectLocation, Vec<u8>)>);
 
 /// Runs every experiment in one testbed.
 pub fn run(args: &MatrixArgs) -> anyhow::Result<MatrixReport> {
@@ -295,6 +320,8 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<MatrixReport> {
         .ok_or_else(|| anyhow::anyhow!("--threshold-fraction must be a non-negative rate"))?;
     let side = (tasks as f64).sqrt().ceil() as usize;
     let pair_passes = passes_for(args.task_ms, 2 * scale.pair_file_bytes, compare_ns);
+    let mut dask_jobs: Vec<(&'static str, String, Job)> = Vec::new();
+    dask_jobs.push(("all-pairs", "dask".into(), all_pairs(side, &hosts, 0, scale.pair_file_bytes, pair_passes)));
     for policy in [PlacementPolicy::Mlb, PlacementPolicy::Mdl, PlacementPolicy::Rlds(t), PlacementPolicy::Flds(t)] {
         let uid = next_uid();
         let job = all_pairs(side, &hosts, uid, scale.pair_file_bytes, pair_passes);
@@ -308,18 +335,43 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<MatrixReport> {
         let parents = generate(shape, tasks, 10, 10);
         let job = mix_dag(parents, &hosts, uid, scale.dag_bytes, mix_passes, scale.dag_bytes as u32);
         let name = serde_json::to_value(shape)?.as_str().unwrap_or("shape").to_string();
+        let parents = generate(shape, tasks, 10, 10);
+        dask_jobs.push(("dag", name.clone(), mix_dag(parents, &hosts, 0, scale.dag_bytes, 1, scale.dag_bytes as u32)));
         measurements.push(measure(&cluster, "dag", name, PlacementPolicy::Flds(dag_t), job, uid)?);
+    }
+    cluster.stop()?;
+    drop(testbed);
+    let mut dask = DaskOutcome::default();
+    if !args.no_dask {
+        let venv = args.venv.clone().unwrap_or_else(super::peers::env::default_venv);
+        match dask::run(&venv, &dask_jobs, scale.executors, args.task_ms, scale.dag_bytes) {
+            Ok(results) => {
+                for r in results {
+                    let e = scale.executors as f64;
+                    let efficiency = if r.makespan_s > 0.0 { r.busy_s / (e * r.makespan_s) } else { 0.0 };
+                    dask.runs.push(DaskMeasurement {
+                        time_per_task_ms: r.makespan_s * 1e3 * e / r.tasks.max(1) as f64,
+                        mean_task_ms: r.busy_s * 1e3 / r.tasks.max(1) as f64,
+                        efficiency,
+                        result: r,
+                    });
+                }
+            }
+            Err(e) => dask.unavailable = Some(format!("{e:#}")),
+        }
     }
     for m in &measurements {
         lines.write(m)?;
     }
+    for d in &dask.runs {
+        lines.write(d)?;
+    }
     lines.finish()?;
     plots(&measurements, &scale, results.path())?;
-    cluster.stop()?;
-    drop(testbed);
     Ok(MatrixReport {
         scale,
         measurements,
+        dask,
         results_dir: results.path().to_path_buf(),
         wall_s: started.elapsed().as_secs_f64(),
     })
@@ -399,6 +451,25 @@ pub fn print(report: &MatrixReport, json: bool) -> anyhow::Result<()> {
             m.on_data_host * 100.0,
             m.remote_fetches
         );
+    }
+    if let Some(why) = &report.dask.unavailable {
+        println!("Dask distributed did not run: {why}");
+    }
+    if !report.dask.runs.is_empty() {
+        println!("\n| Dask distributed | variant | tasks | makespan (s) | mean task (ms) | time/task/executor (ms) | efficiency |");
+        println!("|---|---|---:|---:|---:|---:|---:|");
+        for d in &report.dask.runs {
+            println!(
+                "| {} | {} | {} | {:.3} | {:.1} | {:.1} | {:.1} % |",
+                d.result.experiment,
+                d.result.variant,
+                d.result.tasks,
+                d.result.makespan_s,
+                d.mean_task_ms,
+                d.time_per_task_ms,
+                d.efficiency * 100.0
+            );
+        }
     }
     println!("results and plots: {} ({:.0} s)", report.results_dir.display(), report.wall_s);
     Ok(())
