@@ -57,7 +57,7 @@ def main():
         per_byte = ns_per_byte()
         for job in spec["jobs"]:
             files = [
-                client.scatter(bytes([k % 251]) * size, workers=[addrs[k % len(addrs)]], direct=True)
+                client.scatter(bytes([k % 251]) * size, workers=[addrs[k % len(addrs)]], direct=True, hash=False)
                 for k, size in enumerate(job["files"])
             ]
             tasks = job["tasks"]
