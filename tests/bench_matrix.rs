@@ -21,6 +21,9 @@ fn the_quick_matrix_bench_runs_every_experiment_and_places_by_policy() {
         tasks_per_executor: 4,
         threshold_fraction: 0.05,
         quick: true,
+        // Dask is compared by the benchmark; the smoke test installs nothing.
+        no_dask: true,
+        venv: None,
         testbed: unique_name("mx"),
         out: Some(out.clone()),
         json: true,
