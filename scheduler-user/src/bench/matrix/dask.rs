@@ -46,7 +46,17 @@ fn job_json(experiment: &str, variant: &str, (tasks, objects): &Job, mix_output:
         })
         .collect();
     let files: Vec<u64> = objects.iter().map(|(o, _)| o.size).collect();
-    serde_json::json!({ "experiment": experiment, "variant": variant, "files": files, "tasks": tasks })
+    // Bolt's handlers make the same passes over every task's inputs, calibrated on a
+    // root's inputs: a task's CPU grows with what it reads (a fan-in sink reads ten).
+    let calibration_bytes = tasks
+        .iter()
+        .find(|t| t["inputs"].as_array().is_some_and(|i| i.iter().all(|x| x[0] == "file")))
+        .and_then(|t| t["input_bytes"].as_u64())
+        .unwrap_or(1);
+    serde_json::json!({
+        "experiment": experiment, "variant": variant, "files": files, "tasks": tasks,
+        "calibration_bytes": calibration_bytes,
+    })
 }
 
 /// Runs `jobs` (experiment, variant, job) on a Dask LocalCluster of `workers`

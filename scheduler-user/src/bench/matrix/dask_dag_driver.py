@@ -3,7 +3,8 @@
 scattered to the workers round-robin (data on the workers, as Bolt's stores hold it)
 and its tasks submitted with their inputs' futures, so Dask places each task by where
 its data is and steals work. Each task hashes its inputs (blake2b) as many passes as
-make `task_ms` of CPU here, and returns an output of `out_len` bytes.
+make `task_ms` of CPU over a root task's inputs here (more inputs, more CPU, as Bolt's
+handlers), and returns an output of `out_len` bytes.
 
 Usage: python dask_dag_driver.py JOBS.json RESULTS.json"""
 
@@ -61,6 +62,9 @@ def main():
                 for k, size in enumerate(job["files"])
             ]
             tasks = job["tasks"]
+            # As Bolt's handlers: the same passes for every task of the job, calibrated on
+            # a root's inputs, so a task's CPU grows with the bytes it reads.
+            passes = max(1, round(spec["task_ms"] * 1e6 / (max(1, job["calibration_bytes"]) * per_byte)))
             futures = [None] * len(tasks)
             started = time.time()
             # Parents before children: a task is submitted once its parents' futures exist.
@@ -74,7 +78,6 @@ def main():
                     if any(kind == "task" and futures[i] is None for kind, i in t["inputs"]):
                         later.append(k)
                         continue
-                    passes = max(1, round(spec["task_ms"] * 1e6 / (max(1, t["input_bytes"]) * per_byte)))
                     inputs = [files[i] if kind == "file" else futures[i] for kind, i in t["inputs"]]
                     futures[k] = client.submit(run_task, passes, t["out_len"], *inputs, pure=False)
                 pending = later
