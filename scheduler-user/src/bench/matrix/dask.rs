@@ -88,3 +88,25 @@ pub fn run(
     let text = std::fs::read_to_string(&results).context("the Dask driver's results")?;
     Ok(serde_json::from_str(&text)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::dag::{generate, Shape};
+    use crate::client::dag_run::{mix_dag, NodeStore};
+
+    #[test]
+    fn a_job_names_its_files_and_parents_and_calibrates_on_a_roots_inputs() {
+        let hosts = [NodeStore { node: 1, store: "10.0.1.2:7180".parse().unwrap() }];
+        // Fan-in of 4, degree 3: task 0 waits for tasks 1, 2, 3, which read a file each.
+        let job = mix_dag(generate(Shape::FanIn, 4, 3, 0), &hosts, 7, 1000, 1, 500);
+        let v = job_json("dag", "fan-in", &job, 500);
+        assert_eq!(v["files"], serde_json::json!([1000, 1000, 1000]));
+        assert_eq!(v["calibration_bytes"], 1000);
+        let tasks = v["tasks"].as_array().unwrap();
+        assert_eq!(tasks[0]["inputs"], serde_json::json!([["task", 1], ["task", 2], ["task", 3]]));
+        assert_eq!(tasks[0]["input_bytes"], 1500, "three parents' 500-byte outputs");
+        assert_eq!(tasks[2]["inputs"], serde_json::json!([["file", 1]]));
+        assert!(tasks.iter().all(|t| t["out_len"] == 500));
+    }
+}
