@@ -7,6 +7,7 @@ pub mod cloudkon;
 pub mod cluster;
 pub mod constraints;
 pub mod decisions;
+pub mod matrix;
 pub mod noop;
 pub mod output;
 pub mod peers;
@@ -54,6 +55,10 @@ pub enum Experiment {
     /// MATRIX work stealing under skew: every task lands on one host first; makespan and
     /// efficiency with and without stealing on a network-namespace testbed (needs root).
     Steal(steal::StealArgs),
+    /// MATRIX's evaluation on the namespace testbed with capped links: image stacking
+    /// across localities under MDL, all-pairs under MLB/MDL/RLDS/FLDS, the four DAG
+    /// shapes under FLDS; efficiency, time per task, utilisation (needs root).
+    Matrix(matrix::MatrixArgs),
     /// ns per packet of the XDP program (GET_TASK hit and miss, REFILL per task) with
     /// BPF_PROG_TEST_RUN. Needs root.
     Xdp(XdpArgs),
@@ -107,6 +112,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
                 None => rlq::print(&rlq::run(&a)?, a.json),
             }
         }
+        Experiment::Matrix(a) => return matrix::print(&matrix::run(&a)?, a.json),
         Experiment::All(a) => a,
         Experiment::Sw1(a) => only(a, "sw1"),
         Experiment::Trace(a) => only(a, "trace"),

@@ -16,7 +16,7 @@
 //! or run is reported with the reason, never left out.
 
 mod driver;
-mod env;
+pub(crate) mod env;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

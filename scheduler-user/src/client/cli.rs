@@ -142,8 +142,31 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Place each job's tasks by their inputs with MATRIX's Algorithm 1 (docs/data.md):
-    /// mlb shares everything (SUBMIT to tier 2), mdl pins every task with input data to
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+
+    /// An input object the tasks declare, for placement: NODE:BYTES, the host that holds
+    /// it and its size (repeat; task i of a job declares the (i mod n)-th). The handlers
+    /// named here do not read it.
+    #[arg(long = "input", value_name = "NODE:BYTES", value_parser = parse_input)]
+    pub inputs: Vec<InputObject>,
+
+    /// Serve the running summary (scheduling delay percentiles, tasks done) and the job
+    /// queue (tasks per state and per resource, failure alarm, scale-up signal) over HTTP
+    /// at this address, /stats (JSON) and /metrics (Prometheus), for `bolt top --client`
+    /// and `bolt jobs`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
+    #[command(flatten)]
+    pub learned: crate::rlq::PolicyArgs,
+}
+
+/// Data-aware placement options, shared by `bolt submit` and `bolt dag`.
+#[derive(Args, Debug, Clone)]
+pub struct PlacementArgs {
+    /// Place tasks by their inputs with MATRIX's Algorithm 1 (docs/data.md): each job's
+    /// tasks under `bolt submit`, each released task under `bolt dag`. mlb shares everything (SUBMIT to tier 2), mdl pins every task with input data to
     /// its largest input's host (PIN to that host's agent), rlds and flds pin when the
     /// data would move faster than the threshold, and flds lets the host move pinned
     /// tasks to its shared rings. Without it, every task is submitted to tier 2.
@@ -158,29 +181,33 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "G", default_value_t = 10.0)]
     pub link_gbps: f64,
 
-    /// An input object the tasks declare, for placement: NODE:BYTES, the host that holds
-    /// it and its size (repeat; task i of a job declares the (i mod n)-th). The handlers
-    /// named here do not read it.
-    #[arg(long = "input", value_name = "NODE:BYTES", value_parser = parse_input)]
-    pub inputs: Vec<InputObject>,
-
     /// A host's agent, where tasks placed on it go: NODE=ADDR (repeat; port defaults to
     /// 7171).
     #[arg(long = "agent", value_name = "NODE=ADDR", value_parser = parse_agent)]
     pub agents: Vec<(u16, SocketAddr)>,
-
-    /// Serve the running summary (scheduling delay percentiles, tasks done) and the job
-    /// queue (tasks per state and per resource, failure alarm, scale-up signal) over HTTP
-    /// at this address, /stats (JSON) and /metrics (Prometheus), for `bolt top --client`
-    /// and `bolt jobs`.
-    #[arg(long, value_name = "ADDR")]
-    pub metrics: Option<String>,
-
-    #[command(flatten)]
-    pub learned: crate::rlq::PolicyArgs,
 }
 
-/// The placement policies `bolt submit --placement` names.
+impl PlacementArgs {
+    /// The placement policy, if placement is on.
+    pub fn policy(&self) -> anyhow::Result<Option<PlacementPolicy>> {
+        let Some(kind) = self.placement else { return Ok(None) };
+        let t = Threshold::fraction_of_link(self.threshold_fraction, self.link_gbps * 1e9 / 8.0)
+            .ok_or_else(|| anyhow::anyhow!("the threshold must be a non-negative rate"))?;
+        Ok(Some(match kind {
+            PlacementKind::Mlb => PlacementPolicy::Mlb,
+            PlacementKind::Mdl => PlacementPolicy::Mdl,
+            PlacementKind::Rlds => PlacementPolicy::Rlds(t),
+            PlacementKind::Flds => PlacementPolicy::Flds(t),
+        }))
+    }
+
+    /// The agents as the client's configuration takes them.
+    pub fn agent_map(&self) -> std::collections::BTreeMap<u16, SocketAddr> {
+        self.agents.iter().copied().collect()
+    }
+}
+
+/// The placement policies `--placement` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PlacementKind {
     Mlb,
@@ -203,19 +230,6 @@ fn parse_agent(s: &str) -> Result<(u16, SocketAddr), String> {
 }
 
 impl SubmitArgs {
-    /// The placement policy of every job, if placement is on.
-    pub fn placement_policy(&self) -> anyhow::Result<Option<PlacementPolicy>> {
-        let Some(kind) = self.placement else { return Ok(None) };
-        let t = Threshold::fraction_of_link(self.threshold_fraction, self.link_gbps * 1e9 / 8.0)
-            .ok_or_else(|| anyhow::anyhow!("the threshold must be a non-negative rate"))?;
-        Ok(Some(match kind {
-            PlacementKind::Mlb => PlacementPolicy::Mlb,
-            PlacementKind::Mdl => PlacementPolicy::Mdl,
-            PlacementKind::Rlds => PlacementPolicy::Rlds(t),
-            PlacementKind::Flds => PlacementPolicy::Flds(t),
-        }))
-    }
-
     /// The task every job is made of.
     pub fn task(&self) -> anyhow::Result<TaskSpec> {
         let name = self.command.as_deref().unwrap_or("");
@@ -260,7 +274,7 @@ impl SubmitArgs {
             switch: self.switch,
             bind: self.bind.map(|ip| SocketAddr::new(ip, 0)),
             tracker,
-            agents: self.agents.iter().copied().collect(),
+            agents: self.placement.agent_map(),
         }
     }
 }
@@ -330,7 +344,7 @@ async fn submit_jobs(args: &SubmitArgs, spec: TaskSpec) -> anyhow::Result<Summar
         }
     };
     let specs = vec![spec; args.tasks as usize];
-    let placement = args.placement_policy()?;
+    let placement = args.placement.policy()?;
     anyhow::ensure!(placement.is_some() || args.inputs.is_empty(), "--input is for --placement");
     let inputs: Vec<Vec<InputObject>> = (0..args.tasks as usize)
         .map(|i| if args.inputs.is_empty() { Vec::new() } else { vec![args.inputs[i % args.inputs.len()]] })

@@ -14,10 +14,12 @@ use scheduler_common::descriptor::Handler;
 use scheduler_common::{JobRef, STATUS_OK};
 use serde::Serialize;
 
+use super::cli::PlacementArgs;
 use super::dag::{generate, DagState, DagTask, NodeState, Shape};
 use super::spec_server::{SpecEntry, SpecServer};
-use super::{Client, ClientConfig, TaskSpec, TaskState};
+use super::{Client, ClientConfig, TaskRecord, TaskSpec, TaskState};
 use crate::executor::parse_addr;
+use crate::placement::{largest, InputObject, Placement, PlacementPolicy};
 use crate::store::{client as store_client, ObjectLocation};
 
 /// How often the runner looks at completions and failures while tasks run.
@@ -44,10 +46,22 @@ pub struct DagReport {
     /// inputs, handler, output write), seconds: efficiency on E executors is
     /// busy_s / (E × makespan_s), MATRIX's mean task length × tasks per executor / makespan.
     pub busy_s: f64,
+    /// Released tasks placed by the job's policy: pinned to their largest input's host
+    /// (PIN to its agent) and shared (SUBMIT to tier 2). Both 0 without placement.
+    pub pinned: usize,
+    pub shared: usize,
+    /// Done tasks that read input data, and those of them that ran on the host of their
+    /// largest input (the COMPLETE's node).
+    pub data_tasks_done: usize,
+    pub data_tasks_on_largest_input_host: usize,
     /// The client job ids the DAG's tasks were submitted under (one per release batch).
     pub jids: Vec<u32>,
     /// Each failed task and why (ancestor failures name the ancestor).
     pub failures: Vec<DagFailure>,
+    /// The done tasks' records (who ran each, when it started, how long it ran), for
+    /// utilisation over time.
+    #[serde(skip)]
+    pub records: Vec<TaskRecord>,
 }
 
 /// A failed task of a DAG job.
@@ -62,13 +76,30 @@ struct InFlight {
     node: usize,
     spec_id: u64,
     jid: u32,
+    /// The host of the task's largest input, if it reads any data.
+    data_host: Option<u16>,
+}
+
+/// A task's inputs as placement sees them.
+fn placement_inputs(inputs: &[ObjectLocation]) -> Vec<InputObject> {
+    inputs.iter().map(|o| InputObject { host: o.node, size: o.size }).collect()
 }
 
 /// Runs `dag` through `client` (which must record tasks) until every task is final or
-/// `deadline`. Specs are served from a spec server at the client socket's address.
-pub async fn run_dag(
+/// `deadline`, every task submitted to tier 2. Specs are served from a spec server at
+/// the client socket's address.
+pub async fn run_dag(client: &mut Client, dag: DagState, deadline: Instant) -> anyhow::Result<(DagState, DagReport)> {
+    run_placed_dag(client, dag, None, deadline).await
+}
+
+/// As [`run_dag`], placing each task when it is released by its inputs' locations with
+/// MATRIX's Algorithm 1 under `policy` (and the client's current `est_task_length`):
+/// pinned tasks go to their largest input's host by PIN (the client must know that
+/// host's agent), shared ones to tier 2. `None` submits every task to tier 2.
+pub async fn run_placed_dag(
     client: &mut Client,
     mut dag: DagState,
+    policy: Option<PlacementPolicy>,
     deadline: Instant,
 ) -> anyhow::Result<(DagState, DagReport)> {
     anyhow::ensure!(
@@ -101,16 +132,33 @@ pub async fn run_dag(
             server.insert(spec_id(i), entry);
             specs.push(TaskSpec::new(Handler::Spec { port, spec_id: spec_id(i) }, 1, 0)?);
         }
-        let jid = client.add_job(&specs)?;
+        let inputs: Vec<Vec<InputObject>> = nodes.iter().map(|&i| placement_inputs(&dag.inputs_of(i))).collect();
+        let jid = match policy {
+            None => client.add_job(&specs)?,
+            Some(policy) => {
+                let est = client.est_task_length();
+                let placements: Vec<Placement> = inputs.iter().map(|i| policy.place(i, est)).collect();
+                let pinned = placements.iter().filter(|p| matches!(p, Placement::Pinned { .. })).count();
+                report.pinned += pinned;
+                report.shared += placements.len() - pinned;
+                client.add_placed_tasks(&specs, &placements, policy)?
+            }
+        };
         report.jids.push(jid);
         let first = client.tracker().job(jid).map(|p| p.first_tid).unwrap_or_default();
-        Ok(nodes.into_iter().enumerate().map(|(k, node)| (first + k as u32, node, jid)).collect::<Vec<_>>())
+        Ok(nodes
+            .into_iter()
+            .zip(inputs)
+            .enumerate()
+            .map(|(k, (node, inputs))| {
+                let data_host = largest(&inputs).filter(|o| o.size > 0).map(|o| o.host);
+                (first + k as u32, InFlight { node, spec_id: spec_id(node), jid, data_host })
+            })
+            .collect::<Vec<_>>())
     };
 
     let roots = dag.start();
-    for (tid, node, jid) in release(client, &dag, roots, &mut report)? {
-        in_flight.insert(tid, InFlight { node, spec_id: spec_id(node), jid });
-    }
+    in_flight.extend(release(client, &dag, roots, &mut report)?);
     while !dag.is_final() && Instant::now() < deadline {
         client.drive_until((Instant::now() + POLL).min(deadline)).await?;
         let mut newly = Vec::new();
@@ -131,6 +179,10 @@ pub async fn run_dag(
                         report.output_mismatches += 1;
                         tracing::warn!(node = f.node, "COMPLETE and RESULT disagree on the output");
                     }
+                    if let Some(host) = f.data_host {
+                        report.data_tasks_done += 1;
+                        report.data_tasks_on_largest_input_host += usize::from(record.node == host);
+                    }
                     r.output
                 }
                 _ => {
@@ -140,6 +192,7 @@ pub async fn run_dag(
                     continue;
                 }
             };
+            report.records.push(record);
             newly.extend(dag.on_done(f.node, output));
         }
         // Tasks the tracker gave up on (attempts exhausted, refused, lost).
@@ -159,9 +212,7 @@ pub async fn run_dag(
             let descendants = dag.on_failed(f.node, &reason);
             report.failed_by_ancestor += descendants.len();
         }
-        for (tid, node, jid) in release(client, &dag, newly, &mut report)? {
-            in_flight.insert(tid, InFlight { node, spec_id: spec_id(node), jid });
-        }
+        in_flight.extend(release(client, &dag, newly, &mut report)?);
     }
     report.makespan_s = started.elapsed().as_secs_f64();
     for (i, s) in dag.states().iter().enumerate() {
@@ -259,6 +310,8 @@ pub struct DagArgs {
     /// Keep the job's objects in the stores (default: deleted once the job is final).
     #[arg(long)]
     pub keep: bool,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
 }
 
 /// What the tasks of `bolt dag` do.
@@ -361,6 +414,8 @@ pub fn run_cli(args: DagArgs) -> anyhow::Result<()> {
     let mut cfg = ClientConfig::new(args.switch);
     cfg.tracker.record_tasks = true;
     cfg.tracker.max_attempts = args.max_attempts;
+    cfg.agents = args.placement.agent_map();
+    let policy = args.placement.policy()?;
     let uid = cfg.tracker.uid;
     let (tasks, objects) = build_dag(&args, uid);
     let input_owner = JobRef::new(uid, INPUT_OWNER_JID);
@@ -372,7 +427,7 @@ pub fn run_cli(args: DagArgs) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(args.timeout_s);
     let (_, report) = runtime.block_on(async {
         let mut client = Client::bind(cfg).await?;
-        run_dag(&mut client, dag, deadline).await
+        run_placed_dag(&mut client, dag, policy, deadline).await
     })?;
     let mut gc = serde_json::json!({ "kept": true });
     if !args.keep {
@@ -382,7 +437,10 @@ pub fn run_cli(args: DagArgs) -> anyhow::Result<()> {
         let (objects, bytes, errors) = collect_garbage(&owners, &stores);
         gc = serde_json::json!({ "objects_deleted": objects, "bytes_deleted": bytes, "errors": errors });
     }
-    let out = serde_json::json!({ "workload": args.workload, "shape": args.shape, "report": report, "gc": gc });
+    let placement = policy.map_or("none", |p| p.name());
+    let out = serde_json::json!({
+        "workload": args.workload, "shape": args.shape, "placement": placement, "report": report, "gc": gc
+    });
     println!("{}", serde_json::to_string_pretty(&out)?);
     anyhow::ensure!(report.done == report.tasks, "{} of {} tasks not done", report.tasks - report.done, report.tasks);
     Ok(())

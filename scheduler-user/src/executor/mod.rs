@@ -33,7 +33,7 @@ use cpu_group::CpuGroup;
 
 pub use cli::{parse_addr, parse_resources, run, ExecutorArgs};
 pub use counters::{CounterSnapshot, ExecutorCounters};
-pub use handlers::{run_data, spin_for, DataFailure, ExecRule, Handlers, Outcome, Refusal, DATA_HANDLERS};
+pub use handlers::{run_data, spin_for, DataFailure, ExecRule, Handlers, Outcome, Refusal, DATA_HANDLERS, MAX_PASSES};
 pub use worker::{unix_now_ns, AssignmentRecord, MAX_ASSIGNMENT_RECORDS, RTRV_PRIO};
 
 /// How a set of executors on one node runs.

@@ -125,10 +125,7 @@ pub fn place(inputs: &[InputObject], t: Threshold, est_task_length: Duration) ->
     if t.admits(all, est_task_length) {
         return Placement::Shared;
     }
-    let Some(largest) = inputs.iter().fold(None::<&InputObject>, |best, o| match best {
-        Some(b) if o.size <= b.size => Some(b),
-        _ => Some(o),
-    }) else {
+    let Some(largest) = largest(inputs) else {
         return Placement::Shared;
     };
     if t.admits(largest.size, est_task_length) {
@@ -136,6 +133,15 @@ pub fn place(inputs: &[InputObject], t: Threshold, est_task_length: Duration) ->
     } else {
         Placement::Pinned { host: largest.host }
     }
+}
+
+/// The largest of a task's inputs, the first of equal largest ones (the paper's strict
+/// `>`): the host a pinned task goes to.
+pub fn largest(inputs: &[InputObject]) -> Option<&InputObject> {
+    inputs.iter().fold(None::<&InputObject>, |best, o| match best {
+        Some(b) if o.size <= b.size => Some(b),
+        _ => Some(o),
+    })
 }
 
 #[cfg(test)]

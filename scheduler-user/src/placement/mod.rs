@@ -17,7 +17,8 @@ mod flds;
 mod task_length;
 
 pub use algorithm::{
-    place, InputObject, Placement, PlacementPolicy, Threshold, DEFAULT_LINK_BYTES_PER_SEC, DEFAULT_RLDS_FRACTION,
+    largest, place, InputObject, Placement, PlacementPolicy, Threshold, DEFAULT_LINK_BYTES_PER_SEC,
+    DEFAULT_RLDS_FRACTION,
 };
 pub use flds::{FldsMonitor, FldsMove, TT_TASK_LENGTHS};
 pub use task_length::TaskLength;
