@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -115,6 +116,9 @@ pub trait FrameService: Send + Sync + 'static {
 /// most `max_connections`), one request answered at a time, idle connections closed.
 pub struct FrameServer {
     addr: SocketAddr,
+    /// The listening socket's descriptor, owned by the accept thread: stop() shuts it
+    /// down to wake a blocked accept.
+    listener_fd: RawFd,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -131,9 +135,11 @@ impl FrameServer {
         idle: Duration,
     ) -> anyhow::Result<FrameServer> {
         // A blocking accept: a connection is served the moment it arrives (no polling
-        // tick on the path of every spec fetch, RESULT and object); stop() wakes it.
+        // tick on the path of every spec fetch, RESULT and object); stop() wakes it by
+        // shutting the listener down.
         let listener = TcpListener::bind(listen).with_context(|| format!("binding the {name} to {listen}"))?;
         let addr = listener.local_addr()?;
+        let listener_fd = listener.as_raw_fd();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
@@ -142,7 +148,7 @@ impl FrameServer {
                 .name(format!("bolt-{name}"))
                 .spawn(move || accept_loop(listener, &name, service, stop, max_connections, idle))?
         };
-        Ok(FrameServer { addr, stop, thread: Some(thread) })
+        Ok(FrameServer { addr, listener_fd, stop, thread: Some(thread) })
     }
 
     /// The address it listens on (with the port picked when asked for port 0).
@@ -154,18 +160,13 @@ impl FrameServer {
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         let Some(t) = self.thread.take() else { return };
-        // Wake the blocked accept with a connection of our own.
-        let mut wake = self.addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(match wake {
-                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
-            let _ = t.join();
-        }
-        // Otherwise the thread is left to end with the process: it holds only the listener.
+        // Shutting a listening socket down makes a blocked accept() return (EINVAL) on
+        // Linux, from any thread and any network namespace, which a wake-up connection
+        // to its address would not: the stopping thread may not reach that address.
+        // SAFETY: the descriptor is the listener's, still open: its thread owns it and
+        // has not been joined.
+        unsafe { libc::shutdown(self.listener_fd, libc::SHUT_RDWR) };
+        let _ = t.join();
     }
 }
 
@@ -204,6 +205,7 @@ fn accept_loop<S: FrameService>(
                     open.fetch_sub(1, Ordering::Relaxed);
                 }
             }
+            Err(_) if stop.load(Ordering::Relaxed) => return,
             Err(e) => {
                 tracing::warn!(server = name, error = %e, "accept failed");
                 std::thread::sleep(ACCEPT_RETRY);
