@@ -1,6 +1,7 @@
 //! `bolt bench peers`: Bolt against the schedulers people use today, in one run, on
 //! loopback: Dask distributed, Ray, Celery with a Redis broker, and a plain Redis pull
-//! queue (LPUSH / BRPOP workers). Every system gets the same workers, the same tasks and
+//! queue (LPUSH / BRPOP workers); and Bolt's Python front door, the `bolt` package
+//! running a registered Python function, beside them. Every system gets the same workers, the same tasks and
 //! the same two measurements per workload:
 //!
 //! - a burst of `--tasks` tasks submitted as fast as the system takes them: throughput
@@ -12,7 +13,8 @@
 //! submit times the same clock on the submitting side (one host). Bolt is measured in
 //! this process (switch, executors and client of this library over loopback UDP), each
 //! peer by a small Python driver (`peers/*.py`) in a private venv that the bench
-//! creates and fills with pinned packages on first use. A peer that cannot be installed
+//! creates and fills with pinned packages on first use; `bolt-python` by a driver of the
+//! same kind in the venv `cargo xtask setup` installs the package into. A peer that cannot be installed
 //! or run is reported with the reason, never left out.
 
 mod driver;
@@ -61,6 +63,11 @@ pub struct PeersArgs {
     /// Interpreter that creates the venv [default: /usr/bin/python3, else python3].
     #[arg(long)]
     pub python: Option<PathBuf>,
+    /// The venv with the `bolt` Python package, for `bolt-python` [default: <cargo
+    /// target dir>/python-venv, where `cargo xtask setup` installs it; built there with
+    /// maturin when missing].
+    #[arg(long)]
+    pub bolt_venv: Option<PathBuf>,
     /// Print JSON lines (one per measurement, then one per ratio) instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -78,6 +85,7 @@ impl PeersArgs {
             systems: System::ALL.to_vec(),
             venv: None,
             python: None,
+            bolt_venv: None,
             json: true,
         }
     }
@@ -99,6 +107,8 @@ impl PeersArgs {
 #[serde(rename_all = "kebab-case")]
 pub enum System {
     Bolt,
+    /// The `bolt` Python package: a registered Python function run by its executors.
+    BoltPython,
     Dask,
     Ray,
     Celery,
@@ -106,11 +116,13 @@ pub enum System {
 }
 
 impl System {
-    pub const ALL: [System; 5] = [System::Bolt, System::Dask, System::Ray, System::Celery, System::RedisQueue];
+    pub const ALL: [System; 6] =
+        [System::Bolt, System::BoltPython, System::Dask, System::Ray, System::Celery, System::RedisQueue];
 
     pub fn name(self) -> &'static str {
         match self {
             System::Bolt => "bolt",
+            System::BoltPython => "bolt-python",
             System::Dask => "dask",
             System::Ray => "ray",
             System::Celery => "celery",
@@ -118,20 +130,29 @@ impl System {
         }
     }
 
-    /// The driver script and the packages it needs (None for Bolt, measured in Rust).
-    fn driver(self) -> Option<(&'static str, &'static env::PackageSet)> {
+    /// The driver script and what it runs in (None for Bolt, measured in Rust).
+    fn driver(self) -> Option<(&'static str, Interpreter)> {
         match self {
             System::Bolt => None,
-            System::Dask => Some(("dask_driver.py", &env::CORE)),
-            System::Ray => Some(("ray_driver.py", &env::RAY)),
-            System::Celery => Some(("celery_driver.py", &env::CORE)),
-            System::RedisQueue => Some(("redis_queue_driver.py", &env::CORE)),
+            System::BoltPython => Some(("bolt_driver.py", Interpreter::BoltPackage)),
+            System::Dask => Some(("dask_driver.py", Interpreter::Peers(&env::CORE))),
+            System::Ray => Some(("ray_driver.py", Interpreter::Peers(&env::RAY))),
+            System::Celery => Some(("celery_driver.py", Interpreter::Peers(&env::CORE))),
+            System::RedisQueue => Some(("redis_queue_driver.py", Interpreter::Peers(&env::CORE))),
         }
     }
 
     fn needs_redis(self) -> bool {
         matches!(self, System::Celery | System::RedisQueue)
     }
+}
+
+/// Where a driver runs: the peers' venv with a package set installed, or the venv of
+/// the `bolt` Python package.
+#[derive(Clone, Copy)]
+enum Interpreter {
+    Peers(&'static env::PackageSet),
+    BoltPackage,
 }
 
 impl std::fmt::Display for System {
@@ -141,8 +162,9 @@ impl std::fmt::Display for System {
 }
 
 /// The scripts, committed beside this module and written to the run directory.
-const SCRIPTS: [(&str, &str); 5] = [
+const SCRIPTS: [(&str, &str); 6] = [
     ("peers_common.py", include_str!("peers/peers_common.py")),
+    ("bolt_driver.py", include_str!("peers/bolt_driver.py")),
     ("dask_driver.py", include_str!("peers/dask_driver.py")),
     ("ray_driver.py", include_str!("peers/ray_driver.py")),
     ("celery_driver.py", include_str!("peers/celery_driver.py")),
@@ -386,13 +408,11 @@ fn measure_peers(
     progress.set_message("Python venv");
     let python = args.python.clone().unwrap_or_else(env::default_python);
     let venv_dir = args.venv.clone().unwrap_or_else(env::default_venv);
-    let venv = match env::Venv::create(&venv_dir, &python) {
-        Ok(v) => v,
-        Err(e) => {
-            let reason = format!("no Python venv: {e:#}");
-            peers.iter().for_each(|&p| unavailable(out, p, &reason));
-            return Ok(());
-        }
+    let needs_venv = peers.iter().any(|p| matches!(p.driver(), Some((_, Interpreter::Peers(_)))));
+    let venv = if needs_venv {
+        env::Venv::create(&venv_dir, &python).map_err(|e| format!("no Python venv: {e:#}"))
+    } else {
+        Err("no peer needs the venv".to_string())
     };
     let run_dir = env::RunDir::create()?;
     for (name, text) in SCRIPTS {
@@ -408,15 +428,32 @@ fn measure_peers(
     // Each package set is installed (or fails) once, whichever peers need it.
     let mut installed: Vec<(&str, Result<(), String>)> = Vec::new();
     for &peer in peers {
-        let Some((script, packages)) = peer.driver() else { continue };
-        progress.set_message(format!("{peer}: pip install (first use only)"));
-        if !installed.iter().any(|(name, _)| *name == packages.name) {
-            installed.push((packages.name, venv.install(packages).map_err(|e| format!("{e:#}"))));
-        }
-        if let Some((_, Err(reason))) = installed.iter().find(|(name, _)| *name == packages.name) {
-            unavailable(out, peer, reason);
-            continue;
-        }
+        let Some((script, interpreter)) = peer.driver() else { continue };
+        let interpreter = match (interpreter, &venv) {
+            (Interpreter::BoltPackage, _) => {
+                progress.set_message(format!("{peer}: the bolt package (maturin on first use)"));
+                let bolt_venv = args.bolt_venv.clone().unwrap_or_else(env::default_bolt_venv);
+                env::bolt_package(&bolt_venv, &python).map_err(|e| format!("no bolt Python package: {e:#}"))
+            }
+            (Interpreter::Peers(_), Err(reason)) => Err(reason.clone()),
+            (Interpreter::Peers(packages), Ok(venv)) => {
+                progress.set_message(format!("{peer}: pip install (first use only)"));
+                if !installed.iter().any(|(name, _)| *name == packages.name) {
+                    installed.push((packages.name, venv.install(packages).map_err(|e| format!("{e:#}"))));
+                }
+                match installed.iter().find(|(name, _)| *name == packages.name) {
+                    Some((_, Err(reason))) => Err(reason.clone()),
+                    _ => Ok(venv.python()),
+                }
+            }
+        };
+        let interpreter = match interpreter {
+            Ok(python) => python,
+            Err(reason) => {
+                unavailable(out, peer, &reason);
+                continue;
+            }
+        };
         let port = match (&redis, peer.needs_redis()) {
             (Some(Ok(server)), true) => server.port,
             (Some(Err(reason)), true) => {
@@ -443,7 +480,7 @@ fn measure_peers(
         std::fs::create_dir_all(run_dir.path.join(peer.name()))?;
         // Start-up, and per workload a warm-up, the burst and the waves.
         let limit = Duration::from_secs(120) + phase_limit(args) * 3 * workloads.len() as u32;
-        let run = driver::run(&venv.python(), &run_dir.path, script, &driver_args, port, limit, |line| {
+        let run = driver::run(&interpreter, &run_dir.path, script, &driver_args, port, limit, |line| {
             if line.sleep_us.is_some() {
                 progress.inc(1);
             }
@@ -684,6 +721,7 @@ mod tests {
             systems: System::ALL.to_vec(),
             venv: None,
             python: None,
+            bolt_venv: None,
             json: false,
         }
     }

@@ -29,9 +29,7 @@ const PIP_TIME_LIMIT: Duration = Duration::from_secs(900);
 /// The default venv: `<cargo target dir>/bench/peers-venv`, found from the running
 /// executable (cargo marks its target directory with CACHEDIR.TAG).
 pub fn default_venv() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let target = exe.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file()).map(Path::to_path_buf);
-    target.unwrap_or_else(std::env::temp_dir).join("bench").join("peers-venv")
+    target_dir().unwrap_or_else(std::env::temp_dir).join("bench").join("peers-venv")
 }
 
 /// Debian's interpreter (whose venv module `cargo xtask setup` installs) when present.
@@ -42,6 +40,65 @@ pub fn default_python() -> PathBuf {
     } else {
         PathBuf::from("python3")
     }
+}
+
+/// The cargo target directory this executable was built in (cargo marks it with
+/// CACHEDIR.TAG).
+fn target_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file()).map(Path::to_path_buf)
+}
+
+/// The venv `cargo xtask setup` installs the `bolt` Python package into:
+/// `<cargo target dir>/python-venv`.
+pub fn default_bolt_venv() -> PathBuf {
+    target_dir().unwrap_or_else(std::env::temp_dir).join("python-venv")
+}
+
+/// What `cargo xtask setup` installs beside the package (maturin builds it).
+const MATURIN: &str = "maturin==1.16.0";
+
+/// The interpreter of a venv where `import bolt` works. A venv without the package is
+/// made as `cargo xtask setup` makes it (python -m venv, pip install maturin, maturin
+/// develop), here with --release since it is measured, from the workspace whose target
+/// directory holds this executable.
+pub fn bolt_package(venv_dir: &Path, python: &Path) -> anyhow::Result<PathBuf> {
+    let venv = Venv::create(venv_dir, python)?;
+    let imports = |venv: &Venv| {
+        Command::new(venv.python()).args(["-c", "import bolt"]).output().is_ok_and(|o| o.status.success())
+    };
+    if imports(&venv) {
+        return Ok(venv.python());
+    }
+    let manifest = target_dir()
+        .and_then(|t| Some(t.parent()?.join("python").join("Cargo.toml")))
+        .filter(|m| m.is_file())
+        .context("the bolt package is not installed and no workspace with python/Cargo.toml holds this executable")?;
+    tracing::info!(venv = %venv_dir.display(), "building the bolt Python package (first use only)");
+    let maturin = venv.dir.join("bin").join("maturin");
+    if !maturin.is_file() {
+        let mut pip = Command::new(venv.python());
+        pip.args(["-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q", MATURIN]);
+        let out = run_bounded(&mut pip, PIP_TIME_LIMIT).context("running pip")?;
+        if !out.success {
+            bail!("pip install {MATURIN} failed: {}", out.tail);
+        }
+    }
+    let path = format!("{}:{}", venv.dir.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let mut develop = Command::new(&maturin);
+    develop
+        .args(["develop", "--release", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .env("VIRTUAL_ENV", &venv.dir)
+        .env("PATH", path);
+    let out = run_bounded(&mut develop, PIP_TIME_LIMIT).context("running maturin develop")?;
+    if !out.success {
+        bail!("maturin develop --release failed: {}", out.tail);
+    }
+    if !imports(&venv) {
+        bail!("{} cannot import bolt after maturin develop", venv.python().display());
+    }
+    Ok(venv.python())
 }
 
 pub struct Venv {
