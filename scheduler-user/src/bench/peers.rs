@@ -760,6 +760,15 @@ mod tests {
     }
 
     #[test]
+    fn bolt_python_runs_its_driver_in_the_bolt_package_venv() {
+        assert!(matches!(System::BoltPython.driver(), Some(("bolt_driver.py", Interpreter::BoltPackage))));
+        assert!(SCRIPTS.iter().any(|(name, _)| *name == "bolt_driver.py"));
+        assert_eq!(serde_json::to_value(System::BoltPython).unwrap(), "bolt-python");
+        let every = PeersArgs::every_system(true);
+        assert!(every.systems.contains(&System::BoltPython) && !System::BoltPython.needs_redis());
+    }
+
+    #[test]
     fn ratios_pair_bolt_with_each_peer_that_ran_on_the_same_workload() {
         let a = args();
         let mut bolt = Measurement::new(System::Bolt, Workload::Noop, &a, Status::Ok, None);
