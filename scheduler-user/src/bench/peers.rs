@@ -47,8 +47,8 @@ pub struct PeersArgs {
     /// with --quick].
     #[arg(long)]
     pub waves: Option<u32>,
-    /// Workers (Bolt executors, Dask worker processes, Ray CPUs, Celery pool
-    /// processes, Redis queue worker processes).
+    /// Workers (Bolt executors, bolt-python executor threads, Dask worker processes, Ray
+    /// CPUs, Celery pool processes, Redis queue worker processes).
     #[arg(long, default_value_t = 4)]
     pub workers: u16,
     /// Duration of the sleep workload's tasks, in microseconds.
