@@ -132,7 +132,8 @@ fn best_ok(b: u8) -> bool {
     b <= 8
 }
 fn task_ok(t: &TaskIn) -> bool {
-    prio_ok(t.prio) && t.flags & !0x01 == 0
+    // Task flags: 0x01 EXACTLY_ONCE, 0x02 GANG; no other bit.
+    prio_ok(t.prio) && t.flags & !0x03 == 0
 }
 fn entry_ok(e: &EntryIn) -> bool {
     task_ok(&e.task) && e.pad == [0, 0]
