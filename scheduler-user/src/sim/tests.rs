@@ -105,6 +105,20 @@ fn the_whole_one_level_run_stays_within_the_pipeline_rate() {
     assert!(r.p50_us.is_none(), "the pipeline cannot keep up, so most measured tasks never start");
 }
 
+/// The scenario below: two executors on one host, one-level, a 1-µs stack, 100-ns passes
+/// at 1 G passes/s, no run overhead, and a wait for a CPU of the given mean.
+fn hand_scenario(cpu_wait_mean_ns: super::clock::Nanos) -> Report {
+    let w = WorkloadSpec::Sw1 { utilization: 1.0, seconds: 0.01 };
+    let mut cfg = SimConfig::testbed(System::OneLevel, w, 2, 1, 1);
+    cfg.net =
+        NetParams { stack_ns: 1_000, local_ns: 0, link_ns: 0, leaf_ns: 0, spine_ns: 0, gbps: 1e9, hosts_per_rack: 1 };
+    cfg.tofino = TofinoParams { passes_per_sec: 1e9, pass_ns: 100, ..TofinoParams::thesis() };
+    cfg.exec.run_overhead_ns = 0;
+    cfg.exec.cpu_wait_mean_ns = cpu_wait_mean_ns;
+    cfg.drain_s = 0.001;
+    run(&cfg, None).unwrap()
+}
+
 /// Two executors on one host, two clients each submitting one 10-ms task at t = 0,
 /// one-level, four priority levels; every host↔switch trip costs exactly 1 µs, a pass
 /// 100 ns, passes 1 ns apart. At t = 0 client 0 sends its SUBMIT, both executors their
@@ -121,15 +135,7 @@ fn the_whole_one_level_run_stays_within_the_pipeline_rate() {
 /// 3 requests parked, 1 answered from the park table.
 #[test]
 fn a_small_scenario_has_the_delays_computed_by_hand() {
-    let w = WorkloadSpec::Sw1 { utilization: 1.0, seconds: 0.01 };
-    let mut cfg = SimConfig::testbed(System::OneLevel, w, 2, 1, 1);
-    cfg.net =
-        NetParams { stack_ns: 1_000, local_ns: 0, link_ns: 0, leaf_ns: 0, spine_ns: 0, gbps: 1e9, hosts_per_rack: 1 };
-    cfg.tofino = TofinoParams { passes_per_sec: 1e9, pass_ns: 100, ..TofinoParams::thesis() };
-    cfg.exec.run_overhead_ns = 0;
-    cfg.exec.cpu_wait_mean_ns = 0;
-    cfg.drain_s = 0.001;
-    let r = run(&cfg, None).unwrap();
+    let r = hand_scenario(0);
     assert_eq!((r.tasks_measured, r.tasks_started), (2, 2));
     let (p50, p99) = (r.p50_us.unwrap(), r.p99_us.unwrap());
     // The histogram keeps 3 significant digits.
@@ -144,15 +150,7 @@ fn a_small_scenario_has_the_delays_computed_by_hand() {
 /// again when their 10-ms tasks end (the same 17 passes).
 #[test]
 fn a_wait_for_a_cpu_moves_the_start_not_the_end() {
-    let w = WorkloadSpec::Sw1 { utilization: 1.0, seconds: 0.01 };
-    let mut cfg = SimConfig::testbed(System::OneLevel, w, 2, 1, 1);
-    cfg.net =
-        NetParams { stack_ns: 1_000, local_ns: 0, link_ns: 0, leaf_ns: 0, spine_ns: 0, gbps: 1e9, hosts_per_rack: 1 };
-    cfg.tofino = TofinoParams { passes_per_sec: 1e9, pass_ns: 100, ..TofinoParams::thesis() };
-    cfg.exec.run_overhead_ns = 0;
-    cfg.exec.cpu_wait_mean_ns = 1_000_000;
-    cfg.drain_s = 0.001;
-    let r = run(&cfg, None).unwrap();
+    let r = hand_scenario(1_000_000);
     assert_eq!((r.tasks_measured, r.tasks_started), (2, 2));
     // The two waits drawn with this seed: about 1.18 and 3.66 ms (2.1 and 2.3 µs without).
     let (p50, p99) = (r.p50_us.unwrap(), r.p99_us.unwrap());
