@@ -75,7 +75,8 @@ pub enum Experiment {
     /// SW2: throughput per node group under resource constraints (Figure 17).
     Constraints(suite::SuiteArgs),
     /// RLQ's synthetic and real-trace evaluations: the five placement policies of
-    /// docs/rlq.md in a queueing model of the worker types, per objective over seeds.
+    /// docs/rlq.md in a queueing model of the worker types, or on real executors
+    /// (`--live`), per objective over seeds.
     Rlq(rlq::RlqArgs),
 }
 
@@ -106,12 +107,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Bitvectors(a) => return bitvectors::print(&bitvectors::run(&a)?, a.json),
         Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),
         Experiment::Steal(a) => return steal::print(&steal::run(&a)?, a.json),
-        Experiment::Rlq(a) => {
-            return match a.live {
-                Some(tasks) => rlq::print_live(&rlq::run_live(tasks)?, a.json),
-                None => rlq::print(&rlq::run(&a)?, a.json),
-            }
-        }
+        Experiment::Rlq(a) => return rlq::print(&rlq::run(&a)?, a.json),
         Experiment::Matrix(a) => return matrix::print(&matrix::run(&a)?, a.json),
         Experiment::All(a) => a,
         Experiment::Sw1(a) => only(a, "sw1"),

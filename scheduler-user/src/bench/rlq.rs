@@ -9,11 +9,15 @@
 //! starts; training; an evaluation phase the totals are taken over, during which the
 //! policies keep learning. Model time is seconds; nothing sleeps, so a run of 8,000
 //! tasks takes well under a second for every policy but Double DQN.
+//!
+//! `--live` runs the same arrivals on real executors instead (`live_run`): the types
+//! are executor pools with the type's `--speed`, every task a sleep, time scaled down to
+//! tens of ms per task.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -46,12 +50,11 @@ pub struct RlqArgs {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Instead of the model: the synthetic set's types as real executors on loopback,
-    /// each a CPU-quota group (needs root and the cgroup v1 cpu controller), classes as
-    /// fixed-work shell loops, objective execution time, this many evaluation tasks per
-    /// policy (after as many bootstrap and twice as many training tasks).
-    #[arg(long, value_name = "TASKS")]
-    pub live: Option<usize>,
+    /// Instead of the model: real executors on loopback, one pool per worker type with
+    /// the type's replicas and `--speed`, every task a sleep scaled to tens of ms; the
+    /// five policies of a seed run at once, each on a switch and executors of its own.
+    #[arg(long)]
+    pub live: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -84,6 +87,11 @@ struct Work {
 impl Work {
     fn exec_s(&self, ty: &WorkerType) -> f64 {
         self.cpu_s / ty.speed + self.io_s
+    }
+
+    /// Its execution time on a type of speed 1.
+    fn exec_at_speed_one_s(&self) -> f64 {
+        self.cpu_s + self.io_s
     }
 }
 
@@ -389,135 +397,110 @@ fn simulate(cfg: PolicyConfig, arrivals: &[Arrival], seed: u64) -> anyhow::Resul
     Ok(totals)
 }
 
-/// Iterations of the shell loop of each live class (CPU work; classes 4 and 5 are the
-/// disk classes, a sleep that no quota slows).
-const LIVE_LOOPS: [u32; 8] = [6_000, 20_000, 7_000, 23_000, 0, 0, 9_000, 30_000];
-const LIVE_SLEEP: [&str; 8] = ["", "", "", "", "0.08", "0.12", "0.01", "0.02"];
-
-fn live_command(class: usize) -> String {
-    let mut cmd = String::new();
-    if LIVE_LOOPS[class] > 0 {
-        cmd.push_str(&format!("i=0; while [ $i -lt {} ]; do i=$((i+1)); done", LIVE_LOOPS[class]));
+/// Live seconds per model second. The trace set's tasks become the generator's
+/// durations × 5 (median 25 ms, at most 500 ms), the synthetic set's 2 to 40 ms.
+fn live_scale(setup: SetupKind) -> f64 {
+    match setup {
+        SetupKind::Synthetic => 0.01,
+        SetupKind::Trace => 5.0 / TRACE_STRETCH,
     }
-    if !LIVE_SLEEP[class].is_empty() {
-        if !cmd.is_empty() {
-            cmd.push_str("; ");
-        }
-        cmd.push_str(&format!("sleep {}", LIVE_SLEEP[class]));
-    }
-    cmd
 }
 
-/// One live policy's result.
-#[derive(Clone, Debug, Serialize)]
-pub struct LiveResult {
-    pub policy: &'static str,
-    pub exec_s: f64,
-    pub vs_random: f64,
-    pub vs_round_robin: f64,
-    /// Evaluation tasks per type.
-    pub per_type: Vec<u64>,
-    pub mean_decide_us: f64,
-    pub mean_update_us: f64,
-}
+/// Longest a live run may take after its last arrival before it counts as failed.
+const LIVE_DRAIN: Duration = Duration::from_secs(240);
 
-/// The live run: a switch and six executor pools (one per synthetic type, in a CPU-quota
-/// group each) on loopback; per policy a client submits Poisson arrivals of the eight
-/// classes and learns from the COMPLETEs.
-pub fn run_live(evaluation: usize) -> anyhow::Result<Vec<LiveResult>> {
+/// One run of one policy on real executors: a switch and, per worker type, an executor
+/// pool of `replicas` threads on loopback with the type's `--speed`; every task a sleep
+/// of its execution time at speed 1 × the setup's live scale, so a type of speed s runs
+/// it in 1/s of that (CPU contention barely moves a sleep). The client submits the
+/// arrivals at their times, drains the bootstrap before training, and learns from the
+/// COMPLETEs; the totals are the COMPLETEs' run times and start stamps.
+fn live_run(cfg: PolicyConfig, arrivals: &[Arrival], setup: SetupKind, seed: u64) -> anyhow::Result<RunTotals> {
     use crate::client::learned::LearnedPlacement;
     use crate::client::{Client, TaskSpec};
-    use crate::executor::{self, ExecRule, ExecutorConfig};
+    use crate::executor::{self, ExecutorConfig};
     use crate::switch::{self, SwitchConfig};
     use scheduler_common::descriptor::Handler;
-    anyhow::ensure!(evaluation > 0, "--live needs tasks");
+
+    let scale = live_scale(setup);
+    let types = cfg.types.clone();
+    let objective = cfg.objective;
     let switch = switch::spawn(SwitchConfig { listen: "127.0.0.1:0".parse()?, ..SwitchConfig::default() })?;
     let addr = switch.local_addr();
-    let types = synthetic_types();
-    let rules: Vec<ExecRule> =
-        (0..8).map(|c| ExecRule::parse(&format!("c{c}={}", live_command(c)))).collect::<anyhow::Result<_>>()?;
     let mut pools = Vec::new();
     for (i, t) in types.iter().enumerate() {
-        let mut cfg = ExecutorConfig::new(addr, t.resources());
-        cfg.node = i as u16 + 1;
-        cfg.executors = t.replicas as u16;
-        cfg.allow_exec = rules.clone();
-        cfg.cpu_quota_cores = Some(t.speed);
-        pools.push(executor::spawn(cfg)?);
+        let mut ecfg = ExecutorConfig::new(addr, t.resources());
+        ecfg.node = i as u16 + 1;
+        ecfg.executors = t.replicas as u16;
+        ecfg.speed = t.speed;
+        pools.push(executor::spawn(ecfg)?);
     }
-    let (bootstrap, training) = (evaluation, 2 * evaluation);
-    let total = bootstrap + training + evaluation;
+    let mut cfg = cfg;
+    // Rewards in model seconds, as the model's policies see them.
+    cfg.reward_scale = 1.0 / scale;
+    let placement = LearnedPlacement::new(cfg, None)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut results: Vec<(PolicyKind, u64, Vec<u64>, f64, f64)> = Vec::new();
-    for kind in PolicyKind::ALL {
-        let mut cfg = PolicyConfig::new(kind, 8, types.clone(), Objective::ExecTime);
-        cfg.seed = 1;
-        // Tasks about 10× shorter than the model's seconds.
-        cfg.reward_scale = 10.0;
-        (cfg.delta, cfg.dqn) = tuned(SetupKind::Synthetic, Objective::ExecTime, training as u64);
-        let placement = LearnedPlacement::new(cfg, None)?;
-        let mut rng = StdRng::seed_from_u64(7);
-        let outcome = runtime.block_on(async {
-            let mut client = Client::bind(super::workload::bench_client_config(addr)).await?;
-            client.set_learned(placement);
-            if let Some(p) = client.learned_mut() {
-                p.start_bootstrap(11);
-            }
-            let mut eval_tids = std::collections::HashSet::new();
-            let start = Instant::now();
-            let mut at = 0.0f64;
-            for i in 0..total {
-                let class = rng.gen_range(0..8usize);
-                at += exponential(&mut rng, 8.0);
-                let when = start + std::time::Duration::from_secs_f64(at);
-                client.drive_until(when).await?;
-                let name = format!("c{class}");
-                let mut spec = TaskSpec::new(Handler::Exec { name: name.as_bytes() }, 1, 0)?;
-                spec.class = class as u8;
-                let tid = client.tracker().next_tid();
-                if i == bootstrap {
-                    if let Some(p) = client.learned_mut() {
-                        p.end_bootstrap();
-                    }
+    let eval_start = arrivals.iter().position(|a| a.phase == Phase::Evaluation).unwrap_or(arrivals.len());
+    let outcome = runtime.block_on(async {
+        let mut ccfg = super::workload::bench_client_config(addr);
+        // No resubmission: a task waits as long as the run may take.
+        ccfg.tracker.task_timeout = LIVE_DRAIN;
+        let mut client = Client::bind(ccfg).await?;
+        client.set_learned(placement);
+        if let Some(p) = client.learned_mut() {
+            p.start_bootstrap(seed ^ 0xb007);
+        }
+        let mut tids = Vec::with_capacity(arrivals.len());
+        let mut start = Instant::now();
+        let mut at = 0.0f64;
+        for (i, a) in arrivals.iter().enumerate() {
+            if a.phase != Phase::Bootstrap && i > 0 && arrivals[i - 1].phase == Phase::Bootstrap {
+                // RLQ's bootstrap ends only when all its tasks have completed.
+                let drained = client.wait_idle(Instant::now() + LIVE_DRAIN).await?;
+                anyhow::ensure!(drained, "the bootstrap did not drain in {LIVE_DRAIN:?}");
+                if let Some(p) = client.learned_mut() {
+                    p.end_bootstrap();
                 }
-                if i >= bootstrap + training {
-                    eval_tids.insert(tid);
-                }
-                client.add_job(&[spec])?;
+                (start, at) = (Instant::now(), 0.0);
             }
-            let idle = client.wait_idle(Instant::now() + std::time::Duration::from_secs(300)).await?;
-            anyhow::ensure!(idle, "the live run did not finish in 300 s");
-            let records = client.take_records();
-            let mut exec_ns = 0u64;
-            let mut per_type = vec![0u64; types.len()];
-            for r in records.iter().filter(|r| eval_tids.contains(&r.tid)) {
-                exec_ns += r.run_ns as u64;
-                per_type[(r.node as usize).saturating_sub(1).min(types.len() - 1)] += 1;
-            }
-            let report = client.learned().map(|p| p.report()).unwrap_or_default();
-            anyhow::Ok((exec_ns, per_type, report.mean_decide_us, report.mean_update_us))
-        })?;
-        tracing::info!(policy = kind.name(), exec_s = outcome.0 as f64 / 1e9, "live run done");
-        results.push((kind, outcome.0, outcome.1, outcome.2, outcome.3));
-    }
+            at += a.gap_s * scale;
+            client.drive_until(start + Duration::from_secs_f64(at)).await?;
+            let micros = (a.work.exec_at_speed_one_s() * scale * 1e6).round().clamp(1.0, u32::MAX as f64) as u32;
+            let mut spec = TaskSpec::new(Handler::Sleep { micros }, 1, 0)?;
+            spec.class = a.work.class as u8;
+            tids.push(client.tracker().next_tid());
+            client.add_job(&[spec])?;
+        }
+        let idle = client.wait_idle(Instant::now() + LIVE_DRAIN).await?;
+        anyhow::ensure!(idle, "the live run did not finish {LIVE_DRAIN:?} after its last arrival");
+        let report = client.learned().map(|p| p.report()).unwrap_or_default();
+        anyhow::Ok((tids, client.take_records(), report))
+    });
     for p in pools {
         p.shutdown();
     }
     switch.shutdown()?;
-    let of = |k: PolicyKind| results.iter().find(|r| r.0 == k).map_or(1, |r| r.1.max(1)) as f64;
-    let (random, rr) = (of(PolicyKind::Random), of(PolicyKind::RoundRobin));
-    Ok(results
-        .into_iter()
-        .map(|(kind, ns, per_type, d, u)| LiveResult {
-            policy: kind.name(),
-            exec_s: ns as f64 / 1e9,
-            vs_random: ns as f64 / random,
-            vs_round_robin: ns as f64 / rr,
-            per_type,
-            mean_decide_us: d,
-            mean_update_us: u,
-        })
-        .collect())
+    let (tids, records, report) = outcome?;
+    let by_tid: std::collections::HashMap<u32, &crate::client::TaskRecord> =
+        records.iter().map(|r| (r.tid, r)).collect();
+    let mut totals = RunTotals {
+        per_type: vec![0; types.len()],
+        mean_decide_us: report.mean_decide_us,
+        mean_update_us: report.mean_update_us,
+        ..RunTotals::default()
+    };
+    for tid in &tids[eval_start..] {
+        let r = by_tid.get(tid).ok_or_else(|| anyhow::anyhow!("evaluation task {tid} has no COMPLETE"))?;
+        let ty = (r.node as usize).checked_sub(1).filter(|&t| t < types.len());
+        let ty = ty.ok_or_else(|| anyhow::anyhow!("task {tid} ran on node {}, no worker type", r.node))?;
+        let outcome = Outcome { exec_s: r.run_ns as f64 / 1e9, wait_s: r.sched_delay_ns() as f64 / 1e9 };
+        totals.per_type[ty] += 1;
+        totals.exec_s += outcome.exec_s;
+        totals.cost += outcome.exec_s * types[ty].cost_per_s;
+        totals.wait_s += outcome.wait_s;
+        totals.per_task.push(objective.cost(&outcome, types[ty].cost_per_s));
+    }
+    Ok(totals)
 }
 
 /// Mean and (sample) standard deviation.
@@ -554,6 +537,8 @@ pub struct ObjectiveResult {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct RlqReport {
+    /// Real executors (`--live`), not the model.
+    pub live: bool,
     pub seeds: u64,
     pub bootstrap: usize,
     pub training: usize,
@@ -588,19 +573,47 @@ pub fn run(args: &RlqArgs) -> anyhow::Result<RlqReport> {
             .collect::<anyhow::Result<_>>()?;
         for objective in Objective::ALL {
             let (delta, dqn) = tuned(setup, objective, args.training as u64);
-            let mut runs: Vec<(PolicyKind, Vec<RunTotals>, f64)> = Vec::new();
-            for kind in PolicyKind::ALL {
-                let t = Instant::now();
-                let mut per_seed = Vec::new();
-                for (seed, arr) in arrivals.iter().enumerate() {
-                    let mut cfg = PolicyConfig::new(kind, classes, types.clone(), objective);
-                    cfg.delta = delta;
-                    cfg.dqn = dqn.clone();
-                    cfg.seed = seed as u64;
-                    per_seed.push(simulate(cfg, arr, seed as u64)?);
+            let config = |kind: PolicyKind, seed: usize| {
+                let mut cfg = PolicyConfig::new(kind, classes, types.clone(), objective);
+                cfg.delta = delta;
+                cfg.dqn = dqn.clone();
+                cfg.seed = seed as u64;
+                cfg
+            };
+            let mut runs: Vec<(PolicyKind, Vec<RunTotals>, f64)> =
+                PolicyKind::ALL.iter().map(|&k| (k, Vec::new(), 0.0)).collect();
+            for (seed, arr) in arrivals.iter().enumerate() {
+                if args.live {
+                    // The five policies at once: the machine's load falls on all alike.
+                    let done: Vec<anyhow::Result<(RunTotals, f64)>> = std::thread::scope(|scope| {
+                        let handles: Vec<_> = PolicyKind::ALL
+                            .iter()
+                            .map(|&kind| {
+                                let cfg = config(kind, seed);
+                                scope.spawn(move || {
+                                    let t = Instant::now();
+                                    live_run(cfg, arr, setup, seed as u64).map(|r| (r, t.elapsed().as_secs_f64()))
+                                })
+                            })
+                            .collect();
+                        handles
+                            .into_iter()
+                            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a live run panicked"))))
+                            .collect()
+                    });
+                    for (run, result) in runs.iter_mut().zip(done) {
+                        let (totals, secs) = result?;
+                        run.1.push(totals);
+                        run.2 += secs;
+                    }
+                } else {
+                    for run in runs.iter_mut() {
+                        let t = Instant::now();
+                        run.1.push(simulate(config(run.0, seed), arr, seed as u64)?);
+                        run.2 += t.elapsed().as_secs_f64();
+                    }
                 }
-                tracing::info!(setup = setup.name(), objective = objective.name(), policy = kind.name(), "done");
-                runs.push((kind, per_seed, t.elapsed().as_secs_f64()));
+                tracing::info!(setup = setup.name(), objective = objective.name(), seed, "done");
             }
             let total_of = |kind: PolicyKind| {
                 let r = &runs.iter().find(|r| r.0 == kind).expect("every policy ran").1;
@@ -633,6 +646,7 @@ pub fn run(args: &RlqArgs) -> anyhow::Result<RlqReport> {
         }
     }
     Ok(RlqReport {
+        live: args.live,
         seeds: args.seeds,
         bootstrap: args.bootstrap,
         training: args.training,
@@ -666,28 +680,12 @@ fn plot_cumulative(
             Series::new(kind.name(), points)
         })
         .collect();
-    let title = format!("RLQ {} set, objective {}", setup.name(), objective.name());
+    let how = if args.live { "live" } else { "model" };
+    let title = format!("RLQ {} set ({how}), objective {}", setup.name(), objective.name());
     let chart = Chart::new(title, "evaluation task", format!("cumulative {}", objective.name()), Scale::Linear, series);
-    let stem = format!("rlq-{}-{}", setup.name(), objective.name());
+    let stem = format!("rlq-{}{}-{}", if args.live { "live-" } else { "" }, setup.name(), objective.name());
     let [svg, _] = plot::render(&chart, &args.out, &stem)?;
     Ok(Some(svg.display().to_string()))
-}
-
-pub fn print_live(results: &[LiveResult], json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string(results)?);
-        return Ok(());
-    }
-    println!("live: synthetic types as CPU-quota groups, objective exec-time, totals over evaluation\n");
-    println!("| policy | exec time (s) | ÷ Random | ÷ RR | tasks per type | decide µs | update µs |");
-    println!("|---|---|---|---|---|---|---|");
-    for r in results {
-        println!(
-            "| {} | {:.1} | {:.2} | {:.2} | {:?} | {:.1} | {:.1} |",
-            r.policy, r.exec_s, r.vs_random, r.vs_round_robin, r.per_type, r.mean_decide_us, r.mean_update_us
-        );
-    }
-    Ok(())
 }
 
 pub fn print(report: &RlqReport, json: bool) -> anyhow::Result<()> {
@@ -696,16 +694,26 @@ pub fn print(report: &RlqReport, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{} seeds; {} bootstrap + {} training + {} evaluation tasks per run; totals over evaluation ({:.0} s)",
-        report.seeds, report.bootstrap, report.training, report.evaluation, report.elapsed_s
+        "{}: {} seeds; {} bootstrap + {} training + {} evaluation tasks per run; totals over evaluation ({:.0} s)",
+        if report.live { "live, real executors" } else { "queueing model" },
+        report.seeds,
+        report.bootstrap,
+        report.training,
+        report.evaluation,
+        report.elapsed_s
     );
+    // Live totals are tens of seconds, the model's thousands.
+    let digits = if report.live { 1 } else { 0 };
     for r in &report.results {
         println!("\n### {} set, objective {}\n", r.setup, r.objective);
-        println!("| policy | exec time (s) | cost | waiting (s) | ÷ Random | ÷ RR | decide µs | update µs |");
-        println!("|---|---|---|---|---|---|---|---|");
+        println!(
+            "| policy | exec time (s) | cost | waiting (s) | ÷ Random | ÷ RR | evaluation tasks per type | decide µs | update µs |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
         for p in &r.policies {
+            let per_type: Vec<String> = p.per_type.iter().map(|n| format!("{n:.0}")).collect();
             println!(
-                "| {} | {:.0} ± {:.0} | {:.0} ± {:.0} | {:.0} ± {:.0} | {:.2} | {:.2} | {:.1} | {:.1} |",
+                "| {} | {:.d$} ± {:.d$} | {:.d$} ± {:.d$} | {:.d$} ± {:.d$} | {:.2} | {:.2} | {} | {:.1} | {:.1} |",
                 p.policy,
                 p.exec_s.0,
                 p.exec_s.1,
@@ -715,8 +723,10 @@ pub fn print(report: &RlqReport, json: bool) -> anyhow::Result<()> {
                 p.wait_s.1,
                 p.vs_random,
                 p.vs_round_robin,
+                per_type.join(", "),
                 p.mean_decide_us,
-                p.mean_update_us
+                p.mean_update_us,
+                d = digits
             );
         }
         if let Some(plot) = &r.plot {
@@ -739,7 +749,7 @@ mod tests {
             setup: vec![SetupKind::Synthetic],
             out: PathBuf::from("/nonexistent"),
             json: false,
-            live: None,
+            live: false,
         }
     }
 
@@ -767,6 +777,28 @@ mod tests {
         assert_eq!(types.iter().map(|t| t.cost_per_s).collect::<Vec<_>>(), vec![0.85, 1.93, 3.22, 2.94, 4.02, 5.12]);
         let trace = trace_types();
         assert_eq!(trace.iter().map(|t| t.replicas).sum::<u32>(), 50);
+    }
+
+    #[test]
+    fn a_live_task_sleeps_its_duration_over_its_type_s_speed() {
+        let args = RlqArgs { bootstrap: 5, training: 10, evaluation: 20, setup: vec![SetupKind::Trace], ..small() };
+        let arrivals = trace_arrivals(&args, 4).unwrap();
+        let types = trace_types();
+        let cfg = PolicyConfig::new(PolicyKind::RoundRobin, TRACE_CLASSES, types.clone(), Objective::ExecTime);
+        let run = live_run(cfg, &arrivals, SetupKind::Trace, 4).unwrap();
+        assert_eq!(run.per_task.len(), 20);
+        assert_eq!(run.per_type, vec![4; 5], "round-robin over the five types");
+        let scale = live_scale(SetupKind::Trace);
+        for (j, (ran_s, a)) in run.per_task.iter().zip(&arrivals[15..]).enumerate() {
+            // Round-robin's turn counts the training tasks before; the bootstrap's are random.
+            let ty = &types[(10 + j) % 5];
+            let want_s = (a.work.exec_at_speed_one_s() * scale * 1e6).round() / 1e6 / ty.speed;
+            assert!(
+                *ran_s >= want_s * 0.999 && *ran_s < want_s + 0.02,
+                "task {j} on speed {}: {ran_s} s, want {want_s} s",
+                ty.speed
+            );
+        }
     }
 
     #[test]
