@@ -589,12 +589,14 @@ fn parser_states_and_parse_paths_are_closed() {
 
     let paths: Vec<String> = p4.consts().keys().filter(|k| k.starts_with("PP_")).cloned().collect();
     assert!(!paths.is_empty());
+    let outcomes = strip_comments(&read("pass_outcomes.p4inc"));
     let rc_bolt = &parser[parser.find("state rc_bolt").unwrap()..];
     let rc_bolt = &rc_bolt[..rc_bolt.find("state rc_submit").unwrap()];
     for path in &paths {
         assert!(rc_bolt.contains(&format!("{path} ")), "parse path {path} has no branch in rc_bolt");
         let written = src.matches(&format!("parse_path = {path};")).count()
-            + src.matches(&format!("spawn_path = {path};")).count();
+            + src.matches(&format!("set_parse_path({path})")).count()
+            + outcomes.matches(&format!(", {path})")).count();
         assert!(written > 0, "parse path {path} is never written by a pass");
     }
 }
@@ -1278,10 +1280,12 @@ fn each_control_uses_only_what_it_declares() {
         "BoltPassSetup() pass_setup;",
         "BoltFrontPanel() front_panel;",
         "BoltQueuePass() queue_pass;",
-        "BoltAnswer() answer;",
+        "BoltOutcome() outcome;",
     ] {
         assert!(ingress.1.contains(sub), "BoltIngress does not instantiate {sub}");
     }
+    let egress = controls.iter().find(|(n, _)| n == "BoltEgress").expect("no BoltEgress");
+    assert!(egress.1.contains("BoltAnswer() answer;"), "BoltEgress does not instantiate BoltAnswer");
 }
 
 /// pass_plan.p4inc gives, for every step, priority and number of configured levels, the
@@ -1355,7 +1359,10 @@ fn mirror_sessions_cut_each_copy_after_its_one_item() {
     let p4 = P4::load();
     let size = |h: &str| p4.header(h).iter().map(|(_, bits)| *bits as usize).sum::<usize>() / 8;
     let front =
-        ["bolt_mirror_h", "bolt_pass_h", "ethernet_h", "ipv4_h", "udp_h", "bolt_h"].map(size).iter().sum::<usize>();
+        ["bolt_mirror_h", "bolt_pass_h", "bolt_bridge_h", "ethernet_h", "ipv4_h", "udp_h", "bolt_h"]
+            .map(size)
+            .iter()
+            .sum::<usize>();
     let layouts = [
         ("MIRROR_SUBMIT_BOUNCE", size("job_ref_h") + size("task_h")),
         ("MIRROR_RETURN_BOUNCE", size("entry_h")),
@@ -1363,7 +1370,7 @@ fn mirror_sessions_cut_each_copy_after_its_one_item() {
         ("MIRROR_HELD_REFILL", size("swap_state_h") + size("entry_h") + size("refill_request_h")),
         ("MIRROR_SEARCH_ON", size("refill_request_h")),
     ];
-    assert_eq!(front, 1 + 20 + 14 + 20 + 8 + Header::LEN);
+    assert_eq!(front, 1 + 20 + 22 + 14 + 20 + 8 + Header::LEN);
     let setup = read("control/setup.py");
     let consts = p4.consts();
     for (name, body) in layouts {
@@ -1387,20 +1394,26 @@ fn mirror_sessions_cut_each_copy_after_its_one_item() {
 fn queue_full_lists_one_task_and_a_refill_is_built_newest_first() {
     let p4 = P4::load();
     let sites: Vec<&str> = p4.src.match_indices("answer_header(OP_QUEUE_FULL,").map(|(i, _)| &p4.src[i..]).collect();
-    assert!(sites.len() >= 3, "QUEUE_FULL answers: {}", sites.len());
+    assert_eq!(sites.len(), 1, "QUEUE_FULL answers are written in one place");
     for site in sites {
         let count = site["answer_header(OP_QUEUE_FULL,".len()..].split(')').next().unwrap().trim();
         assert_eq!(count, "1", "a QUEUE_FULL of {count} tasks");
     }
-    let dep = &p4.src[p4.src.find("control BoltIngressDeparser").expect("no ingress deparser")..];
-    let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
-    let emitted: Vec<&str> = dep
-        .match_indices("pkt.emit(hdr.")
-        .map(|(i, _)| dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap())
-        .collect();
-    assert_eq!(emitted.last(), Some(&"entry_out"), "the entry found is emitted last: {emitted:?}");
-    let at = |h: &str| emitted.iter().position(|e| *e == h).unwrap_or_else(|| panic!("{h} not emitted"));
-    assert!(at("refill_request") < at("entry_out"));
+    // Every refused task leaves in a QUEUE_FULL of its own: a mirrored bounce's, the last
+    // SUBMIT task's, the last RETURN entry's, a host's held task's.
+    let outcomes = strip_comments(&read("pass_outcomes.p4inc"));
+    assert_eq!(outcomes.matches("answer(OUT_QUEUE_FULL)").count(), 4);
+    for deparser in ["control BoltIngressDeparser", "control BoltEgressDeparser"] {
+        let dep = &p4.src[p4.src.find(deparser).expect("no deparser")..];
+        let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
+        let emitted: Vec<&str> = dep
+            .match_indices("pkt.emit(hdr.")
+            .map(|(i, _)| dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap())
+            .collect();
+        assert_eq!(emitted.last(), Some(&"entry_out"), "{deparser}: the entry found is emitted last: {emitted:?}");
+        let at = |h: &str| emitted.iter().position(|e| *e == h).unwrap_or_else(|| panic!("{h} not emitted"));
+        assert!(at("refill_request") < at("entry_out"));
+    }
 }
 
 /// The ternary entries a range `lo..=hi` of a parser keyset takes: its minimal cover by
@@ -1567,11 +1580,16 @@ fn the_level_bitmap_is_touched_once_per_pass() {
 
 /// Every ASSIGN, NOOP and REFILL bolt.p4 writes carries BEST in its header prio: an
 /// ASSIGN the requester's BEST having got what it asked for, a NOOP the one having got
-/// less, a REFILL the one that fits (`Tier2::best_for`; a batch before the last 0).
+/// less, a REFILL the one that fits (`Tier2::best_for`; a batch before the last 0). The
+/// ingress computes both candidates; the egress, which writes the answer, gets them in
+/// the bridge.
 #[test]
 fn best_is_written_on_every_answer() {
     let p4 = P4::load();
+    let flat_all: String = p4.src.split_whitespace().collect();
+    assert!(flat_all.contains("hdr.bridge.best_sat=ig_md.best_sat;hdr.bridge.best_unsat=ig_md.best_unsat;"));
     let src = &p4.src[p4.src.find("control BoltAnswer").expect("no BoltAnswer")..];
+    let src = &src[..src.find("\n}\n").expect("BoltAnswer ends")];
     let mut seen = BTreeMap::new();
     for (at, _) in src.match_indices("answer_header(OP_") {
         let call = &src[at..];
@@ -1579,11 +1597,11 @@ fn best_is_written_on_every_answer() {
         if op == "OP_QUEUE_FULL" {
             continue;
         }
-        let upto = &call[..call.find("ig_md.route").expect("an answer without a route")];
+        let upto = &call[..call.find('}').expect("an answer's branch ends")];
         let stamp = match op.as_str() {
-            "OP_ASSIGN" => upto.contains("hdr.bolt.prio = ig_md.best_sat;"),
-            "OP_NOOP" => upto.contains("hdr.bolt.prio = ig_md.best_unsat;"),
-            "OP_REFILL" => upto.contains("hdr.bolt.prio = ig_md.answer_best;"),
+            "OP_ASSIGN" => upto.contains("hdr.bolt.prio = hdr.bridge.best_sat;"),
+            "OP_NOOP" => upto.contains("hdr.bolt.prio = hdr.bridge.best_unsat;"),
+            "OP_REFILL" => upto.contains("hdr.bolt.prio = eg_md.answer_best;"),
             other => panic!("answer {other}"),
         };
         assert!(stamp, "an {op} leaves without its BEST stamp: {}", &upto[..upto.len().min(200)]);
@@ -1595,9 +1613,11 @@ fn best_is_written_on_every_answer() {
     // with best_unsat, or the best_sat its last search pass left in the header prio.
     assert_eq!(seen.get("OP_REFILL"), Some(&1));
     let flat: String = src.split_whitespace().collect();
-    assert!(flat.contains("ig_md.answer_best=ig_md.best_unsat;if(hdr.pass.want==0){ig_md.answer_best=hdr.bolt.prio;}"));
-    assert!(flat.contains("}elseif(ig_md.step==STEP_DELIVER){if((hdr.pass.flags&PF_HOST)!=0){"));
-    assert_eq!(src.matches("hdr.bolt.prio = ig_md.best_sat;").count(), 3, "ASSIGN, a full last batch, a last batch");
+    assert!(flat.contains(
+        "eg_md.answer_best=hdr.bridge.best_unsat;if(hdr.pass.want==0){eg_md.answer_best=hdr.bolt.prio;}"
+    ));
+    assert!(flat.contains("}elseif(hdr.bridge.outcome==OUT_DELIVER){if((hdr.pass.flags&PF_HOST)!=0){"));
+    assert_eq!(src.matches("hdr.bolt.prio = hdr.bridge.best_sat;").count(), 2, "ASSIGN, a last batch");
     // The answer's header is only ever written by answer_header; nothing else zeroes prio.
     let zeroes = src.matches("hdr.bolt.prio = 0;").count();
     assert_eq!(zeroes, 1, "hdr.bolt.prio = 0 outside answer_header");
