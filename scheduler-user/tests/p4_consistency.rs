@@ -1358,11 +1358,10 @@ fn the_pass_plan_is_the_models() {
 fn mirror_sessions_cut_each_copy_after_its_one_item() {
     let p4 = P4::load();
     let size = |h: &str| p4.header(h).iter().map(|(_, bits)| *bits as usize).sum::<usize>() / 8;
-    let front =
-        ["bolt_mirror_h", "bolt_pass_h", "bolt_bridge_h", "ethernet_h", "ipv4_h", "udp_h", "bolt_h"]
-            .map(size)
-            .iter()
-            .sum::<usize>();
+    let front = ["bolt_mirror_h", "bolt_pass_h", "bolt_bridge_h", "ethernet_h", "ipv4_h", "udp_h", "bolt_h"]
+        .map(size)
+        .iter()
+        .sum::<usize>();
     let layouts = [
         ("MIRROR_SUBMIT_BOUNCE", size("job_ref_h") + size("task_h")),
         ("MIRROR_RETURN_BOUNCE", size("entry_h")),
@@ -1613,9 +1612,9 @@ fn best_is_written_on_every_answer() {
     // with best_unsat, or the best_sat its last search pass left in the header prio.
     assert_eq!(seen.get("OP_REFILL"), Some(&1));
     let flat: String = src.split_whitespace().collect();
-    assert!(flat.contains(
-        "eg_md.answer_best=hdr.bridge.best_unsat;if(hdr.pass.want==0){eg_md.answer_best=hdr.bolt.prio;}"
-    ));
+    assert!(
+        flat.contains("eg_md.answer_best=hdr.bridge.best_unsat;if(hdr.pass.want==0){eg_md.answer_best=hdr.bolt.prio;}")
+    );
     assert!(flat.contains("}elseif(hdr.bridge.outcome==OUT_DELIVER){if((hdr.pass.flags&PF_HOST)!=0){"));
     assert_eq!(src.matches("hdr.bolt.prio = hdr.bridge.best_sat;").count(), 2, "ASSIGN, a last batch");
     // The answer's header is only ever written by answer_header; nothing else zeroes prio.
@@ -1712,4 +1711,340 @@ fn queued_per_resource_bit_counters_match_the_backlog() {
         "two count-down sites: a delivery and a reinsert's bounce"
     );
     assert!(src.contains("ig_md.backlog_rsrc = hdr.entry_out.rsrc; ig_md.backlog_delta = 0xffffffff;"));
+}
+
+/// One row of pass_outcome: (value, mask) per key, the action and its arguments.
+struct OutcomeRow {
+    keys: Vec<(u64, u64)>,
+    action: String,
+    args: Vec<u64>,
+}
+
+/// The rows of pass_outcomes.p4inc in order, its `#define`s expanded, constants valued.
+fn pass_outcome_rows(p4: &P4) -> Vec<OutcomeRow> {
+    let consts = p4.consts();
+    let text = strip_comments(&read("pass_outcomes.p4inc"));
+    let mut macros = BTreeMap::new();
+    let mut body = String::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(def) = line.strip_prefix("#define ") {
+            let (name, value) = def.split_once(' ').expect("a #define with a value");
+            macros.insert(name.to_string(), value.trim().to_string());
+        } else if !line.starts_with('#') {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    fn eval(e: &str, consts: &BTreeMap<String, u64>) -> u64 {
+        let e = e.trim();
+        if let Some(inner) = e.strip_prefix('(').and_then(|i| i.strip_suffix(')')) {
+            return eval(inner, consts);
+        }
+        if e.contains('|') {
+            return e.split('|').map(|p| eval(p, consts)).fold(0, |a, b| a | b);
+        }
+        if let Some((a, b)) = e.split_once(" - ") {
+            return eval(a, consts) - eval(b, consts);
+        }
+        match consts.get(e) {
+            Some(v) => *v,
+            None => parse_int(e),
+        }
+    }
+    let mut rows = Vec::new();
+    for stmt in body.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let (keyset, action) = stmt.rsplit_once(") :").expect("a row is (keys) : action(args)");
+        let keys = split_top(keyset.trim().trim_start_matches('('))
+            .iter()
+            .map(|k| {
+                let k = macros.get(k.trim()).cloned().unwrap_or_else(|| k.trim().to_string());
+                match k.split_once("&&&") {
+                    _ if k == "_" => (0, 0),
+                    Some((v, m)) => (eval(v, &consts), eval(m, &consts)),
+                    None => (eval(&k, &consts), u64::MAX),
+                }
+            })
+            .collect();
+        let (name, args) = action.trim().split_once('(').expect("an action call");
+        let args = args.trim_end_matches(')').split(',').filter(|a| !a.trim().is_empty());
+        rows.push(OutcomeRow { keys, action: name.trim().to_string(), args: args.map(|a| eval(a, &consts)).collect() });
+    }
+    rows
+}
+
+/// pass_outcome decides each pass as the model's passes do (queue/pipeline.rs): for every
+/// combination of what a pass can find, the first matching row sends the packet where the
+/// model's pass sends its packets, under the rule a Tofino pass follows to emit them (one
+/// packet goes on, or leaves as the answer; a REPAIR spawned next to it forks; a bounced
+/// task leaves in a mirror copy unless nothing else leaves, when the packet is its
+/// QUEUE_FULL; a full batch while more is wanted is sent by the packet and searched on by
+/// a mirror copy). Every row is the first match of some case, and every case has one.
+#[test]
+fn pass_outcomes_make_the_models_decisions() {
+    let p4 = P4::load();
+    let c = p4.consts();
+    let rows = pass_outcome_rows(&p4);
+    assert!(rows.iter().all(|r| r.keys.len() == 13), "every row has the 13 keys of pass_outcome");
+    let table = table_body(&p4.src, "pass_outcome");
+    assert_eq!(table.matches(": ternary;").count(), 13);
+
+    // What one pass leaves behind, in the model's terms.
+    #[derive(Default)]
+    struct Leaves {
+        goes_on: Option<u64>,       // the packet recirculates with this outcome
+        answer: Option<u64>,        // the packet leaves as this answer
+        bounce: Option<(u64, u64)>, // a refused task: mirror session, its copy's layout
+        repair: bool,               // enqueue spawned a REPAIR
+        search_on: bool,            // a full batch; the search goes on in a copy
+    }
+    // key: step, copy, flags, more, added, spawn_repair, was_valid, matches, past_tail,
+    // budget, last_level, listed, want
+    let model = |k: &[u64; 13]| -> Leaves {
+        let [step, copy, flags, more, added, spawn, was_valid, matches, past_tail, budget, last, listed, want] = *k;
+        let host = flags & c["PF_HOST"] != 0;
+        let sent = flags & c["PF_BATCH_SENT"] != 0;
+        let mut out = Leaves { repair: spawn == 1, ..Leaves::default() };
+        if copy == c["PASS_SPAWN"] {
+            if flags & c["PF_MIRROR_BOUNCE"] != 0 {
+                out.answer = Some(c["OUT_QUEUE_FULL"]);
+            }
+            return out;
+        }
+        // Pipeline::finish, next_level, deliver
+        let finish = |out: &mut Leaves| {
+            if !host {
+                out.answer = Some(c["OUT_NOOP"]);
+            } else if listed != 0 || !sent {
+                out.goes_on = Some(c["OUT_REFILL_LAST"]);
+            }
+        };
+        let next_level = |out: &mut Leaves| {
+            if last == 0 {
+                out.goes_on = Some(c["OUT_NEXT_LEVEL"]);
+            } else {
+                finish(out);
+            }
+        };
+        let deliver = |out: &mut Leaves| {
+            if !host {
+                out.answer = Some(c["OUT_ASSIGN"]);
+            } else if want == 1 {
+                out.goes_on = Some(c["OUT_REFILL_DONE"]);
+            } else if listed + 1 == c["MAX_LIST"] {
+                out.goes_on = Some(c["OUT_REFILL_FULL"]);
+                out.search_on = true;
+            } else {
+                out.goes_on = Some(c["OUT_REFILL_MORE"]);
+            }
+        };
+        match step {
+            s if s == c["STEP_SUBMIT"] || s == c["STEP_RETURN"] => {
+                if more == 1 {
+                    out.goes_on = Some(c["OUT_ITEM_DONE"]);
+                }
+                if added == 0 {
+                    out.bounce = Some(if s == c["STEP_SUBMIT"] {
+                        (c["MIRROR_SUBMIT_BOUNCE"], c["PP_QUEUE_FULL"])
+                    } else {
+                        (c["MIRROR_RETURN_BOUNCE"], c["PP_BOUNCE_ENTRY"])
+                    });
+                }
+            }
+            s if s == c["STEP_CREDIT"] => out.goes_on = Some(c["OUT_CREDIT_TAKEN"]),
+            s if s == c["STEP_DELIVER"] => out.answer = Some(c["OUT_DELIVER"]),
+            s if s == c["STEP_RETRIEVE"] => {
+                if was_valid == 0 {
+                    next_level(&mut out);
+                } else if matches == 1 {
+                    deliver(&mut out);
+                } else {
+                    out.goes_on = Some(c["OUT_SWAP"]);
+                }
+            }
+            s if s == c["STEP_SWAP"] => {
+                if budget == 0 {
+                    out.goes_on = Some(c["OUT_SWAP_SPENT"]);
+                } else if past_tail == 1 {
+                    out.goes_on = Some(c["OUT_SWAP_PAST_TAIL"]);
+                } else if was_valid == 0 {
+                    out.goes_on = Some(c["OUT_SWAP_FILLED"]);
+                } else if matches == 1 {
+                    deliver(&mut out);
+                } else {
+                    out.goes_on = Some(c["OUT_SWAP"]);
+                }
+            }
+            s if s == c["STEP_REINSERT"] => {
+                if added == 0 {
+                    out.bounce = Some(if host {
+                        (c["MIRROR_HELD_REFILL"], c["PP_BOUNCE_HELD_REFILL"])
+                    } else {
+                        (c["MIRROR_HELD_GET"], c["PP_BOUNCE_HELD_GET"])
+                    });
+                }
+                next_level(&mut out);
+            }
+            other => panic!("step {other}"),
+        }
+        out
+    };
+    // How a Tofino pass emits what the model's pass leaves.
+    let emit = |step: u64, l: &Leaves| -> (String, Vec<u64>) {
+        let with_bounce = |name: &str, mut args: Vec<u64>| match l.bounce {
+            Some((session, path)) => {
+                args.extend([session, path]);
+                (format!("{name}_bounce"), args)
+            }
+            None => (name.to_string(), args),
+        };
+        if l.search_on {
+            assert!(!l.repair && l.bounce.is_none());
+            let name = if step == c["STEP_SWAP"] { "search_on_from_swap" } else { "search_on" };
+            return (name.to_string(), vec![l.goes_on.unwrap()]);
+        }
+        match (l.goes_on, l.answer, l.repair) {
+            (Some(o), None, true) | (None, Some(o), true) => with_bounce("fork", vec![o]),
+            (Some(o), None, false) => with_bounce("recirculate", vec![o]),
+            (None, Some(o), false) => with_bounce("answer", vec![o]),
+            (None, None, true) => with_bounce("repair_alone", vec![]),
+            (None, None, false) if l.bounce.is_some() => ("answer".to_string(), vec![c["OUT_QUEUE_FULL"]]),
+            (None, None, false) => ("drop_pass".to_string(), vec![]),
+            (Some(_), Some(_), _) => panic!("a pass both goes on and answers"),
+        }
+    };
+
+    let enqueue_steps = [c["STEP_SUBMIT"], c["STEP_RETURN"], c["STEP_REINSERT"]];
+    let steps = [c["STEP_SUBMIT"], c["STEP_RETURN"], c["STEP_CREDIT"], c["STEP_DELIVER"], c["STEP_RETRIEVE"]]
+        .into_iter()
+        .chain([c["STEP_SWAP"], c["STEP_REINSERT"]]);
+    let mut cases: Vec<[u64; 13]> = Vec::new();
+    let flag_sets = [0, c["PF_HOST"], c["PF_BATCH_SENT"], c["PF_HOST"] | c["PF_BATCH_SENT"]];
+    for (step, copy) in steps.map(|s| (s, c["PASS_CONTINUE"])).chain([(0, c["PASS_SPAWN"])]) {
+        for flags in flag_sets.into_iter().flat_map(|f| [f, f | c["PF_MIRROR_BOUNCE"]]) {
+            for bits in 0..1u64 << 9 {
+                let b = |i: u32| (bits >> i) & 1;
+                let (more, added, spawn, was_valid, matches, past_tail, last) =
+                    (b(0), b(1), b(2), b(3), b(4), b(5), b(6));
+                // only an enqueue queues a task or spawns a REPAIR
+                if !enqueue_steps.contains(&step) && (added == 1 || spawn == 1) {
+                    continue;
+                }
+                // the mirror-bounce flag is kept only on a bounce's own copy (pass setup
+                // clears it on every other)
+                if flags & c["PF_MIRROR_BOUNCE"] != 0 && copy != c["PASS_SPAWN"] {
+                    continue;
+                }
+                for budget in [0, 3] {
+                    for listed in [0, 1, c["MAX_LIST"] - 1] {
+                        for want in [1, 2 + b(7) + 2 * b(8)] {
+                            cases.push([
+                                step, copy, flags, more, added, spawn, was_valid, matches, past_tail, budget, last,
+                                listed, want,
+                            ]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut used = vec![false; rows.len()];
+    for case in &cases {
+        let hit = rows
+            .iter()
+            .position(|r| r.keys.iter().zip(case).all(|((v, m), k)| k & m == v & m))
+            .unwrap_or_else(|| panic!("no pass_outcome row for {case:?}"));
+        used[hit] = true;
+        let row = &rows[hit];
+        let want = emit(case[0], &model(case));
+        assert_eq!((row.action.clone(), row.args.clone()), want, "pass_outcome row {hit} for {case:?}");
+    }
+    let dead: Vec<usize> = used.iter().enumerate().filter(|(_, u)| !**u).map(|(i, _)| i).collect();
+    assert!(dead.is_empty(), "pass_outcome rows no case reaches: {dead:?}");
+}
+
+/// The body of `control NAME` (up to its closing brace at the start of a line).
+fn control_body<'a>(src: &'a str, name: &str) -> &'a str {
+    let at = src.find(&format!("\ncontrol {name}(")).unwrap_or_else(|| panic!("no control {name}"));
+    let body = &src[at + 1..];
+    &body[..body.find("\n}").expect("control does not close")]
+}
+
+/// The queue pass's chain ends at the decision: the ingress makes one decision per pass
+/// and sends the packet, and the egress (BoltAnswer) writes the packet for that outcome,
+/// so the answer (next step, layout, answer header, BEST, address) is off the ingress's
+/// stages. The forwarding lookup does not wait for the decision: it is keyed on the
+/// address an answer would go to, known before the queue pass. The egress parser finds
+/// the headers the bridge lists in the ingress deparser's order.
+#[test]
+fn the_answer_is_written_in_the_egress() {
+    let p4 = P4::load();
+    let consts = p4.consts();
+    let rows = pass_outcome_rows(&p4);
+    let answer = control_body(&p4.src, "BoltAnswer");
+    let outcomes: Vec<&String> = consts.keys().filter(|k| k.starts_with("OUT_") && *k != "OUT_NONE").collect();
+    assert!(outcomes.len() >= 15, "{outcomes:?}");
+    for out in outcomes {
+        let v = consts[out.as_str()];
+        assert!(
+            rows.iter().any(|r| r.action != "repair_alone" && r.args.first() == Some(&v)),
+            "no pass_outcome row decides {out}"
+        );
+        assert!(answer.contains(&format!("hdr.bridge.outcome == {out}")), "BoltAnswer does not write {out}");
+    }
+    // No ingress control writes what the egress writes.
+    for control in ["BoltQueuePass", "BoltOutcome"] {
+        let body = control_body(&p4.src, control);
+        for write in [
+            "answer_header(",
+            "hdr.pass.step =",
+            "hdr.pass.parse_path =",
+            "hdr.bolt.count =",
+            "hdr.bolt.prio =",
+            "hdr.pass.listed =",
+        ] {
+            assert!(!body.contains(write), "{control} writes {write}");
+        }
+    }
+    let outcome = control_body(&p4.src, "BoltOutcome");
+    let flat: String = outcome.split_whitespace().collect();
+    assert_eq!(flat.matches("pass_outcome.apply()").count(), 1);
+    let lookup = flat.find("if(hdr.ipv4.isValid()){ipv4_route.apply();}else{l2_switch.apply();}").expect("the lookup");
+    assert!(lookup < flat.find("pass_outcome.apply()").unwrap(), "the route is looked up before the decision");
+    assert!(table_body(&p4.src, "ipv4_route").contains("hdr.bridge.answer_ip : lpm;"));
+    // Each counter of the egress counts once per pass: not on the fork's REPAIR copy.
+    let counted = &answer[answer.find("if (eg_md.counted == 1) {").expect("the counters' guard")..];
+    for counter in ["swaps", "budget_exhausted", "deliveries"] {
+        assert!(counted.contains(&format!("{counter}.count(")), "{counter} is counted outside the guard");
+    }
+    // The bridge lists the headers after the Bolt header; the egress parser takes them in
+    // the order the ingress deparser emits them.
+    let listed: Vec<String> = p4
+        .header("bolt_bridge_h")
+        .into_iter()
+        .filter_map(|(f, _)| f.strip_prefix("has_").map(str::to_string))
+        .collect();
+    assert_eq!(listed.len(), 8, "{listed:?}");
+    let emit_order = |control: &str| -> Vec<String> {
+        let at = p4.src.find(control).unwrap();
+        let body = &p4.src[at..];
+        let body = &body[..body.find("\n}\n").unwrap()];
+        body.match_indices("(hdr.")
+            .map(|(i, _)| body[i + 5..].split(')').next().unwrap().to_string())
+            .filter(|h| listed.contains(h))
+            .collect()
+    };
+    let emitted = emit_order("control BoltIngressDeparser");
+    let parsed = emit_order("parser BoltEgressParser");
+    assert_eq!(emitted, listed, "the bridge lists the ingress deparser's headers in its order");
+    assert_eq!(parsed, listed, "the egress parser takes them in that order");
+    for h in &listed {
+        assert!(
+            flat.contains(&format!("if(hdr.{h}.isValid()){{hdr.bridge.has_{h}=1;}}")),
+            "the bridge's has_{h} is not set from hdr.{h}'s validity"
+        );
+        assert!(
+            p4.src.contains(&format!("transition select(hdr.bridge.has_{h}) {{ 1 : parse_{h};")),
+            "the egress parser does not extract {h} by its bit"
+        );
+    }
 }
