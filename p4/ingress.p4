@@ -955,16 +955,16 @@ control BoltQueuePass(inout headers_t hdr,
                 ig_md.backlog_delta = 1;
             }
         }
+        /* The task a retrieval or swap took out travels to the egress, which hands it
+         * out or holds it for the SWAP search. */
+        if (ig_md.add_op == 1 && ig_md.was_valid == 1) {
+            hdr.entry_out.setValid();
+        }
         /* The task a retrieval or swap found and the executor can run leaves the queue
          * (Pipeline::deliver): ResourceBacklog counts down. */
         if (ig_md.add_op == 1 && ig_md.was_valid == 1 && ig_md.matches == 1) {
             ig_md.backlog_rsrc = hdr.entry_out.rsrc;
             ig_md.backlog_delta = 0xffffffff;
-        }
-        /* The task a retrieval or swap took out travels to the egress, which hands it
-         * out or holds it for the SWAP search. */
-        if (ig_md.add_op == 1 && ig_md.was_valid == 1) {
-            hdr.entry_out.setValid();
         }
         /* What the decision (BoltOutcome) reads besides the queue's results: items left
          * in a SUBMIT or RETURN, whether this level is the last the search may visit
