@@ -129,40 +129,22 @@ control BoltAnswer(inout egress_headers_t hdr,
         hdr.bolt.rsrc = 0;
         hdr.bolt.flags = 0;
     }
-    /* QUEUE_FULL for one entry (Pipeline::bounce): its job and its task. */
-    action bounce_entry_cur() {
+    /* QUEUE_FULL for one entry (Pipeline::bounce): its job and its task; the entry is a
+     * bounced RETURN entry or the task a SWAP search held (reinsert_pass). */
+    action queue_full_of(in entry_h e) {
         hdr.job_ref.setValid();
-        hdr.job_ref.uid = hdr.entry_cur.uid;
-        hdr.job_ref.jid = hdr.entry_cur.jid;
+        hdr.job_ref.uid = e.uid;
+        hdr.job_ref.jid = e.jid;
         hdr.task_cur.setValid();
-        hdr.task_cur.tid = hdr.entry_cur.tid;
-        hdr.task_cur.prio = hdr.entry_cur.prio;
-        hdr.task_cur.rsrc = hdr.entry_cur.rsrc;
-        hdr.task_cur.class = hdr.entry_cur.class;
-        hdr.task_cur.flags = hdr.entry_cur.flags;
-        hdr.task_cur.desc_0 = hdr.entry_cur.desc_0;
-        hdr.task_cur.desc_1 = hdr.entry_cur.desc_1;
-        hdr.task_cur.desc_2 = hdr.entry_cur.desc_2;
-        hdr.task_cur.desc_3 = hdr.entry_cur.desc_3;
-        hdr.entry_cur.setInvalid();
-    }
-    /* The same for the task a SWAP search held (reinsert_pass could not queue it). */
-    action bounce_held() {
-        hdr.job_ref.setValid();
-        hdr.job_ref.uid = hdr.swap_held.uid;
-        hdr.job_ref.jid = hdr.swap_held.jid;
-        hdr.task_cur.setValid();
-        hdr.task_cur.tid = hdr.swap_held.tid;
-        hdr.task_cur.prio = hdr.swap_held.prio;
-        hdr.task_cur.rsrc = hdr.swap_held.rsrc;
-        hdr.task_cur.class = hdr.swap_held.class;
-        hdr.task_cur.flags = hdr.swap_held.flags;
-        hdr.task_cur.desc_0 = hdr.swap_held.desc_0;
-        hdr.task_cur.desc_1 = hdr.swap_held.desc_1;
-        hdr.task_cur.desc_2 = hdr.swap_held.desc_2;
-        hdr.task_cur.desc_3 = hdr.swap_held.desc_3;
-        hdr.swap_held.setInvalid();
-        hdr.swap_state.setInvalid();
+        hdr.task_cur.tid = e.tid;
+        hdr.task_cur.prio = e.prio;
+        hdr.task_cur.rsrc = e.rsrc;
+        hdr.task_cur.class = e.class;
+        hdr.task_cur.flags = e.flags;
+        hdr.task_cur.desc_0 = e.desc_0;
+        hdr.task_cur.desc_1 = e.desc_1;
+        hdr.task_cur.desc_2 = e.desc_2;
+        hdr.task_cur.desc_3 = e.desc_3;
     }
     /* The layout the next pass of this packet parses, by its step and requester. */
     action set_parse_path(bit<8> parse_path) { hdr.pass.parse_path = parse_path; }
@@ -267,9 +249,10 @@ control BoltAnswer(inout egress_headers_t hdr,
             /* the one task refused (submit_pass), bounced (Pipeline::bounce) or held
              * (reinsert_pass): a QUEUE_FULL lists one task */
             if (hdr.swap_held.isValid()) {
-                bounce_held();
+                queue_full_of(hdr.swap_held);
             } else if (hdr.entry_cur.isValid()) {
-                bounce_entry_cur();
+                queue_full_of(hdr.entry_cur);
+                hdr.entry_cur.setInvalid();
             }
             hdr.requester.setInvalid();
             hdr.refill_request.setInvalid();
