@@ -630,6 +630,21 @@ fn split_top(s: &str) -> Vec<String> {
     out
 }
 
+/// The text of each `state NAME { ... }` of a parser, from its name on (a state's name
+/// may end in `state`, as `parse_swap_state` does).
+fn state_chunks(parser: &str) -> Vec<&str> {
+    let starts: Vec<usize> = parser
+        .match_indices("state ")
+        .filter(|(i, _)| parser[..*i].ends_with(char::is_whitespace))
+        .map(|(i, _)| i + "state ".len())
+        .collect();
+    starts
+        .iter()
+        .enumerate()
+        .map(|(k, &at)| &parser[at..starts.get(k + 1).map_or(parser.len(), |next| next - "state ".len())])
+        .collect()
+}
+
 /// A runner for the ingress parser's states that read what a client sent: extracts from
 /// a byte buffer and select transitions with exact, range (`a .. b`), mask (`v &&& m`)
 /// and don't-care keysets. It knows only the statements that part uses and
@@ -645,13 +660,18 @@ struct ParserRunner {
 
 impl ParserRunner {
     fn load() -> ParserRunner {
+        ParserRunner::of("BoltIngressParser", "headers_t")
+    }
+
+    /// The states of `parser NAME`, whose headers are the members of `headers`.
+    fn of(name: &str, headers: &str) -> ParserRunner {
         let p4 = P4::load();
         let src = &p4.src;
-        let start = src.find("parser BoltIngressParser").expect("no ingress parser");
+        let start = src.find(&format!("parser {name}")).unwrap_or_else(|| panic!("no parser {name}"));
         let end = start + src[start..].find("\ncontrol ").expect("parser not followed by a control");
         let parser = &src[start..end];
         let mut states = BTreeMap::new();
-        for chunk in parser.split("state ").skip(1) {
+        for chunk in state_chunks(parser) {
             let name = chunk.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap().to_string();
             let body = &chunk[chunk.find('{').unwrap() + 1..];
             let t = body.find("transition").unwrap_or_else(|| panic!("state {name} has no transition"));
@@ -685,9 +705,9 @@ impl ParserRunner {
         let consts = p4.consts();
         let mut members = BTreeMap::new();
         let mut layouts = BTreeMap::new();
-        for (ty, name) in p4.struct_fields("headers_t") {
+        for (ty, member) in p4.struct_fields(headers) {
             layouts.entry(ty.clone()).or_insert_with(|| p4.header(&ty));
-            members.insert(name, ty);
+            members.insert(member, ty);
         }
         ParserRunner { states, consts, members, layouts }
     }
@@ -1441,64 +1461,69 @@ fn ternary_cover(mut lo: u64, hi: u64) -> u64 {
 #[test]
 fn parser_rows_and_deparser_entries_fit_both_chips() {
     let p4 = P4::load();
-    let runner = ParserRunner::load();
-    let bytes_of = |ty: &str| p4.header(ty).iter().map(|(_, bits)| *bits as u64).sum::<u64>() / 8;
-    let mut rows = 0;
-    for (name, state) in &runner.states {
-        let arms: u64 = state
-            .arms
-            .iter()
-            .map(|(keyset, _)| {
-                keyset
-                    .iter()
-                    .map(|k| match k.split_once("..") {
-                        Some((lo, hi)) if !k.contains("&&&") => ternary_cover(runner.value(lo), runner.value(hi)),
-                        _ => 1,
-                    })
-                    .product::<u64>()
-            })
-            .sum();
-        let window: u64 = state
-            .stmts
-            .iter()
-            .map(|st| {
-                if let Some(h) = st.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')) {
-                    bytes_of(&runner.members[h])
-                } else if st == "pkt.extract(ig_intr_md)" {
-                    16 // Tofino 2's; 8 on Tofino
-                } else if st == "pkt.advance(PORT_METADATA_SIZE)" {
-                    24 // Tofino 2's; 8 on Tofino
-                } else if let Some(bits) = st.strip_prefix("pkt.advance(").and_then(|b| b.strip_suffix(')')) {
-                    parse_int(bits) / 8
-                } else {
-                    0
-                }
-            })
-            .sum();
-        let state_rows = arms.max(1) + window.div_ceil(32).saturating_sub(1);
-        assert!(state_rows <= 32, "parser state {name}: {state_rows} rows");
-        rows += state_rows;
+    for (parser, headers, deparser) in [
+        ("BoltIngressParser", "headers_t", "control BoltIngressDeparser"),
+        ("BoltEgressParser", "egress_headers_t", "control BoltEgressDeparser"),
+    ] {
+        let runner = ParserRunner::of(parser, headers);
+        let bytes_of = |ty: &str| p4.header(ty).iter().map(|(_, bits)| *bits as u64).sum::<u64>() / 8;
+        let mut rows = 0;
+        for (name, state) in &runner.states {
+            let arms: u64 = state
+                .arms
+                .iter()
+                .map(|(keyset, _)| {
+                    keyset
+                        .iter()
+                        .map(|k| match k.split_once("..") {
+                            Some((lo, hi)) if !k.contains("&&&") => ternary_cover(runner.value(lo), runner.value(hi)),
+                            _ => 1,
+                        })
+                        .product::<u64>()
+                })
+                .sum();
+            let window: u64 = state
+                .stmts
+                .iter()
+                .map(|st| {
+                    if let Some(h) = st.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')) {
+                        bytes_of(&runner.members[h])
+                    } else if st == "pkt.extract(ig_intr_md)" || st == "pkt.extract(eg_intr_md)" {
+                        16 // Tofino 2's; 8 on Tofino
+                    } else if st == "pkt.advance(PORT_METADATA_SIZE)" {
+                        24 // Tofino 2's; 8 on Tofino
+                    } else if let Some(bits) = st.strip_prefix("pkt.advance(").and_then(|b| b.strip_suffix(')')) {
+                        parse_int(bits) / 8
+                    } else {
+                        0
+                    }
+                })
+                .sum();
+            let state_rows = arms.max(1) + window.div_ceil(32).saturating_sub(1);
+            assert!(state_rows <= 32, "{parser} state {name}: {state_rows} rows");
+            rows += state_rows;
+        }
+        let dep = &p4.src[p4.src.find(deparser).expect("no deparser")..];
+        let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
+        let emitted: Vec<u64> = dep
+            .match_indices("pkt.emit(hdr.")
+            .map(|(i, _)| bytes_of(&runner.members[dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap()]))
+            .collect();
+        let (bytes, entries, chunks): (u64, u64, u64) = (
+            emitted.iter().sum(),
+            emitted.iter().map(|b| b.div_ceil(4)).sum(),
+            emitted.iter().map(|b| b.div_ceil(8)).sum(),
+        );
+        println!(
+            "{parser}: {} states, {rows} TCAM rows; deparser: {} headers, {bytes} B, {entries} entries (Tofino), {chunks} chunks (Tofino 2)",
+            runner.states.len(),
+            emitted.len()
+        );
+        assert!(rows <= 256, "{parser}: {rows} parser TCAM rows, 256 on either chip");
+        assert!(entries <= 192, "{deparser}: {entries} deparser entries, 192 on Tofino");
+        assert!(chunks <= 128, "{deparser}: {chunks} deparser chunks, 128 on Tofino 2");
+        assert!(bytes <= 640, "{deparser}: {bytes} B of headers");
     }
-    let dep = &p4.src[p4.src.find("control BoltIngressDeparser").expect("no ingress deparser")..];
-    let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
-    let emitted: Vec<u64> = dep
-        .match_indices("pkt.emit(hdr.")
-        .map(|(i, _)| bytes_of(&runner.members[dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap()]))
-        .collect();
-    let (bytes, entries, chunks): (u64, u64, u64) = (
-        emitted.iter().sum(),
-        emitted.iter().map(|b| b.div_ceil(4)).sum(),
-        emitted.iter().map(|b| b.div_ceil(8)).sum(),
-    );
-    println!(
-        "{} parser states, {rows} TCAM rows; ingress deparser: {} headers, {bytes} B, {entries} entries (Tofino), {chunks} chunks (Tofino 2)",
-        runner.states.len(),
-        emitted.len()
-    );
-    assert!(rows <= 256, "{rows} parser TCAM rows, 256 on either chip");
-    assert!(entries <= 192, "{entries} deparser entries, 192 on Tofino");
-    assert!(chunks <= 128, "{chunks} deparser chunks, 128 on Tofino 2");
-    assert!(bytes <= 640, "{bytes} B of headers");
 }
 
 /// The const entries of `table NAME` (or of the file it includes) as (key, action
