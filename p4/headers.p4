@@ -122,13 +122,9 @@ const bit<8> PF_ANSWER        = 0x40;  /* leaves as an answer: the egress sizes 
  * list item is ever extracted: the rest of a list is payload the pass does not parse. */
 const bit<8> PP_SUBMIT                    = 1;   /* JobRef, the first TASK */
 const bit<8> PP_QUEUE_FULL                = 2;   /* JobRef, the one refused TASK */
-const bit<8> PP_SUBMIT_SKIP_FIRST         = 3;   /* the refused TASK deleted, then PP_SUBMIT */
 const bit<8> PP_RETURN                    = 4;   /* the first ENTRY */
-const bit<8> PP_RETURN_SKIP_FIRST         = 5;   /* the bounced ENTRY deleted, then PP_RETURN */
 const bit<8> PP_GET                       = 6;
-const bit<8> PP_GET_SKIP_SWAP             = 7;
 const bit<8> PP_REFILL                    = 8;   /* RefillRequest; the entries found are payload */
-const bit<8> PP_REFILL_SKIP_SWAP          = 9;
 const bit<8> PP_SWAP_GET                  = 10;
 const bit<8> PP_SWAP_REFILL               = 11;
 const bit<8> PP_REPAIR                    = 12;
@@ -150,6 +146,25 @@ const MirrorId_t MIRROR_RETURN_BOUNCE = 2;   /* 20 + 50 + ENTRY 40 = 110 B */
 const MirrorId_t MIRROR_HELD_GET      = 3;   /* 20 + 50 + SwapState 8 + ENTRY 40 + Requester 8 = 126 B */
 const MirrorId_t MIRROR_HELD_REFILL   = 4;   /* 20 + 50 + SwapState 8 + ENTRY 40 + RefillRequest 4 = 122 B */
 const MirrorId_t MIRROR_SEARCH_ON     = 5;   /* 20 + 50 + RefillRequest 4 = 74 B */
+
+/* bolt_bridge_h.outcome: what the egress writes into the packet after the pass's one
+ * decision (pass_outcome, ingress); the egress's BoltAnswer does it. */
+const bit<8> OUT_NONE         = 0;   /* nothing to write: dropped, steered, forwarded, REPAIR */
+const bit<8> OUT_ITEM_DONE    = 1;   /* SUBMIT/RETURN: the item tried leaves; the rest follows */
+const bit<8> OUT_CREDIT_TAKEN = 2;   /* a RETURN's credit pass: its entries follow */
+const bit<8> OUT_NEXT_LEVEL   = 3;   /* Pipeline::next_level: RTRV_PRIO + 1 */
+const bit<8> OUT_SWAP         = 4;   /* start or go on with a SWAP search, holding the task found */
+const bit<8> OUT_SWAP_SPENT   = 5;   /* the level's budget is spent: reinsert the held task */
+const bit<8> OUT_SWAP_PAST_TAIL = 6; /* the search passed the tail: reinsert the held task */
+const bit<8> OUT_SWAP_FILLED  = 7;   /* the held task filled a free slot: search from the head */
+const bit<8> OUT_ASSIGN       = 8;   /* Pipeline::deliver to an executor */
+const bit<8> OUT_REFILL_MORE  = 9;   /* an entry into the REFILL batch; the host wants more */
+const bit<8> OUT_REFILL_FULL  = 10;  /* a full batch, sent by the next pass; the search goes on */
+const bit<8> OUT_REFILL_DONE  = 11;  /* the host got all it asked for: the next pass sends it */
+const bit<8> OUT_REFILL_LAST  = 12;  /* the search ended: the next pass sends the last batch */
+const bit<8> OUT_NOOP         = 13;  /* Pipeline::finish for an executor */
+const bit<8> OUT_QUEUE_FULL   = 14;  /* the one task refused, bounced or held: its QUEUE_FULL */
+const bit<8> OUT_DELIVER      = 15;  /* send the answer this packet carries (a REFILL is built) */
 
 /* op_passes index = origin << 2 | kind */
 const bit<2> PASS_KIND_FIRST = 0;  /* QueueStats cost.packets */
@@ -327,6 +342,31 @@ header bolt_pass_h {
     bit<32> repair_value;  /* RepairState.value of the spawned REPAIR */
 }
 
+/* From the ingress to the egress of the same pass, never recirculated (22 B): the
+ * outcome of the pass's one decision and what the egress writes the packet from. */
+header bolt_bridge_h {
+    bit<8>  outcome;       /* OUT_* */
+    bit<8>  step;          /* the step the pass made (STEP_*) */
+    bit<8>  best_sat;      /* BEST for a requester that got all it asked for */
+    bit<8>  best_unsat;    /* BEST for one that got less */
+    bit<16> max_passes;    /* QueueConfig::max_passes: a new level's budget */
+    bit<16> answer_port;   /* where an answer goes (ipv4_route was looked up with answer_ip) */
+    bit<32> answer_ip;
+    bit<32> swap_idx;      /* SWAP: the next slot the search looks at */
+    bit<32> swap_head;     /* SWAP: retrieve_ptr as the search last saw it */
+    /* the ingress headers emitted after the Bolt header, for the egress parser */
+    bit<1>  has_swap_state;
+    bit<1>  has_swap_held;
+    bit<1>  has_job_ref;
+    bit<1>  has_requester;
+    bit<1>  has_refill_request;
+    bit<1>  has_task_cur;
+    bit<1>  has_entry_cur;
+    bit<1>  has_entry_out;
+    bit<1>  forked;        /* the pass forked: an answer waits for the next pass */
+    bit<7>  pad;
+}
+
 /* Put in front of an ingress mirror copy; its first byte takes the place of
  * bolt_pass_h.copy, so the egress parser tells the two apart by that byte. */
 const bit<8> PASS_MIRRORED = 4;
@@ -336,6 +376,7 @@ header bolt_mirror_h {
 
 struct headers_t {
     bolt_pass_h               pass;
+    bolt_bridge_h             bridge;         /* to this pass's egress only */
     ethernet_h                ethernet;
     ipv4_h                    ipv4;
     udp_h                     udp;
@@ -429,9 +470,9 @@ struct ingress_md_t {
     bit<8>  prio_room;        /* priorities - the task's prio */
     bit<8>  missing_rsrc;     /* TRSRC & ~EXEC_RSRC */
     bit<16> flag_hit;         /* flags_before & flag_mask */
-    bit<8>  mirror_kind;      /* PF_MIRROR_* of the copy this pass mirrors, 0 for none */
-    MirrorId_t mirror_session; /* MIRROR_* */
+    MirrorId_t mirror_session; /* MIRROR_* of the copy this pass mirrors */
     bit<8>  levels_left;      /* priorities - next_level */
+    bit<1>  last_level;       /* no level after this one: the search ends here */
     bit<1>  full;
     bit<1>  behind;
     bit<1>  past_tail;        /* SWAP: Ring::at_or_past(at, add_ptr) */
@@ -447,16 +488,12 @@ struct ingress_md_t {
     /* decisions */
     bit<1>  added;
     bit<1>  spawn_repair;
-    bit<1>  bounce;
     bit<1>  matches;
     bit<1>  more;             /* SUBMIT/RETURN: items left after this one */
     bit<8>  next_level;
-    /* answer */
-    bit<2>  route;            /* 0 drop, 1 output, 2 recirculate, 3 fork */
-    bit<1>  to_entry_client;  /* answer goes to the bounced entry's client */
-    bit<32> answer_ip;
-    bit<16> answer_port;
-    bit<1>  forward;          /* plain L2/L3 forwarding */
+    /* where an answer of this pass, or a packet not for the scheduler, goes */
+    PortId_t out_port;        /* ipv4_route / l2_switch */
+    bit<3>  out_drop;         /* 1: no route */
     /* BEST (switch/levels.rs): the non-empty-level bitmap and the answer's stamp */
     bit<2>  nonempty_op;      /* 0 read, 1 set this level's bit, 2 clear it */
     bit<8>  level_bit;        /* 1 << level8 */
@@ -470,7 +507,6 @@ struct ingress_md_t {
     bit<8>  bits_unsat;       /* nonempty & below_mask */
     bit<8>  best_sat;         /* BEST for a requester that got all it asked for */
     bit<8>  best_unsat;       /* BEST for one that got less */
-    bit<8>  answer_best;      /* the BEST a delivered REFILL carries */
     /* RETURN credit (switch/credit.rs) */
     bit<12> credit_slot;      /* CRC-32 of the agent's address, low 12 bits */
     bit<32> credit_addr;      /* the agent: a RETURN's source, a REFILL's destination */
@@ -486,4 +522,6 @@ struct ingress_md_t {
 
 struct egress_md_t {
     bit<16> out_len;          /* message_len(op, count) of the answer the egress sizes */
+    bit<8>  answer_best;      /* the BEST a delivered REFILL carries */
+    bit<1>  counted;          /* not the fork's REPAIR copy: the pass is counted once */
 }

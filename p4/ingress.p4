@@ -3,13 +3,15 @@
  * Part of bolt.p4, which includes the parts in this order. */
 
 /* ------------------------------------------------------------------------------------
- * Ingress: four sub-controls in pipeline order, each with the tables, registers and
- * counters it alone uses. They share the headers and ingress_md_t: the pass setup fills
- * in the configuration, service, forged and the step of a recirculated pass; the front
- * panel admits a first look (malformed, allowed, steer, the step); the queue pass reads
- * step and priority and fills in the register values and the enqueue results (added,
- * bounce, spawn_repair, was_valid, matches); the answer reads those and sets the route,
- * the answer headers and the forwarding.
+ * Ingress: sub-controls in pipeline order, each with the tables, registers and counters
+ * it alone uses. They share the headers and ingress_md_t: the pass setup fills in the
+ * configuration, service, forged and the step of a recirculated pass; the front panel
+ * admits a first look (malformed, allowed, steer, the step); the queue pass reads step
+ * and priority and fills in the register values, the enqueue results (added,
+ * spawn_repair, was_valid, matches, past_tail) and the flags the decision reads (more,
+ * last_level); the outcome reads those, makes the pass's one decision and sends the
+ * packet, leaving what to write into it to the egress (bolt_bridge_h); the backlog
+ * counts what the queue pass queued or handed out.
  * ---------------------------------------------------------------------------------- */
 
 /* Every pass: the configuration, the pass header, whether the packet is for the
@@ -79,10 +81,28 @@ control BoltPassSetup(inout headers_t hdr,
             hdr.pass.spawn_path = 0;
         }
         hdr.pass.recirculate = 0;
-        ig_md.forward = 0;
+        /* what this pass tells its egress: nothing unless the pass decides */
+        hdr.bridge.setValid();
+        hdr.bridge.outcome = OUT_NONE;
+        hdr.bridge.step = 0;
+        hdr.bridge.best_sat = 0;
+        hdr.bridge.best_unsat = 0;
+        hdr.bridge.max_passes = 0;
+        hdr.bridge.answer_port = 0;
+        hdr.bridge.answer_ip = 0;
+        hdr.bridge.swap_idx = 0;
+        hdr.bridge.swap_head = 0;
+        hdr.bridge.has_swap_state = 0;
+        hdr.bridge.has_swap_held = 0;
+        hdr.bridge.has_job_ref = 0;
+        hdr.bridge.has_requester = 0;
+        hdr.bridge.has_refill_request = 0;
+        hdr.bridge.has_task_cur = 0;
+        hdr.bridge.has_entry_cur = 0;
+        hdr.bridge.has_entry_out = 0;
+        hdr.bridge.forked = 0;
+        hdr.bridge.pad = 0;
         ig_md.expected_len = 0;
-        ig_md.route = 0;
-        ig_md.to_entry_client = 0;
         ig_md.allowed = 0;
         ig_md.service = 0;
         ig_md.steer = 0;
@@ -95,7 +115,6 @@ control BoltPassSetup(inout headers_t hdr,
         ig_md.slot_op = 0;
         ig_md.added = 0;
         ig_md.spawn_repair = 0;
-        ig_md.bounce = 0;
         ig_md.was_valid = 0;
         ig_md.flag_was_set = 0;
         ig_md.clamped = 0;
@@ -112,8 +131,7 @@ control BoltPassSetup(inout headers_t hdr,
             forged.count(0);
             ig_dprsr_md.drop_ctl = 1;
         } else if (ig_md.service == 0) {
-            /* Not for the scheduler: an L2/L3 switch. */
-            ig_md.forward = 1;
+            /* Not for the scheduler: an L2/L3 switch (BoltOutcome forwards it). */
         } else if (hdr.pass.copy == PASS_LOCAL) {
             /* a front-panel packet: BoltFrontPanel admits it */
         } else if (hdr.pass.copy == PASS_STEERED) {
@@ -926,9 +944,6 @@ control BoltQueuePass(inout headers_t hdr,
                 result = ENQ_OCCUPIED;
             }
             enqueue_results.count(enq_kind ++ result);
-            if (ig_md.added == 0 && ig_md.step != STEP_SUBMIT) {
-                ig_md.bounce = 1;
-            }
             /* ResourceBacklog: a SUBMIT or RETURN task queued counts up; a held task a
              * reinsert cannot queue leaves for its client and counts down. */
             ig_md.backlog_rsrc = ig_md.entry_in.task_word[23:16];
@@ -940,89 +955,210 @@ control BoltQueuePass(inout headers_t hdr,
                 ig_md.backlog_delta = 1;
             }
         }
-
+        /* The task a retrieval or swap took out travels to the egress, which hands it
+         * out or holds it for the SWAP search. */
+        if (ig_md.add_op == 1 && ig_md.was_valid == 1) {
+            hdr.entry_out.setValid();
+        }
+        /* The task a retrieval or swap found and the executor can run leaves the queue
+         * (Pipeline::deliver): ResourceBacklog counts down. */
+        if (ig_md.add_op == 1 && ig_md.was_valid == 1 && ig_md.matches == 1) {
+            ig_md.backlog_rsrc = hdr.entry_out.rsrc;
+            ig_md.backlog_delta = 0xffffffff;
+        }
+        /* What the decision (BoltOutcome) reads besides the queue's results: items left
+         * in a SUBMIT or RETURN, whether this level is the last the search may visit
+         * (Pipeline::next_level), and the SWAP state the egress writes if the pass holds
+         * the task it found: the next slot, and the head as this pass saw it. */
+        ig_md.more = 0;
+        if (hdr.bolt.count > 1) {
+            ig_md.more = 1;
+        }
+        ig_md.next_level = ig_md.level8 + 1;
+        ig_md.levels_left = ig_md.priorities - ig_md.next_level;
+        ig_md.last_level = 0;
+        if (ig_md.levels_left == 0 || ig_md.levels_left[7:7] == 1) {
+            ig_md.last_level = 1;
+        }
+        hdr.bridge.swap_idx = ig_md.at + 1;
+        if (ig_md.step == STEP_RETRIEVE) {
+            hdr.bridge.swap_head = ig_md.retrieve_stored;
+        } else if (ig_md.head_moved == 1) {
+            hdr.bridge.swap_head = ig_md.retrieve_ptr;
+        } else if (hdr.swap_state.isValid()) {
+            hdr.bridge.swap_head = hdr.swap_state.pkt_retrieve_ptr;
+        }
     }
 }
 
-/* What the pass does with what it found: next step, answer, recirculation or fork, forwarding. */
-control BoltAnswer(inout headers_t hdr,
-                   inout ingress_md_t ig_md,
-                   in ingress_intrinsic_metadata_t ig_intr_md,
-                   in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
-                   inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
-                   inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+/* The pass's one decision, and where its packet goes. What the queue pass found (or the
+ * step alone, for a credit, a delivery or a spawned copy) picks one row of pass_outcome
+ * (pass_outcomes.p4inc), whose action sends the packet (recirculation, the fork group, an
+ * answer port, a mirror copy, a drop) and names the outcome the egress writes into it
+ * (BoltAnswer, egress.p4): the next step, the answer header, the SWAP state. The answer's
+ * address, its route and OpCost do not depend on the queue pass and sit beside it. */
+control BoltOutcome(inout headers_t hdr,
+                    inout ingress_md_t ig_md,
+                    in ingress_intrinsic_metadata_t ig_intr_md,
+                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     /* Per origin (SUBMIT, GET_TASK, REFILL_REQ, RETURN) x PASS_KIND_*: OpCost. */
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) op_passes;
-    /* 0 ASSIGN, 1 into a REFILL batch: decisions, assigns, refill_tasks. */
-    Counter<bit<64>, bit<1>>(2, CounterType_t.PACKETS) deliveries;
-    /* Answers sent, by op: noops, queue_full_packets, refill_packets (assigns too). */
-    Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) answers;
-    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) swaps;
-    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) budget_exhausted;
-    /* L3 forwarding, and L2 for what is not IPv4. */
+    /* L3 forwarding, and L2 for what is not IPv4: of an answer this pass may send (to
+     * its requester, or to the client of a bounced entry or held task), or of a packet
+     * not for the scheduler. A miss drops only a packet that goes out. */
     action route(PortId_t port, bit<48> dst_mac, bit<48> src_mac) {
-        ig_tm_md.ucast_egress_port = port;
+        ig_md.out_port = port;
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ethernet.src_addr = src_mac;
     }
-    action unroutable() { ig_dprsr_md.drop_ctl = 1; }
+    action unroutable() { ig_md.out_drop = 1; }
     table ipv4_route {
-        key = { hdr.ipv4.dst_addr : lpm; }
+        key = { hdr.bridge.answer_ip : lpm; }
         actions = { route; unroutable; }
         default_action = unroutable();
         size = 4096;
     }
-    action l2_forward(PortId_t port) { ig_tm_md.ucast_egress_port = port; }
+    action l2_forward(PortId_t port) { ig_md.out_port = port; }
     table l2_switch {
         key = { hdr.ethernet.dst_addr : exact; }
         actions = { l2_forward; unroutable; }
         default_action = unroutable();
         size = 4096;
     }
-    /* Addresses an answer from this scheduler to (ip, port) and sizes it. */
-    action address_answer(bit<32> ip, bit<16> port) {
-        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-        hdr.ipv4.dst_addr = ip;
-        hdr.ipv4.ttl = 64;
-        hdr.udp.dst_port = port;
-        hdr.udp.src_port = BOLT_PORT;
-        hdr.udp.checksum = 0;   /* optional in IPv4; the body was rebuilt */
+
+    /* The actions of pass_outcome: where the packet goes, and the outcome for the egress.
+     * A mirror copy (a bounce: the QUEUE_FULL of the one task it is cut after) is made
+     * by the ingress deparser from the packet as this ingress leaves it. */
+    action drop_pass() {
+        ig_dprsr_md.drop_ctl = 1;
     }
-    action answer_header(bit<8> op, bit<8> count) {
-        hdr.bolt.op = op;
-        hdr.bolt.count = count;
-        hdr.bolt.prio = 0;
-        hdr.bolt.rsrc = 0;
-        hdr.bolt.flags = 0;
+    action answer(bit<8> outcome) {
+        hdr.bridge.outcome = outcome;
+        hdr.pass.flags = hdr.pass.flags | PF_ANSWER;
+        ig_tm_md.ucast_egress_port = ig_md.out_port;
+        ig_dprsr_md.drop_ctl = ig_md.out_drop;
     }
-    /* QUEUE_FULL for one entry (Pipeline::bounce): its job and its task, to its client. */
-    action bounce_entry_cur() {
-        ig_md.answer_ip = hdr.entry_cur.client_ip;
-        ig_md.answer_port = hdr.entry_cur.client_port;
-        hdr.job_ref.setValid();
-        hdr.job_ref.uid = hdr.entry_cur.uid;
-        hdr.job_ref.jid = hdr.entry_cur.jid;
-        hdr.task_cur.setValid();
-        hdr.task_cur.tid = hdr.entry_cur.tid;
-        hdr.task_cur.prio = hdr.entry_cur.prio;
-        hdr.task_cur.rsrc = hdr.entry_cur.rsrc;
-        hdr.task_cur.class = hdr.entry_cur.class;
-        hdr.task_cur.flags = hdr.entry_cur.flags;
-        hdr.task_cur.desc_0 = hdr.entry_cur.desc_0;
-        hdr.task_cur.desc_1 = hdr.entry_cur.desc_1;
-        hdr.task_cur.desc_2 = hdr.entry_cur.desc_2;
-        hdr.task_cur.desc_3 = hdr.entry_cur.desc_3;
-        hdr.entry_cur.setInvalid();
+    action answer_bounce(bit<8> outcome, MirrorId_t session, bit<8> spawn_path) {
+        hdr.bridge.outcome = outcome;
+        hdr.pass.flags = hdr.pass.flags | (PF_ANSWER | PF_MIRROR_BOUNCE);
+        hdr.pass.spawn_path = spawn_path;
+        ig_md.mirror_session = session;
+        ig_dprsr_md.mirror_type = MIRROR_TYPE_BOLT;
+        ig_tm_md.ucast_egress_port = ig_md.out_port;
+        ig_dprsr_md.drop_ctl = ig_md.out_drop;
     }
-    action held_to_entry_cur() {
-        hdr.entry_cur = hdr.swap_held;
-        hdr.entry_cur.setValid();
-        hdr.swap_held.setInvalid();
+    action recirculate(bit<8> outcome) {
+        hdr.bridge.outcome = outcome;
+        hdr.pass.copy = PASS_CONTINUE;
+        hdr.pass.recirculate = 1;
+        ig_tm_md.ucast_egress_port = ig_md.recirc_port;
+    }
+    action recirculate_bounce(bit<8> outcome, MirrorId_t session, bit<8> spawn_path) {
+        hdr.bridge.outcome = outcome;
+        hdr.pass.copy = PASS_CONTINUE;
+        hdr.pass.recirculate = 1;
+        hdr.pass.flags = hdr.pass.flags | PF_MIRROR_BOUNCE;
+        hdr.pass.spawn_path = spawn_path;
+        ig_md.mirror_session = session;
+        ig_dprsr_md.mirror_type = MIRROR_TYPE_BOLT;
+        ig_tm_md.ucast_egress_port = ig_md.recirc_port;
+    }
+    /* A full REFILL batch while the host wants more: this packet sends the batch on its
+     * next pass; a mirror copy cut back to the RefillRequest searches on. The copy is
+     * what this ingress emits, so the request's state for the search (want less the
+     * entry found, a batch sent, no SWAP state before the request; from a SWAP step, the
+     * budget less this pass) is written here. */
+    action search_on(bit<8> outcome) {
+        hdr.bridge.outcome = outcome;
+        hdr.bridge.has_swap_state = 0;
+        hdr.bridge.has_swap_held = 0;
         hdr.swap_state.setInvalid();
+        hdr.swap_held.setInvalid();
+        hdr.bolt.op = OP_REFILL_REQ;
+        hdr.pass.want = hdr.pass.want - 1;
+        hdr.pass.copy = PASS_CONTINUE;
+        hdr.pass.recirculate = 1;
+        hdr.pass.flags = hdr.pass.flags | (PF_MIRROR_SEARCH | PF_BATCH_SENT);
+        ig_md.mirror_session = MIRROR_SEARCH_ON;
+        ig_dprsr_md.mirror_type = MIRROR_TYPE_BOLT;
+        ig_tm_md.ucast_egress_port = ig_md.recirc_port;
+    }
+    action search_on_from_swap(bit<8> outcome) {
+        search_on(outcome);
+        hdr.pass.budget = hdr.pass.budget - 1;
+    }
+    /* A REPAIR spawned next to the packet that goes on: both copies of the fork group
+     * recirculate; the egress makes the RID_SPAWN copy the REPAIR. */
+    action fork(bit<8> outcome) {
+        hdr.bridge.outcome = outcome;
+        hdr.bridge.forked = 1;
+        hdr.pass.copy = PASS_CONTINUE;
+        hdr.pass.recirculate = 1;
+        hdr.pass.flags = hdr.pass.flags | PF_SPAWN_REPAIR;
+        ig_tm_md.mcast_grp_a = ig_md.fork_group;
+    }
+    action fork_bounce(bit<8> outcome, MirrorId_t session, bit<8> spawn_path) {
+        hdr.bridge.outcome = outcome;
+        hdr.bridge.forked = 1;
+        hdr.pass.copy = PASS_CONTINUE;
+        hdr.pass.recirculate = 1;
+        hdr.pass.flags = hdr.pass.flags | (PF_SPAWN_REPAIR | PF_MIRROR_BOUNCE);
+        hdr.pass.spawn_path = spawn_path;
+        ig_md.mirror_session = session;
+        ig_dprsr_md.mirror_type = MIRROR_TYPE_BOLT;
+        ig_tm_md.mcast_grp_a = ig_md.fork_group;
+    }
+    /* Nothing else to send: this packet becomes the REPAIR. */
+    action repair_alone() {
+        hdr.pass.copy = PASS_SPAWN;
+        hdr.pass.recirculate = 1;
+        hdr.pass.flags = hdr.pass.flags | PF_SPAWN_REPAIR;
+        ig_tm_md.ucast_egress_port = ig_md.recirc_port;
+    }
+    action repair_alone_bounce(MirrorId_t session, bit<8> spawn_path) {
+        hdr.pass.copy = PASS_SPAWN;
+        hdr.pass.recirculate = 1;
+        hdr.pass.flags = hdr.pass.flags | (PF_SPAWN_REPAIR | PF_MIRROR_BOUNCE);
+        hdr.pass.spawn_path = spawn_path;
+        ig_md.mirror_session = session;
+        ig_dprsr_md.mirror_type = MIRROR_TYPE_BOLT;
+        ig_tm_md.ucast_egress_port = ig_md.recirc_port;
+    }
+    /* One ternary match instead of the chains of conditions of submit_pass,
+     * return_pass, retrieve_pass, swap_pass, reinsert_pass, next_level, deliver and
+     * finish: every key is a flag the queue pass set or a pass-header field against a
+     * constant. */
+    table pass_outcome {
+        key = {
+            ig_md.step         : ternary;
+            hdr.pass.copy      : ternary;
+            hdr.pass.flags     : ternary;   /* PF_HOST, PF_BATCH_SENT, PF_MIRROR_BOUNCE */
+            ig_md.more         : ternary;
+            ig_md.added        : ternary;
+            ig_md.spawn_repair : ternary;
+            ig_md.was_valid    : ternary;
+            ig_md.matches      : ternary;
+            ig_md.past_tail    : ternary;
+            hdr.pass.budget    : ternary;
+            ig_md.last_level   : ternary;
+            hdr.pass.listed    : ternary;
+            hdr.pass.want      : ternary;
+        }
+        actions = {
+            drop_pass; answer; answer_bounce; recirculate; recirculate_bounce; search_on;
+            search_on_from_swap; fork; fork_bounce; repair_alone; repair_alone_bounce;
+        }
+        default_action = drop_pass();
+        size = 128;
+        const entries = {
+#include "pass_outcomes.p4inc"
+        }
     }
 
     apply {
-        /* ---------- OpCost ---------- */
+        /* ---------- OpCost: every pass of a scheduler packet, whatever it finds ---------- */
         if (ig_md.service == 1 && ig_dprsr_md.drop_ctl == 0) {
             if (hdr.pass.origin == OP_SUBMIT) {
                 ig_md.origin_index = 0;
@@ -1036,365 +1172,71 @@ control BoltAnswer(inout headers_t hdr,
             op_passes.count(ig_md.origin_index ++ ig_md.pass_kind);
         }
 
-        /* ---------- what each pass does with what it found ---------- */
-
-        if (ig_md.step == STEP_SUBMIT) {
-            /* submit_pass: the first task left leaves the packet, queued or refused; a
-             * refused one goes back at once in a QUEUE_FULL of its own, made from a mirror
-             * copy of this pass cut after the task (Pipeline::refuse) */
-            ig_md.more = 0;
-            if (hdr.bolt.count > 1) {
-                ig_md.more = 1;
-            }
-            hdr.bolt.count = hdr.bolt.count - 1;
-            hdr.pass.step = STEP_SUBMIT;
-            if (ig_md.added == 1) {
-                hdr.task_cur.setInvalid();
-                hdr.pass.parse_path = PP_SUBMIT;
-            } else {
-                hdr.pass.parse_path = PP_SUBMIT_SKIP_FIRST;
-                hdr.pass.spawn_path = PP_QUEUE_FULL;
-                ig_md.mirror_kind = PF_MIRROR_BOUNCE;
-                ig_md.mirror_session = MIRROR_SUBMIT_BOUNCE;
-            }
-            if (ig_md.more == 1) {
-                ig_md.route = 2;
-            } else if (ig_md.added == 0 && ig_md.spawn_repair == 0) {
-                /* the last task is refused: this packet is its QUEUE_FULL */
-                answer_header(OP_QUEUE_FULL, 1);
-                ig_md.mirror_kind = 0;
-                ig_md.route = 1;
-            }
-        } else if (ig_md.step == STEP_CREDIT) {
-            /* the credit is taken: the entries follow, one per pass (P4 only) */
-            hdr.pass.step = STEP_RETURN;
-            hdr.pass.parse_path = PP_RETURN;
-            ig_md.route = 2;
-        } else if (ig_md.step == STEP_RETURN) {
-            /* return_pass: the first entry left leaves the packet; one not queued (the
-             * queue refused it, or the credit did not cover it) goes back to its own
-             * client, from a mirror copy cut after the entry */
-            ig_md.more = 0;
-            if (hdr.bolt.count > 1) {
-                ig_md.more = 1;
-            }
-            hdr.bolt.count = hdr.bolt.count - 1;
-            hdr.pass.step = STEP_RETURN;
-            if (ig_md.added == 1) {
-                hdr.entry_cur.setInvalid();
-                hdr.pass.parse_path = PP_RETURN;
-            } else {
-                hdr.pass.parse_path = PP_RETURN_SKIP_FIRST;
-                hdr.pass.spawn_path = PP_BOUNCE_ENTRY;
-                ig_md.mirror_kind = PF_MIRROR_BOUNCE;
-                ig_md.mirror_session = MIRROR_RETURN_BOUNCE;
-            }
-            if (ig_md.more == 1) {
-                ig_md.route = 2;
-            } else if (ig_md.added == 0 && ig_md.spawn_repair == 0) {
-                /* the last entry bounces: this packet is the QUEUE_FULL. A bounced entry
-                 * was not added, so entry_cur is still valid; the test says so to the
-                 * compiler. */
-                if (hdr.entry_cur.isValid()) {
-                    bounce_entry_cur();
-                    answer_header(OP_QUEUE_FULL, 1);
-                    ig_md.to_entry_client = 1;
-                    ig_md.mirror_kind = 0;
-                    ig_md.route = 1;
-                }
-            }
-        } else if (ig_md.step == STEP_RETRIEVE || ig_md.step == STEP_SWAP || ig_md.step == STEP_REINSERT) {
-            bit<1> deliver = 0;
-            bit<1> next_level = 0;
-            bit<1> finish = 0;
-            bit<1> swapped = 0;
-            if (ig_md.step == STEP_RETRIEVE) {
-                if (ig_md.was_valid == 0) {
-                    next_level = 1;
-                } else if (ig_md.matches == 1) {
-                    deliver = 1;
-                } else {
-                    /* start a SWAP search holding the dequeued task */
-                    swapped = 1;
-                    hdr.bolt.op = OP_SWAP;
-                    hdr.swap_state.setValid();
-                    hdr.swap_state.swap_idx = ig_md.retrieve_ptr + 1;
-                    hdr.swap_state.pkt_retrieve_ptr = ig_md.retrieve_stored;
-                    hdr.swap_held = hdr.entry_out;
-                    hdr.swap_held.setValid();
-                    hdr.pass.step = STEP_SWAP;
-                    ig_md.route = 2;
-                }
-            } else if (ig_md.step == STEP_SWAP) {
-                if (hdr.pass.budget == 0) {
-                    /* the level's budget is spent: the held task to the tail, then one level down */
-                    budget_exhausted.count(0);
-                    hdr.pass.step = STEP_REINSERT;
-                    ig_md.route = 2;
-                } else {
-                    hdr.pass.budget = hdr.pass.budget - 1;
-                    if (ig_md.past_tail == 1) {
-                        hdr.pass.step = STEP_REINSERT;
-                        ig_md.route = 2;
-                    } else if (ig_md.was_valid == 0) {
-                        /* the held task filled a free slot: search again from the head */
-                        hdr.bolt.op = hdr.pass.origin;
-                        hdr.swap_state.setInvalid();
-                        hdr.swap_held.setInvalid();
-                        hdr.pass.step = STEP_RETRIEVE;
-                        ig_md.route = 2;
-                    } else if (ig_md.matches == 1) {
-                        hdr.swap_state.setInvalid();
-                        hdr.swap_held.setInvalid();
-                        deliver = 1;
-                    } else {
-                        swapped = 1;
-                        hdr.swap_held = hdr.entry_out;
-                        hdr.swap_held.setValid();
-                        hdr.swap_state.swap_idx = ig_md.at + 1;
-                        if (ig_md.head_moved == 1) {
-                            hdr.swap_state.pkt_retrieve_ptr = ig_md.retrieve_ptr;
-                        }
-                        ig_md.route = 2;
-                    }
-                }
-            } else {
-                /* reinsert_pass: the held task went back to its queue; then one level down.
-                 * Not queued, it goes back to its client from a mirror copy. */
-                next_level = 1;
-                if (ig_md.bounce == 1) {
-                    ig_md.mirror_kind = PF_MIRROR_BOUNCE;
-                    if ((hdr.pass.flags & PF_HOST) == 0) {
-                        hdr.pass.spawn_path = PP_BOUNCE_HELD_GET;
-                        ig_md.mirror_session = MIRROR_HELD_GET;
-                    } else {
-                        hdr.pass.spawn_path = PP_BOUNCE_HELD_REFILL;
-                        ig_md.mirror_session = MIRROR_HELD_REFILL;
-                    }
-                }
-            }
-
-            if (next_level == 1) {
-                /* Pipeline::next_level: RTRV_PRIO + 1 with a fresh budget, or the end */
-                ig_md.next_level = ig_md.level8 + 1;
-                ig_md.levels_left = ig_md.priorities - ig_md.next_level;
-                if (ig_md.levels_left == 0 || ig_md.levels_left[7:7] == 1) {
-                    finish = 1;
-                } else {
-                    hdr.bolt.prio = hdr.bolt.prio + 1;
-                    hdr.pass.budget = ig_md.max_passes;
-                    hdr.bolt.op = hdr.pass.origin;
-                    hdr.pass.step = STEP_RETRIEVE;
-                    ig_md.route = 2;
-                }
-            }
-
-            /* one count site per counter */
-            if (swapped == 1) {
-                swaps.count(0);
-            }
-
-            if (deliver == 1) {
-                /* Pipeline::deliver: index 0 ASSIGN, 1 REFILL (PF_HOST is bit 5) */
-                deliveries.count(hdr.pass.flags[5:5]);
-                ig_md.backlog_rsrc = hdr.entry_out.rsrc;
-                ig_md.backlog_delta = 0xffffffff;
-                hdr.entry_out.setValid();
-                if ((hdr.pass.flags & PF_HOST) == 0) {
-                    hdr.requester.setInvalid();
-                    answer_header(OP_ASSIGN, 1);
-                    hdr.bolt.prio = ig_md.best_sat;
-                    ig_md.route = 1;
-                } else {
-                    /* The entry found goes in front of those found before, which follow
-                     * as payload: a batch is built newest first (Pipeline::deliver). */
-                    hdr.bolt.op = OP_REFILL_REQ;
-                    hdr.pass.listed = hdr.pass.listed + 1;
-                    hdr.pass.want = hdr.pass.want - 1;
-                    if (hdr.pass.listed == MAX_LIST) {
-                        /* a full batch goes out now (send_refill) */
-                        hdr.pass.flags = hdr.pass.flags | PF_BATCH_SENT;
-                        if (hdr.pass.want == 0) {
-                            /* the last batch: sent by the next pass, which grants its
-                             * credit; BEST rides in the header prio until then */
-                            hdr.bolt.prio = ig_md.best_sat;
-                            hdr.pass.step = STEP_DELIVER;
-                            ig_md.route = 2;
-                        } else {
-                            /* this packet delivers the batch on its next pass; a mirror
-                             * copy cut back to the request searches on */
-                            hdr.pass.step = STEP_DELIVER;
-                            ig_md.mirror_kind = PF_MIRROR_SEARCH;
-                            ig_md.mirror_session = MIRROR_SEARCH_ON;
-                            ig_md.route = 2;
-                        }
-                    } else if (hdr.pass.want == 0) {
-                        finish = 1;
-                    } else {
-                        /* the level's budget carries over to the next search from the head */
-                        hdr.pass.step = STEP_RETRIEVE;
-                        ig_md.route = 2;
-                    }
-                }
-            }
-
-            if (finish == 1) {
-                /* Pipeline::finish: NOOP, or the last REFILL batch (an empty one if none) */
-                if ((hdr.pass.flags & PF_HOST) == 0) {
-                    answer_header(OP_NOOP, 0);
-                    hdr.bolt.prio = ig_md.best_unsat;
-                    ig_md.route = 1;
-                } else if (hdr.pass.listed != 0 || (hdr.pass.flags & PF_BATCH_SENT) == 0) {
-                    /* the last REFILL, sent by the next pass (it grants the credit). A
-                     * host that got all it asked for (want reached 0 in this pass) is
-                     * told best_sat, carried in the header prio; one that got less is
-                     * told best_unsat, which is 0 for a retrieval from level 0. */
-                    if (hdr.pass.want == 0) {
-                        hdr.bolt.prio = ig_md.best_sat;
-                    }
-                    hdr.pass.step = STEP_DELIVER;
-                    ig_md.route = 2;
-                } else {
-                    ig_md.route = 0;
-                }
-            }
-
-            /* The layout the next pass of this packet parses. */
-            if (ig_md.route == 2) {
-                if (hdr.pass.step == STEP_SWAP || hdr.pass.step == STEP_REINSERT) {
-                    if ((hdr.pass.flags & PF_HOST) == 0) {
-                        hdr.pass.parse_path = PP_SWAP_GET;
-                    } else {
-                        hdr.pass.parse_path = PP_SWAP_REFILL;
-                    }
-                } else if ((hdr.pass.flags & PF_HOST) == 0) {
-                    hdr.pass.parse_path = PP_GET;
-                } else {
-                    hdr.pass.parse_path = PP_REFILL;
-                }
-            }
-
-            /* reinsert_pass: a bounce leaves in the mirror copy, which needs the swap
-             * state in the packet this pass emits; a REPAIR in the fork's spawned copy. */
-            if (ig_md.step == STEP_REINSERT && ig_md.bounce == 1) {
-                if (ig_md.route == 0 && ig_md.spawn_repair == 0) {
-                    /* nothing else to send: this packet is the QUEUE_FULL */
-                    held_to_entry_cur();
-                    bounce_entry_cur();
-                    answer_header(OP_QUEUE_FULL, 1);
-                    hdr.requester.setInvalid();
-                    hdr.refill_request.setInvalid();
-                    ig_md.to_entry_client = 1;
-                    ig_md.mirror_kind = 0;
-                    ig_md.route = 1;
-                } else if (ig_md.route == 2) {
-                    /* the swap state stays for the mirror copy; this one skips it */
-                    if ((hdr.pass.flags & PF_HOST) == 0) {
-                        hdr.pass.parse_path = PP_GET_SKIP_SWAP;
-                    } else {
-                        hdr.pass.parse_path = PP_REFILL_SKIP_SWAP;
-                    }
-                } else if (ig_md.route == 1) {
-                    /* the NOOP is delivered by this packet's next pass (a REFILL always is:
-                     * it took the branch above) */
-                    hdr.pass.step = STEP_DELIVER;
-                    hdr.pass.parse_path = PP_GET_SKIP_SWAP;
-                    ig_md.route = 2;
-                }
-            } else if (ig_md.step == STEP_REINSERT) {
-                hdr.swap_state.setInvalid();
-                hdr.swap_held.setInvalid();
-            }
-        } else if (hdr.pass.copy == PASS_SPAWN) {
-            /* A mirrored bounce: the QUEUE_FULL of its one task (a REPAIR copy made its
-             * repair_pass in the queue pass and ends here). */
-            if ((hdr.pass.flags & PF_MIRROR_BOUNCE) != 0) {
-                if (hdr.swap_held.isValid()) {
-                    held_to_entry_cur();
-                }
-                if (hdr.entry_cur.isValid()) {
-                    bounce_entry_cur();
-                    ig_md.to_entry_client = 1;
-                }
-                answer_header(OP_QUEUE_FULL, 1);
-                ig_md.route = 1;
-            }
-        } else if (ig_md.step == STEP_DELIVER) {
-            /* an answer a fork or a full batch left to this packet: NOOP, REFILL */
-            if ((hdr.pass.flags & PF_HOST) != 0) {
-                /* BEST: carried in the header prio from the pass that found the last task
-                 * when the host got all it asked for; otherwise (a batch before the last,
-                 * or fewer than wanted) best_unsat, 0 for a retrieval from level 0 */
-                ig_md.answer_best = ig_md.best_unsat;
-                if (hdr.pass.want == 0) {
-                    ig_md.answer_best = hdr.bolt.prio;
-                }
-                hdr.refill_request.setInvalid();
-                answer_header(OP_REFILL, hdr.pass.listed);
-                hdr.bolt.prio = ig_md.answer_best;
-            }
-            ig_md.route = 1;
-        }
-
-        /* A spawned REPAIR: alone, or forked next to this packet. */
-        if (ig_md.spawn_repair == 1) {
-            hdr.pass.flags = hdr.pass.flags | PF_SPAWN_REPAIR;
-            if (ig_md.route == 2 || ig_md.route == 1) {
-                /* fork; an answer on the main copy is delivered on its next pass */
-                if (ig_md.route == 1) {
-                    hdr.pass.step = STEP_DELIVER;
-                }
-                ig_md.route = 3;
-            } else {
-                /* alone: this packet becomes the REPAIR */
-                hdr.pass.copy = PASS_SPAWN;
-                hdr.pass.parse_path = PP_REPAIR;
-                ig_md.route = 2;
-            }
-        }
-
-        /* A mirror copy of what this pass emits (the ingress deparser makes it). */
-        if (ig_md.mirror_kind != 0) {
-            hdr.pass.flags = hdr.pass.flags | ig_md.mirror_kind;
-            ig_dprsr_md.mirror_type = MIRROR_TYPE_BOLT;
-        }
-
-        /* ---------- send ---------- */
-        if (ig_md.service == 1 && ig_md.steer == 0 && ig_dprsr_md.drop_ctl == 0) {
-            if (ig_md.route == 0) {
-                ig_dprsr_md.drop_ctl = 1;
-            } else if (ig_md.route == 1) {
-                answers.count(hdr.bolt.op[3:0]);
-                if (ig_md.to_entry_client == 0) {
-                    ig_md.answer_ip = hdr.ipv4.src_addr;
-                    ig_md.answer_port = hdr.udp.src_port;
-                }
-                address_answer(ig_md.answer_ip, ig_md.answer_port);
-                /* the lengths are the egress's (message_length_out), off this chain */
-                hdr.pass.flags = hdr.pass.flags | PF_ANSWER;
-                hdr.entry_cur.setInvalid();
-                ig_md.forward = 1;
-            } else if (ig_md.route == 2) {
-                if (hdr.pass.copy != PASS_SPAWN) {
-                    hdr.pass.copy = PASS_CONTINUE;
-                }
-                hdr.pass.recirculate = 1;
-                ig_tm_md.ucast_egress_port = ig_md.recirc_port;
-            } else {
-                hdr.pass.copy = PASS_CONTINUE;
-                hdr.pass.recirculate = 1;
-                ig_tm_md.mcast_grp_a = ig_md.fork_group;
-            }
-        } else if (ig_md.steer == 1) {
-            hdr.pass.recirculate = 1;
-        }
-
-        if (ig_md.forward == 1) {
+        /* ---------- where an answer of this pass goes, found beside the queue pass ---------- */
+        if (ig_md.service == 0) {
             if (hdr.ipv4.isValid()) {
-                ipv4_route.apply();
-            } else {
-                l2_switch.apply();
+                hdr.bridge.answer_ip = hdr.ipv4.dst_addr;
             }
+        } else if (hdr.entry_cur.isValid() && (ig_md.step == STEP_RETURN || hdr.pass.copy == PASS_SPAWN)) {
+            /* a bounced entry goes back to its own client (Pipeline::bounce) */
+            hdr.bridge.answer_ip = hdr.entry_cur.client_ip;
+            hdr.bridge.answer_port = hdr.entry_cur.client_port;
+        } else if (hdr.swap_held.isValid() && hdr.pass.copy == PASS_SPAWN) {
+            hdr.bridge.answer_ip = hdr.swap_held.client_ip;
+            hdr.bridge.answer_port = hdr.swap_held.client_port;
+        } else if (hdr.swap_held.isValid() && ig_md.step == STEP_REINSERT && (hdr.pass.flags & PF_HOST) != 0) {
+            /* a host's search answers from the reinsert pass only with the held task's
+             * QUEUE_FULL (its REFILLs leave from a delivering pass) */
+            hdr.bridge.answer_ip = hdr.swap_held.client_ip;
+            hdr.bridge.answer_port = hdr.swap_held.client_port;
+        } else if (hdr.ipv4.isValid() && hdr.udp.isValid()) {
+            hdr.bridge.answer_ip = hdr.ipv4.src_addr;
+            hdr.bridge.answer_port = hdr.udp.src_port;
+        }
+        if (hdr.ipv4.isValid()) {
+            ipv4_route.apply();
+        } else {
+            l2_switch.apply();
+        }
+
+        if (ig_md.service == 0) {
+            /* Not for the scheduler: an L2/L3 switch. */
+            if (ig_md.forged == 0) {
+                ig_tm_md.ucast_egress_port = ig_md.out_port;
+                ig_dprsr_md.drop_ctl = ig_md.out_drop;
+            }
+        } else if (ig_md.steer == 0 && ig_dprsr_md.drop_ctl == 0) {
+            /* ---------- the decision ---------- */
+            hdr.bridge.step = ig_md.step;
+            hdr.bridge.best_sat = ig_md.best_sat;
+            hdr.bridge.best_unsat = ig_md.best_unsat;
+            hdr.bridge.max_passes = ig_md.max_passes;
+            /* the headers emitted after the Bolt header, for the egress parser */
+            if (hdr.swap_state.isValid()) {
+                hdr.bridge.has_swap_state = 1;
+            }
+            if (hdr.swap_held.isValid()) {
+                hdr.bridge.has_swap_held = 1;
+            }
+            if (hdr.job_ref.isValid()) {
+                hdr.bridge.has_job_ref = 1;
+            }
+            if (hdr.requester.isValid()) {
+                hdr.bridge.has_requester = 1;
+            }
+            if (hdr.refill_request.isValid()) {
+                hdr.bridge.has_refill_request = 1;
+            }
+            if (hdr.task_cur.isValid()) {
+                hdr.bridge.has_task_cur = 1;
+            }
+            if (hdr.entry_cur.isValid()) {
+                hdr.bridge.has_entry_cur = 1;
+            }
+            if (hdr.entry_out.isValid()) {
+                hdr.bridge.has_entry_out = 1;
+            }
+            pass_outcome.apply();
         }
     }
 }
@@ -1490,7 +1332,7 @@ control BoltIngress(inout headers_t hdr,
     BoltPassSetup() pass_setup;
     BoltFrontPanel() front_panel;
     BoltQueuePass() queue_pass;
-    BoltAnswer() answer;
+    BoltOutcome() outcome;
     BoltBacklog() backlog;
 
     apply {
@@ -1515,7 +1357,7 @@ control BoltIngress(inout headers_t hdr,
         }
 #endif
         if (ig_md.malformed == 0) {
-            answer.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+            outcome.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
             backlog.apply(hdr, ig_md, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
         }
     }
@@ -1539,6 +1381,7 @@ control BoltIngressDeparser(packet_out pkt,
             hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
         /* bridged to egress on every packet; egress keeps it only for recirculation */
         pkt.emit(hdr.pass);
+        pkt.emit(hdr.bridge);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);

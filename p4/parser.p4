@@ -30,20 +30,19 @@ parser BoltIngressParser(packet_in pkt,
         ig_md.retrieve_stored = 0; ig_md.drift_lo = 0; ig_md.drift_hi = 0; ig_md.drift = 0;
         ig_md.at = 0; ig_md.write_value = 0; ig_md.distance = 0; ig_md.head_delta = 0;
         ig_md.past_add = 0; ig_md.udp_len_excess = 0; ig_md.prio_room = 0;
-        ig_md.missing_rsrc = 0; ig_md.flag_hit = 0; ig_md.mirror_kind = 0; ig_md.mirror_session = 0;
-        ig_md.levels_left = 0; ig_md.full = 0; ig_md.behind = 0; ig_md.past_tail = 0;
+        ig_md.missing_rsrc = 0; ig_md.flag_hit = 0; ig_md.mirror_session = 0;
+        ig_md.levels_left = 0; ig_md.last_level = 0; ig_md.full = 0; ig_md.behind = 0; ig_md.past_tail = 0;
         ig_md.head_moved = 0; ig_md.flags_before = 0; ig_md.flag_was_set = 0;
         ig_md.was_valid = 0; ig_md.slot = 0; ig_md.slot_rsrc = 0; ig_md.got_task_word = 0;
         ig_md.got_client_port_pad = 0; ig_md.entry_in.uid = 0; ig_md.entry_in.jid = 0;
         ig_md.entry_in.tid = 0; ig_md.entry_in.task_word = 0; ig_md.entry_in.desc_0 = 0;
         ig_md.entry_in.desc_1 = 0; ig_md.entry_in.desc_2 = 0; ig_md.entry_in.desc_3 = 0;
         ig_md.entry_in.client_ip = 0; ig_md.entry_in.client_port_pad = 0; ig_md.added = 0;
-        ig_md.spawn_repair = 0; ig_md.bounce = 0; ig_md.matches = 0; ig_md.more = 0;
-        ig_md.next_level = 0; ig_md.route = 0; ig_md.to_entry_client = 0;
-        ig_md.answer_ip = 0; ig_md.answer_port = 0; ig_md.forward = 0;
+        ig_md.spawn_repair = 0; ig_md.matches = 0; ig_md.more = 0;
+        ig_md.next_level = 0; ig_md.out_port = 0; ig_md.out_drop = 0;
         ig_md.nonempty_op = 0; ig_md.level_bit = 0; ig_md.level_clear = 0; ig_md.from_mask = 0;
         ig_md.below_mask = 0; ig_md.keep_sat = 0; ig_md.remaining = 0; ig_md.nonempty = 0;
-        ig_md.bits_sat = 0; ig_md.bits_unsat = 0; ig_md.best_sat = 0; ig_md.best_unsat = 0; ig_md.answer_best = 0;
+        ig_md.bits_sat = 0; ig_md.bits_unsat = 0; ig_md.best_sat = 0; ig_md.best_unsat = 0;
         ig_md.credit_slot = 0; ig_md.credit_addr = 0; ig_md.credit_n = 0; ig_md.credit_held = 0;
         ig_md.credit_short = 0; ig_md.credit_takeover = 0; ig_md.over_credit = 0;
         ig_md.backlog_delta = 0; ig_md.backlog_rsrc = 0;
@@ -292,13 +291,9 @@ parser BoltIngressParser(packet_in pkt,
         transition select(hdr.pass.parse_path) {
             PP_SUBMIT                    : rc_submit;
             PP_QUEUE_FULL                : rc_queue_full;
-            PP_SUBMIT_SKIP_FIRST         : rc_submit_skip_first;
             PP_RETURN                    : rc_entry_cur;
-            PP_RETURN_SKIP_FIRST         : rc_return_skip_first;
             PP_GET                       : parse_requester;
-            PP_GET_SKIP_SWAP             : rc_get_skip_swap;
             PP_REFILL                    : rc_refill;
-            PP_REFILL_SKIP_SWAP          : rc_refill_skip_swap;
             PP_SWAP_GET                  : rc_swap_get;
             PP_SWAP_REFILL               : rc_swap_refill;
             PP_REPAIR                    : rc_repair;
@@ -319,12 +314,6 @@ parser BoltIngressParser(packet_in pkt,
             default                 : bad_priority;
         }
     }
-    /* The refused task left in the mirrored copy: deleted here (advance = delete). */
-    state rc_submit_skip_first {
-        pkt.extract(hdr.job_ref);
-        pkt.advance(192);
-        transition rc_task_cur;
-    }
     /* A mirrored QUEUE_FULL: [JobRef][the one task], cut there by its mirror session. */
     state rc_queue_full {
         pkt.extract(hdr.job_ref);
@@ -333,7 +322,6 @@ parser BoltIngressParser(packet_in pkt,
     }
 
     /* RETURN: [the first entry left, checked here][the rest, payload] */
-    state rc_return_skip_first { pkt.advance(320); transition rc_entry_cur; }
     state rc_entry_cur {
         pkt.extract(hdr.entry_cur);
         transition select(hdr.entry_cur.prio, hdr.entry_cur.flags, hdr.entry_cur.pad) {
@@ -344,10 +332,7 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    state rc_get_skip_swap { pkt.advance(384); transition parse_requester; }
-
     /* REFILL_REQ: [RefillRequest][entries found so far, newest first: payload] */
-    state rc_refill_skip_swap { pkt.advance(384); transition rc_refill; }
     state rc_refill { pkt.extract(hdr.refill_request); transition accept; }
 
     /* SWAP: [SwapState][held Entry][the retrieval's own body] */

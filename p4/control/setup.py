@@ -23,15 +23,15 @@ import os
 RID_CONTINUE = 1
 RID_SPAWN = 2
 # Ingress mirror sessions (headers.p4 MIRROR_*) and the length each copy is cut to:
-# bolt_pass_h 20 + Ethernet, IPv4, UDP, Bolt 50 + the layout's fixed part, + the 1-byte
-# bolt_mirror_h in front. The copy goes to the recirculation port; what follows the cut
-# (the rest of a list) is not in it.
+# bolt_pass_h 20 + bolt_bridge_h 22 + Ethernet, IPv4, UDP, Bolt 50 + the layout's fixed
+# part, + the 1-byte bolt_mirror_h in front. The copy goes to the recirculation port;
+# what follows the cut (the rest of a list) is not in it.
 MIRROR_SESSIONS = {
-    1: 20 + 50 + 8 + 24 + 1,      # MIRROR_SUBMIT_BOUNCE: JobRef, the refused TASK
-    2: 20 + 50 + 40 + 1,          # MIRROR_RETURN_BOUNCE: the refused ENTRY
-    3: 20 + 50 + 8 + 40 + 8 + 1,  # MIRROR_HELD_GET: SwapState, held ENTRY, Requester
-    4: 20 + 50 + 8 + 40 + 4 + 1,  # MIRROR_HELD_REFILL: SwapState, held ENTRY, RefillRequest
-    5: 20 + 50 + 4 + 1,           # MIRROR_SEARCH_ON: RefillRequest, no entry found
+    1: 20 + 22 + 50 + 8 + 24 + 1,      # MIRROR_SUBMIT_BOUNCE: JobRef, the refused TASK
+    2: 20 + 22 + 50 + 40 + 1,          # MIRROR_RETURN_BOUNCE: the refused ENTRY
+    3: 20 + 22 + 50 + 8 + 40 + 8 + 1,  # MIRROR_HELD_GET: SwapState, held ENTRY, Requester
+    4: 20 + 22 + 50 + 8 + 40 + 4 + 1,  # MIRROR_HELD_REFILL: SwapState, held ENTRY, RefillRequest
+    5: 20 + 22 + 50 + 4 + 1,           # MIRROR_SEARCH_ON: RefillRequest, no entry found
 }
 MAX_PRIORITIES = 8
 
@@ -122,28 +122,30 @@ def setup_admission(cfg, pass_setup, front_panel):
                                  hdr_ipv4_src_addr_p_length=net.prefixlen)
 
 
-def setup_forwarding(cfg, answer):
+def setup_forwarding(cfg, outcome):
+    # ipv4_route is keyed on the address a packet goes to: an answer's, or the
+    # destination of a packet not for the scheduler (hdr.bridge.answer_ip both).
     for r in cfg["routes"]:
         net = ipaddress.IPv4Network(r["prefix"])
-        answer.ipv4_route.add_with_route(hdr_ipv4_dst_addr=int(net.network_address),
-                                         hdr_ipv4_dst_addr_p_length=net.prefixlen,
-                                         port=r["port"], dst_mac=mac_int(r["dst_mac"]),
-                                         src_mac=mac_int(r["src_mac"]))
+        outcome.ipv4_route.add_with_route(hdr_bridge_answer_ip=int(net.network_address),
+                                          hdr_bridge_answer_ip_p_length=net.prefixlen,
+                                          port=r["port"], dst_mac=mac_int(r["dst_mac"]),
+                                          src_mac=mac_int(r["src_mac"]))
     for e in cfg.get("l2", []):
-        answer.l2_switch.add_with_l2_forward(hdr_ethernet_dst_addr=mac_int(e["mac"]), port=e["port"])
+        outcome.l2_switch.add_with_l2_forward(hdr_ethernet_dst_addr=mac_int(e["mac"]), port=e["port"])
 
 
 def main():
     cfg = load_config()
     p4 = getattr(bfrt, cfg["program"]).pipe
     # ingress.p4's sub-controls: pass_setup holds the configuration and the service
-    # addresses, front_panel the access lists and steering, answer the forwarding.
+    # addresses, front_panel the access lists and steering, outcome the forwarding.
     ing = p4.BoltIngress
     setup_ports(cfg)
     setup_recirculation(cfg, p4)
     setup_queue(cfg, ing.pass_setup, ing.front_panel)
     setup_admission(cfg, ing.pass_setup, ing.front_panel)
-    setup_forwarding(cfg, ing.answer)
+    setup_forwarding(cfg, ing.outcome)
     bfrt.complete_operations()
     print("bolt: %d levels, %d passes per retrieval, recirculation port %d, %d service address(es)"
           % (cfg["queue"]["priorities"], cfg["queue"]["max_passes"], cfg["recirculation"]["port"],

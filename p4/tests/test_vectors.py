@@ -28,23 +28,24 @@ from bfruntime_client_base_tests import BfRuntimeTest
 from p4testutils.misc_utils import get_sw_ports
 import bfrt_grpc.client as gc
 
-# Where each table, action, register and counter lives: ingress.p4's sub-controls.
+# Where each table, action, register and counter lives: ingress.p4's and egress.p4's
+# sub-controls.
 PLACE = {}
 for control, names in {
-    "pass_setup": ["queue_config", "configure", "bolt_service", "serve", "own_source", "forged"],
-    "front_panel": ["acl_clients", "acl_executors", "acl_agents", "allow", "pipe_steer", "malformed",
-                    "wrong_direction", "acl_denied"],
-    "queue_pass": ["add_ptr", "retrieve_ptr", "repairing", "valid", "task_rsrc", "enqueue_results",
-                   "repairs_spawned", "priority_clamped"],
-    "answer": ["ipv4_route", "route", "l2_switch", "deliveries", "answers", "swaps", "budget_exhausted",
-               "op_passes"],
+    "BoltIngress.pass_setup": ["queue_config", "configure", "bolt_service", "serve", "own_source", "forged"],
+    "BoltIngress.front_panel": ["acl_clients", "acl_executors", "acl_agents", "allow", "pipe_steer", "malformed",
+                                "wrong_direction", "acl_denied"],
+    "BoltIngress.queue_pass": ["add_ptr", "retrieve_ptr", "repairing", "valid", "task_rsrc", "enqueue_results",
+                               "repairs_spawned", "priority_clamped", "nonempty", "credit"],
+    "BoltIngress.outcome": ["ipv4_route", "route", "l2_switch", "op_passes"],
+    "BoltEgress.answer": ["deliveries", "answers", "swaps", "budget_exhausted"],
 }.items():
     for name in names:
-        PLACE[name] = "BoltIngress.%s.%s" % (control, name)
+        PLACE[name] = "%s.%s" % (control, name)
 
 
 def ingress(name):
-    """The BF Runtime name of an ingress object."""
+    """The BF Runtime name of a pipeline object (ingress or egress)."""
     return PLACE[name]
 
 
@@ -185,7 +186,7 @@ class ScenarioReplay:
                  [], ingress("serve"))
         for host, port in self.port_of.items():
             addr = int(ipaddress.IPv4Address(host))
-            self.add(ingress("ipv4_route"), [gc.KeyTuple("hdr.ipv4.dst_addr", addr, prefix_len=32)],
+            self.add(ingress("ipv4_route"), [gc.KeyTuple("hdr.bridge.answer_ip", addr, prefix_len=32)],
                      [gc.DataTuple("port", port), gc.DataTuple("dst_mac", mac_int(host_mac(host))),
                       gc.DataTuple("src_mac", mac_int(SWITCH_MAC))], ingress("route"))
             # Every test host is a client, an executor and an agent here; the ACL tests

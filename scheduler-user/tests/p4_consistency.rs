@@ -589,12 +589,14 @@ fn parser_states_and_parse_paths_are_closed() {
 
     let paths: Vec<String> = p4.consts().keys().filter(|k| k.starts_with("PP_")).cloned().collect();
     assert!(!paths.is_empty());
+    let outcomes = strip_comments(&read("pass_outcomes.p4inc"));
     let rc_bolt = &parser[parser.find("state rc_bolt").unwrap()..];
     let rc_bolt = &rc_bolt[..rc_bolt.find("state rc_submit").unwrap()];
     for path in &paths {
         assert!(rc_bolt.contains(&format!("{path} ")), "parse path {path} has no branch in rc_bolt");
         let written = src.matches(&format!("parse_path = {path};")).count()
-            + src.matches(&format!("spawn_path = {path};")).count();
+            + src.matches(&format!("set_parse_path({path})")).count()
+            + outcomes.matches(&format!(", {path})")).count();
         assert!(written > 0, "parse path {path} is never written by a pass");
     }
 }
@@ -628,6 +630,21 @@ fn split_top(s: &str) -> Vec<String> {
     out
 }
 
+/// The text of each `state NAME { ... }` of a parser, from its name on (a state's name
+/// may end in `state`, as `parse_swap_state` does).
+fn state_chunks(parser: &str) -> Vec<&str> {
+    let starts: Vec<usize> = parser
+        .match_indices("state ")
+        .filter(|(i, _)| parser[..*i].ends_with(char::is_whitespace))
+        .map(|(i, _)| i + "state ".len())
+        .collect();
+    starts
+        .iter()
+        .enumerate()
+        .map(|(k, &at)| &parser[at..starts.get(k + 1).map_or(parser.len(), |next| next - "state ".len())])
+        .collect()
+}
+
 /// A runner for the ingress parser's states that read what a client sent: extracts from
 /// a byte buffer and select transitions with exact, range (`a .. b`), mask (`v &&& m`)
 /// and don't-care keysets. It knows only the statements that part uses and
@@ -643,13 +660,18 @@ struct ParserRunner {
 
 impl ParserRunner {
     fn load() -> ParserRunner {
+        ParserRunner::of("BoltIngressParser", "headers_t")
+    }
+
+    /// The states of `parser NAME`, whose headers are the members of `headers`.
+    fn of(name: &str, headers: &str) -> ParserRunner {
         let p4 = P4::load();
         let src = &p4.src;
-        let start = src.find("parser BoltIngressParser").expect("no ingress parser");
+        let start = src.find(&format!("parser {name}")).unwrap_or_else(|| panic!("no parser {name}"));
         let end = start + src[start..].find("\ncontrol ").expect("parser not followed by a control");
         let parser = &src[start..end];
         let mut states = BTreeMap::new();
-        for chunk in parser.split("state ").skip(1) {
+        for chunk in state_chunks(parser) {
             let name = chunk.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap().to_string();
             let body = &chunk[chunk.find('{').unwrap() + 1..];
             let t = body.find("transition").unwrap_or_else(|| panic!("state {name} has no transition"));
@@ -683,9 +705,9 @@ impl ParserRunner {
         let consts = p4.consts();
         let mut members = BTreeMap::new();
         let mut layouts = BTreeMap::new();
-        for (ty, name) in p4.struct_fields("headers_t") {
+        for (ty, member) in p4.struct_fields(headers) {
             layouts.entry(ty.clone()).or_insert_with(|| p4.header(&ty));
-            members.insert(name, ty);
+            members.insert(member, ty);
         }
         ParserRunner { states, consts, members, layouts }
     }
@@ -1278,10 +1300,12 @@ fn each_control_uses_only_what_it_declares() {
         "BoltPassSetup() pass_setup;",
         "BoltFrontPanel() front_panel;",
         "BoltQueuePass() queue_pass;",
-        "BoltAnswer() answer;",
+        "BoltOutcome() outcome;",
     ] {
         assert!(ingress.1.contains(sub), "BoltIngress does not instantiate {sub}");
     }
+    let egress = controls.iter().find(|(n, _)| n == "BoltEgress").expect("no BoltEgress");
+    assert!(egress.1.contains("BoltAnswer() answer;"), "BoltEgress does not instantiate BoltAnswer");
 }
 
 /// pass_plan.p4inc gives, for every step, priority and number of configured levels, the
@@ -1354,8 +1378,10 @@ fn the_pass_plan_is_the_models() {
 fn mirror_sessions_cut_each_copy_after_its_one_item() {
     let p4 = P4::load();
     let size = |h: &str| p4.header(h).iter().map(|(_, bits)| *bits as usize).sum::<usize>() / 8;
-    let front =
-        ["bolt_mirror_h", "bolt_pass_h", "ethernet_h", "ipv4_h", "udp_h", "bolt_h"].map(size).iter().sum::<usize>();
+    let front = ["bolt_mirror_h", "bolt_pass_h", "bolt_bridge_h", "ethernet_h", "ipv4_h", "udp_h", "bolt_h"]
+        .map(size)
+        .iter()
+        .sum::<usize>();
     let layouts = [
         ("MIRROR_SUBMIT_BOUNCE", size("job_ref_h") + size("task_h")),
         ("MIRROR_RETURN_BOUNCE", size("entry_h")),
@@ -1363,7 +1389,7 @@ fn mirror_sessions_cut_each_copy_after_its_one_item() {
         ("MIRROR_HELD_REFILL", size("swap_state_h") + size("entry_h") + size("refill_request_h")),
         ("MIRROR_SEARCH_ON", size("refill_request_h")),
     ];
-    assert_eq!(front, 1 + 20 + 14 + 20 + 8 + Header::LEN);
+    assert_eq!(front, 1 + 20 + 22 + 14 + 20 + 8 + Header::LEN);
     let setup = read("control/setup.py");
     let consts = p4.consts();
     for (name, body) in layouts {
@@ -1387,20 +1413,26 @@ fn mirror_sessions_cut_each_copy_after_its_one_item() {
 fn queue_full_lists_one_task_and_a_refill_is_built_newest_first() {
     let p4 = P4::load();
     let sites: Vec<&str> = p4.src.match_indices("answer_header(OP_QUEUE_FULL,").map(|(i, _)| &p4.src[i..]).collect();
-    assert!(sites.len() >= 3, "QUEUE_FULL answers: {}", sites.len());
+    assert_eq!(sites.len(), 1, "QUEUE_FULL answers are written in one place");
     for site in sites {
         let count = site["answer_header(OP_QUEUE_FULL,".len()..].split(')').next().unwrap().trim();
         assert_eq!(count, "1", "a QUEUE_FULL of {count} tasks");
     }
-    let dep = &p4.src[p4.src.find("control BoltIngressDeparser").expect("no ingress deparser")..];
-    let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
-    let emitted: Vec<&str> = dep
-        .match_indices("pkt.emit(hdr.")
-        .map(|(i, _)| dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap())
-        .collect();
-    assert_eq!(emitted.last(), Some(&"entry_out"), "the entry found is emitted last: {emitted:?}");
-    let at = |h: &str| emitted.iter().position(|e| *e == h).unwrap_or_else(|| panic!("{h} not emitted"));
-    assert!(at("refill_request") < at("entry_out"));
+    // Every refused task leaves in a QUEUE_FULL of its own: a mirrored bounce's, the last
+    // SUBMIT task's, the last RETURN entry's, a host's held task's.
+    let outcomes = strip_comments(&read("pass_outcomes.p4inc"));
+    assert_eq!(outcomes.matches("answer(OUT_QUEUE_FULL)").count(), 4);
+    for deparser in ["control BoltIngressDeparser", "control BoltEgressDeparser"] {
+        let dep = &p4.src[p4.src.find(deparser).expect("no deparser")..];
+        let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
+        let emitted: Vec<&str> = dep
+            .match_indices("pkt.emit(hdr.")
+            .map(|(i, _)| dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap())
+            .collect();
+        assert_eq!(emitted.last(), Some(&"entry_out"), "{deparser}: the entry found is emitted last: {emitted:?}");
+        let at = |h: &str| emitted.iter().position(|e| *e == h).unwrap_or_else(|| panic!("{h} not emitted"));
+        assert!(at("refill_request") < at("entry_out"));
+    }
 }
 
 /// The ternary entries a range `lo..=hi` of a parser keyset takes: its minimal cover by
@@ -1429,64 +1461,69 @@ fn ternary_cover(mut lo: u64, hi: u64) -> u64 {
 #[test]
 fn parser_rows_and_deparser_entries_fit_both_chips() {
     let p4 = P4::load();
-    let runner = ParserRunner::load();
-    let bytes_of = |ty: &str| p4.header(ty).iter().map(|(_, bits)| *bits as u64).sum::<u64>() / 8;
-    let mut rows = 0;
-    for (name, state) in &runner.states {
-        let arms: u64 = state
-            .arms
-            .iter()
-            .map(|(keyset, _)| {
-                keyset
-                    .iter()
-                    .map(|k| match k.split_once("..") {
-                        Some((lo, hi)) if !k.contains("&&&") => ternary_cover(runner.value(lo), runner.value(hi)),
-                        _ => 1,
-                    })
-                    .product::<u64>()
-            })
-            .sum();
-        let window: u64 = state
-            .stmts
-            .iter()
-            .map(|st| {
-                if let Some(h) = st.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')) {
-                    bytes_of(&runner.members[h])
-                } else if st == "pkt.extract(ig_intr_md)" {
-                    16 // Tofino 2's; 8 on Tofino
-                } else if st == "pkt.advance(PORT_METADATA_SIZE)" {
-                    24 // Tofino 2's; 8 on Tofino
-                } else if let Some(bits) = st.strip_prefix("pkt.advance(").and_then(|b| b.strip_suffix(')')) {
-                    parse_int(bits) / 8
-                } else {
-                    0
-                }
-            })
-            .sum();
-        let state_rows = arms.max(1) + window.div_ceil(32).saturating_sub(1);
-        assert!(state_rows <= 32, "parser state {name}: {state_rows} rows");
-        rows += state_rows;
+    for (parser, headers, deparser) in [
+        ("BoltIngressParser", "headers_t", "control BoltIngressDeparser"),
+        ("BoltEgressParser", "egress_headers_t", "control BoltEgressDeparser"),
+    ] {
+        let runner = ParserRunner::of(parser, headers);
+        let bytes_of = |ty: &str| p4.header(ty).iter().map(|(_, bits)| *bits as u64).sum::<u64>() / 8;
+        let mut rows = 0;
+        for (name, state) in &runner.states {
+            let arms: u64 = state
+                .arms
+                .iter()
+                .map(|(keyset, _)| {
+                    keyset
+                        .iter()
+                        .map(|k| match k.split_once("..") {
+                            Some((lo, hi)) if !k.contains("&&&") => ternary_cover(runner.value(lo), runner.value(hi)),
+                            _ => 1,
+                        })
+                        .product::<u64>()
+                })
+                .sum();
+            let window: u64 = state
+                .stmts
+                .iter()
+                .map(|st| {
+                    if let Some(h) = st.strip_prefix("pkt.extract(hdr.").and_then(|h| h.strip_suffix(')')) {
+                        bytes_of(&runner.members[h])
+                    } else if st == "pkt.extract(ig_intr_md)" || st == "pkt.extract(eg_intr_md)" {
+                        16 // Tofino 2's; 8 on Tofino
+                    } else if st == "pkt.advance(PORT_METADATA_SIZE)" {
+                        24 // Tofino 2's; 8 on Tofino
+                    } else if let Some(bits) = st.strip_prefix("pkt.advance(").and_then(|b| b.strip_suffix(')')) {
+                        parse_int(bits) / 8
+                    } else {
+                        0
+                    }
+                })
+                .sum();
+            let state_rows = arms.max(1) + window.div_ceil(32).saturating_sub(1);
+            assert!(state_rows <= 32, "{parser} state {name}: {state_rows} rows");
+            rows += state_rows;
+        }
+        let dep = &p4.src[p4.src.find(deparser).expect("no deparser")..];
+        let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
+        let emitted: Vec<u64> = dep
+            .match_indices("pkt.emit(hdr.")
+            .map(|(i, _)| bytes_of(&runner.members[dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap()]))
+            .collect();
+        let (bytes, entries, chunks): (u64, u64, u64) = (
+            emitted.iter().sum(),
+            emitted.iter().map(|b| b.div_ceil(4)).sum(),
+            emitted.iter().map(|b| b.div_ceil(8)).sum(),
+        );
+        println!(
+            "{parser}: {} states, {rows} TCAM rows; deparser: {} headers, {bytes} B, {entries} entries (Tofino), {chunks} chunks (Tofino 2)",
+            runner.states.len(),
+            emitted.len()
+        );
+        assert!(rows <= 256, "{parser}: {rows} parser TCAM rows, 256 on either chip");
+        assert!(entries <= 192, "{deparser}: {entries} deparser entries, 192 on Tofino");
+        assert!(chunks <= 128, "{deparser}: {chunks} deparser chunks, 128 on Tofino 2");
+        assert!(bytes <= 640, "{deparser}: {bytes} B of headers");
     }
-    let dep = &p4.src[p4.src.find("control BoltIngressDeparser").expect("no ingress deparser")..];
-    let dep = &dep[..dep.find("\n}\n").expect("the deparser ends")];
-    let emitted: Vec<u64> = dep
-        .match_indices("pkt.emit(hdr.")
-        .map(|(i, _)| bytes_of(&runner.members[dep[i + "pkt.emit(hdr.".len()..].split(')').next().unwrap()]))
-        .collect();
-    let (bytes, entries, chunks): (u64, u64, u64) = (
-        emitted.iter().sum(),
-        emitted.iter().map(|b| b.div_ceil(4)).sum(),
-        emitted.iter().map(|b| b.div_ceil(8)).sum(),
-    );
-    println!(
-        "{} parser states, {rows} TCAM rows; ingress deparser: {} headers, {bytes} B, {entries} entries (Tofino), {chunks} chunks (Tofino 2)",
-        runner.states.len(),
-        emitted.len()
-    );
-    assert!(rows <= 256, "{rows} parser TCAM rows, 256 on either chip");
-    assert!(entries <= 192, "{entries} deparser entries, 192 on Tofino");
-    assert!(chunks <= 128, "{chunks} deparser chunks, 128 on Tofino 2");
-    assert!(bytes <= 640, "{bytes} B of headers");
 }
 
 /// The const entries of `table NAME` (or of the file it includes) as (key, action
@@ -1567,11 +1604,16 @@ fn the_level_bitmap_is_touched_once_per_pass() {
 
 /// Every ASSIGN, NOOP and REFILL bolt.p4 writes carries BEST in its header prio: an
 /// ASSIGN the requester's BEST having got what it asked for, a NOOP the one having got
-/// less, a REFILL the one that fits (`Tier2::best_for`; a batch before the last 0).
+/// less, a REFILL the one that fits (`Tier2::best_for`; a batch before the last 0). The
+/// ingress computes both candidates; the egress, which writes the answer, gets them in
+/// the bridge.
 #[test]
 fn best_is_written_on_every_answer() {
     let p4 = P4::load();
+    let flat_all: String = p4.src.split_whitespace().collect();
+    assert!(flat_all.contains("hdr.bridge.best_sat=ig_md.best_sat;hdr.bridge.best_unsat=ig_md.best_unsat;"));
     let src = &p4.src[p4.src.find("control BoltAnswer").expect("no BoltAnswer")..];
+    let src = &src[..src.find("\n}\n").expect("BoltAnswer ends")];
     let mut seen = BTreeMap::new();
     for (at, _) in src.match_indices("answer_header(OP_") {
         let call = &src[at..];
@@ -1579,11 +1621,11 @@ fn best_is_written_on_every_answer() {
         if op == "OP_QUEUE_FULL" {
             continue;
         }
-        let upto = &call[..call.find("ig_md.route").expect("an answer without a route")];
+        let upto = &call[..call.find('}').expect("an answer's branch ends")];
         let stamp = match op.as_str() {
-            "OP_ASSIGN" => upto.contains("hdr.bolt.prio = ig_md.best_sat;"),
-            "OP_NOOP" => upto.contains("hdr.bolt.prio = ig_md.best_unsat;"),
-            "OP_REFILL" => upto.contains("hdr.bolt.prio = ig_md.answer_best;"),
+            "OP_ASSIGN" => upto.contains("hdr.bolt.prio = hdr.bridge.best_sat;"),
+            "OP_NOOP" => upto.contains("hdr.bolt.prio = hdr.bridge.best_unsat;"),
+            "OP_REFILL" => upto.contains("hdr.bolt.prio = eg_md.answer_best;"),
             other => panic!("answer {other}"),
         };
         assert!(stamp, "an {op} leaves without its BEST stamp: {}", &upto[..upto.len().min(200)]);
@@ -1595,9 +1637,11 @@ fn best_is_written_on_every_answer() {
     // with best_unsat, or the best_sat its last search pass left in the header prio.
     assert_eq!(seen.get("OP_REFILL"), Some(&1));
     let flat: String = src.split_whitespace().collect();
-    assert!(flat.contains("ig_md.answer_best=ig_md.best_unsat;if(hdr.pass.want==0){ig_md.answer_best=hdr.bolt.prio;}"));
-    assert!(flat.contains("}elseif(ig_md.step==STEP_DELIVER){if((hdr.pass.flags&PF_HOST)!=0){"));
-    assert_eq!(src.matches("hdr.bolt.prio = ig_md.best_sat;").count(), 3, "ASSIGN, a full last batch, a last batch");
+    assert!(
+        flat.contains("eg_md.answer_best=hdr.bridge.best_unsat;if(hdr.pass.want==0){eg_md.answer_best=hdr.bolt.prio;}")
+    );
+    assert!(flat.contains("}elseif(hdr.bridge.outcome==OUT_DELIVER){if((hdr.pass.flags&PF_HOST)!=0){"));
+    assert_eq!(src.matches("hdr.bolt.prio = hdr.bridge.best_sat;").count(), 2, "ASSIGN, a last batch");
     // The answer's header is only ever written by answer_header; nothing else zeroes prio.
     let zeroes = src.matches("hdr.bolt.prio = 0;").count();
     assert_eq!(zeroes, 1, "hdr.bolt.prio = 0 outside answer_header");
@@ -1692,4 +1736,340 @@ fn queued_per_resource_bit_counters_match_the_backlog() {
         "two count-down sites: a delivery and a reinsert's bounce"
     );
     assert!(src.contains("ig_md.backlog_rsrc = hdr.entry_out.rsrc; ig_md.backlog_delta = 0xffffffff;"));
+}
+
+/// One row of pass_outcome: (value, mask) per key, the action and its arguments.
+struct OutcomeRow {
+    keys: Vec<(u64, u64)>,
+    action: String,
+    args: Vec<u64>,
+}
+
+/// The rows of pass_outcomes.p4inc in order, its `#define`s expanded, constants valued.
+fn pass_outcome_rows(p4: &P4) -> Vec<OutcomeRow> {
+    let consts = p4.consts();
+    let text = strip_comments(&read("pass_outcomes.p4inc"));
+    let mut macros = BTreeMap::new();
+    let mut body = String::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(def) = line.strip_prefix("#define ") {
+            let (name, value) = def.split_once(' ').expect("a #define with a value");
+            macros.insert(name.to_string(), value.trim().to_string());
+        } else if !line.starts_with('#') {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    fn eval(e: &str, consts: &BTreeMap<String, u64>) -> u64 {
+        let e = e.trim();
+        if let Some(inner) = e.strip_prefix('(').and_then(|i| i.strip_suffix(')')) {
+            return eval(inner, consts);
+        }
+        if e.contains('|') {
+            return e.split('|').map(|p| eval(p, consts)).fold(0, |a, b| a | b);
+        }
+        if let Some((a, b)) = e.split_once(" - ") {
+            return eval(a, consts) - eval(b, consts);
+        }
+        match consts.get(e) {
+            Some(v) => *v,
+            None => parse_int(e),
+        }
+    }
+    let mut rows = Vec::new();
+    for stmt in body.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let (keyset, action) = stmt.rsplit_once(") :").expect("a row is (keys) : action(args)");
+        let keys = split_top(keyset.trim().trim_start_matches('('))
+            .iter()
+            .map(|k| {
+                let k = macros.get(k.trim()).cloned().unwrap_or_else(|| k.trim().to_string());
+                match k.split_once("&&&") {
+                    _ if k == "_" => (0, 0),
+                    Some((v, m)) => (eval(v, &consts), eval(m, &consts)),
+                    None => (eval(&k, &consts), u64::MAX),
+                }
+            })
+            .collect();
+        let (name, args) = action.trim().split_once('(').expect("an action call");
+        let args = args.trim_end_matches(')').split(',').filter(|a| !a.trim().is_empty());
+        rows.push(OutcomeRow { keys, action: name.trim().to_string(), args: args.map(|a| eval(a, &consts)).collect() });
+    }
+    rows
+}
+
+/// pass_outcome decides each pass as the model's passes do (queue/pipeline.rs): for every
+/// combination of what a pass can find, the first matching row sends the packet where the
+/// model's pass sends its packets, under the rule a Tofino pass follows to emit them (one
+/// packet goes on, or leaves as the answer; a REPAIR spawned next to it forks; a bounced
+/// task leaves in a mirror copy unless nothing else leaves, when the packet is its
+/// QUEUE_FULL; a full batch while more is wanted is sent by the packet and searched on by
+/// a mirror copy). Every row is the first match of some case, and every case has one.
+#[test]
+fn pass_outcomes_make_the_models_decisions() {
+    let p4 = P4::load();
+    let c = p4.consts();
+    let rows = pass_outcome_rows(&p4);
+    assert!(rows.iter().all(|r| r.keys.len() == 13), "every row has the 13 keys of pass_outcome");
+    let table = table_body(&p4.src, "pass_outcome");
+    assert_eq!(table.matches(": ternary;").count(), 13);
+
+    // What one pass leaves behind, in the model's terms.
+    #[derive(Default)]
+    struct Leaves {
+        goes_on: Option<u64>,       // the packet recirculates with this outcome
+        answer: Option<u64>,        // the packet leaves as this answer
+        bounce: Option<(u64, u64)>, // a refused task: mirror session, its copy's layout
+        repair: bool,               // enqueue spawned a REPAIR
+        search_on: bool,            // a full batch; the search goes on in a copy
+    }
+    // key: step, copy, flags, more, added, spawn_repair, was_valid, matches, past_tail,
+    // budget, last_level, listed, want
+    let model = |k: &[u64; 13]| -> Leaves {
+        let [step, copy, flags, more, added, spawn, was_valid, matches, past_tail, budget, last, listed, want] = *k;
+        let host = flags & c["PF_HOST"] != 0;
+        let sent = flags & c["PF_BATCH_SENT"] != 0;
+        let mut out = Leaves { repair: spawn == 1, ..Leaves::default() };
+        if copy == c["PASS_SPAWN"] {
+            if flags & c["PF_MIRROR_BOUNCE"] != 0 {
+                out.answer = Some(c["OUT_QUEUE_FULL"]);
+            }
+            return out;
+        }
+        // Pipeline::finish, next_level, deliver
+        let finish = |out: &mut Leaves| {
+            if !host {
+                out.answer = Some(c["OUT_NOOP"]);
+            } else if listed != 0 || !sent {
+                out.goes_on = Some(c["OUT_REFILL_LAST"]);
+            }
+        };
+        let next_level = |out: &mut Leaves| {
+            if last == 0 {
+                out.goes_on = Some(c["OUT_NEXT_LEVEL"]);
+            } else {
+                finish(out);
+            }
+        };
+        let deliver = |out: &mut Leaves| {
+            if !host {
+                out.answer = Some(c["OUT_ASSIGN"]);
+            } else if want == 1 {
+                out.goes_on = Some(c["OUT_REFILL_DONE"]);
+            } else if listed + 1 == c["MAX_LIST"] {
+                out.goes_on = Some(c["OUT_REFILL_FULL"]);
+                out.search_on = true;
+            } else {
+                out.goes_on = Some(c["OUT_REFILL_MORE"]);
+            }
+        };
+        match step {
+            s if s == c["STEP_SUBMIT"] || s == c["STEP_RETURN"] => {
+                if more == 1 {
+                    out.goes_on = Some(c["OUT_ITEM_DONE"]);
+                }
+                if added == 0 {
+                    out.bounce = Some(if s == c["STEP_SUBMIT"] {
+                        (c["MIRROR_SUBMIT_BOUNCE"], c["PP_QUEUE_FULL"])
+                    } else {
+                        (c["MIRROR_RETURN_BOUNCE"], c["PP_BOUNCE_ENTRY"])
+                    });
+                }
+            }
+            s if s == c["STEP_CREDIT"] => out.goes_on = Some(c["OUT_CREDIT_TAKEN"]),
+            s if s == c["STEP_DELIVER"] => out.answer = Some(c["OUT_DELIVER"]),
+            s if s == c["STEP_RETRIEVE"] => {
+                if was_valid == 0 {
+                    next_level(&mut out);
+                } else if matches == 1 {
+                    deliver(&mut out);
+                } else {
+                    out.goes_on = Some(c["OUT_SWAP"]);
+                }
+            }
+            s if s == c["STEP_SWAP"] => {
+                if budget == 0 {
+                    out.goes_on = Some(c["OUT_SWAP_SPENT"]);
+                } else if past_tail == 1 {
+                    out.goes_on = Some(c["OUT_SWAP_PAST_TAIL"]);
+                } else if was_valid == 0 {
+                    out.goes_on = Some(c["OUT_SWAP_FILLED"]);
+                } else if matches == 1 {
+                    deliver(&mut out);
+                } else {
+                    out.goes_on = Some(c["OUT_SWAP"]);
+                }
+            }
+            s if s == c["STEP_REINSERT"] => {
+                if added == 0 {
+                    out.bounce = Some(if host {
+                        (c["MIRROR_HELD_REFILL"], c["PP_BOUNCE_HELD_REFILL"])
+                    } else {
+                        (c["MIRROR_HELD_GET"], c["PP_BOUNCE_HELD_GET"])
+                    });
+                }
+                next_level(&mut out);
+            }
+            other => panic!("step {other}"),
+        }
+        out
+    };
+    // How a Tofino pass emits what the model's pass leaves.
+    let emit = |step: u64, l: &Leaves| -> (String, Vec<u64>) {
+        let with_bounce = |name: &str, mut args: Vec<u64>| match l.bounce {
+            Some((session, path)) => {
+                args.extend([session, path]);
+                (format!("{name}_bounce"), args)
+            }
+            None => (name.to_string(), args),
+        };
+        if l.search_on {
+            assert!(!l.repair && l.bounce.is_none());
+            let name = if step == c["STEP_SWAP"] { "search_on_from_swap" } else { "search_on" };
+            return (name.to_string(), vec![l.goes_on.unwrap()]);
+        }
+        match (l.goes_on, l.answer, l.repair) {
+            (Some(o), None, true) | (None, Some(o), true) => with_bounce("fork", vec![o]),
+            (Some(o), None, false) => with_bounce("recirculate", vec![o]),
+            (None, Some(o), false) => with_bounce("answer", vec![o]),
+            (None, None, true) => with_bounce("repair_alone", vec![]),
+            (None, None, false) if l.bounce.is_some() => ("answer".to_string(), vec![c["OUT_QUEUE_FULL"]]),
+            (None, None, false) => ("drop_pass".to_string(), vec![]),
+            (Some(_), Some(_), _) => panic!("a pass both goes on and answers"),
+        }
+    };
+
+    let enqueue_steps = [c["STEP_SUBMIT"], c["STEP_RETURN"], c["STEP_REINSERT"]];
+    let steps = [c["STEP_SUBMIT"], c["STEP_RETURN"], c["STEP_CREDIT"], c["STEP_DELIVER"], c["STEP_RETRIEVE"]]
+        .into_iter()
+        .chain([c["STEP_SWAP"], c["STEP_REINSERT"]]);
+    let mut cases: Vec<[u64; 13]> = Vec::new();
+    let flag_sets = [0, c["PF_HOST"], c["PF_BATCH_SENT"], c["PF_HOST"] | c["PF_BATCH_SENT"]];
+    for (step, copy) in steps.map(|s| (s, c["PASS_CONTINUE"])).chain([(0, c["PASS_SPAWN"])]) {
+        for flags in flag_sets.into_iter().flat_map(|f| [f, f | c["PF_MIRROR_BOUNCE"]]) {
+            for bits in 0..1u64 << 9 {
+                let b = |i: u32| (bits >> i) & 1;
+                let (more, added, spawn, was_valid, matches, past_tail, last) =
+                    (b(0), b(1), b(2), b(3), b(4), b(5), b(6));
+                // only an enqueue queues a task or spawns a REPAIR
+                if !enqueue_steps.contains(&step) && (added == 1 || spawn == 1) {
+                    continue;
+                }
+                // the mirror-bounce flag is kept only on a bounce's own copy (pass setup
+                // clears it on every other)
+                if flags & c["PF_MIRROR_BOUNCE"] != 0 && copy != c["PASS_SPAWN"] {
+                    continue;
+                }
+                for budget in [0, 3] {
+                    for listed in [0, 1, c["MAX_LIST"] - 1] {
+                        for want in [1, 2 + b(7) + 2 * b(8)] {
+                            cases.push([
+                                step, copy, flags, more, added, spawn, was_valid, matches, past_tail, budget, last,
+                                listed, want,
+                            ]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut used = vec![false; rows.len()];
+    for case in &cases {
+        let hit = rows
+            .iter()
+            .position(|r| r.keys.iter().zip(case).all(|((v, m), k)| k & m == v & m))
+            .unwrap_or_else(|| panic!("no pass_outcome row for {case:?}"));
+        used[hit] = true;
+        let row = &rows[hit];
+        let want = emit(case[0], &model(case));
+        assert_eq!((row.action.clone(), row.args.clone()), want, "pass_outcome row {hit} for {case:?}");
+    }
+    let dead: Vec<usize> = used.iter().enumerate().filter(|(_, u)| !**u).map(|(i, _)| i).collect();
+    assert!(dead.is_empty(), "pass_outcome rows no case reaches: {dead:?}");
+}
+
+/// The body of `control NAME` (up to its closing brace at the start of a line).
+fn control_body<'a>(src: &'a str, name: &str) -> &'a str {
+    let at = src.find(&format!("\ncontrol {name}(")).unwrap_or_else(|| panic!("no control {name}"));
+    let body = &src[at + 1..];
+    &body[..body.find("\n}").expect("control does not close")]
+}
+
+/// The queue pass's chain ends at the decision: the ingress makes one decision per pass
+/// and sends the packet, and the egress (BoltAnswer) writes the packet for that outcome,
+/// so the answer (next step, layout, answer header, BEST, address) is off the ingress's
+/// stages. The forwarding lookup does not wait for the decision: it is keyed on the
+/// address an answer would go to, known before the queue pass. The egress parser finds
+/// the headers the bridge lists in the ingress deparser's order.
+#[test]
+fn the_answer_is_written_in_the_egress() {
+    let p4 = P4::load();
+    let consts = p4.consts();
+    let rows = pass_outcome_rows(&p4);
+    let answer = control_body(&p4.src, "BoltAnswer");
+    let outcomes: Vec<&String> = consts.keys().filter(|k| k.starts_with("OUT_") && *k != "OUT_NONE").collect();
+    assert!(outcomes.len() >= 15, "{outcomes:?}");
+    for out in outcomes {
+        let v = consts[out.as_str()];
+        assert!(
+            rows.iter().any(|r| r.action != "repair_alone" && r.args.first() == Some(&v)),
+            "no pass_outcome row decides {out}"
+        );
+        assert!(answer.contains(&format!("hdr.bridge.outcome == {out}")), "BoltAnswer does not write {out}");
+    }
+    // No ingress control writes what the egress writes.
+    for control in ["BoltQueuePass", "BoltOutcome"] {
+        let body = control_body(&p4.src, control);
+        for write in [
+            "answer_header(",
+            "hdr.pass.step =",
+            "hdr.pass.parse_path =",
+            "hdr.bolt.count =",
+            "hdr.bolt.prio =",
+            "hdr.pass.listed =",
+        ] {
+            assert!(!body.contains(write), "{control} writes {write}");
+        }
+    }
+    let outcome = control_body(&p4.src, "BoltOutcome");
+    let flat: String = outcome.split_whitespace().collect();
+    assert_eq!(flat.matches("pass_outcome.apply()").count(), 1);
+    let lookup = flat.find("if(hdr.ipv4.isValid()){ipv4_route.apply();}else{l2_switch.apply();}").expect("the lookup");
+    assert!(lookup < flat.find("pass_outcome.apply()").unwrap(), "the route is looked up before the decision");
+    assert!(table_body(&p4.src, "ipv4_route").contains("hdr.bridge.answer_ip : lpm;"));
+    // Each counter of the egress counts once per pass: not on the fork's REPAIR copy.
+    let counted = &answer[answer.find("if (eg_md.counted == 1) {").expect("the counters' guard")..];
+    for counter in ["swaps", "budget_exhausted", "deliveries"] {
+        assert!(counted.contains(&format!("{counter}.count(")), "{counter} is counted outside the guard");
+    }
+    // The bridge lists the headers after the Bolt header; the egress parser takes them in
+    // the order the ingress deparser emits them.
+    let listed: Vec<String> = p4
+        .header("bolt_bridge_h")
+        .into_iter()
+        .filter_map(|(f, _)| f.strip_prefix("has_").map(str::to_string))
+        .collect();
+    assert_eq!(listed.len(), 8, "{listed:?}");
+    let emit_order = |control: &str| -> Vec<String> {
+        let at = p4.src.find(control).unwrap();
+        let body = &p4.src[at..];
+        let body = &body[..body.find("\n}\n").unwrap()];
+        body.match_indices("(hdr.")
+            .map(|(i, _)| body[i + 5..].split(')').next().unwrap().to_string())
+            .filter(|h| listed.contains(h))
+            .collect()
+    };
+    let emitted = emit_order("control BoltIngressDeparser");
+    let parsed = emit_order("parser BoltEgressParser");
+    assert_eq!(emitted, listed, "the bridge lists the ingress deparser's headers in its order");
+    assert_eq!(parsed, listed, "the egress parser takes them in that order");
+    for h in &listed {
+        assert!(
+            flat.contains(&format!("if(hdr.{h}.isValid()){{hdr.bridge.has_{h}=1;}}")),
+            "the bridge's has_{h} is not set from hdr.{h}'s validity"
+        );
+        assert!(
+            p4.src.contains(&format!("transition select(hdr.bridge.has_{h}) {{ 1 : parse_{h};")),
+            "the egress parser does not extract {h} by its bit"
+        );
+    }
 }

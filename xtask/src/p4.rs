@@ -53,7 +53,7 @@ pub struct BuildArgs {
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// Directory holding tna.p4 (and tofino.p4 ...): the SDE's share/p4c/p4include, or
-    /// backends/tofino/bf-p4c/p4include of the p4c sources. Default: $P4C_TNA_INCLUDE,
+    /// backends/tofino/bf-p4c/p4include of the p4c sources. Default: $BOLT_TNA_INCLUDE,
     /// else $SDE's.
     #[arg(long)]
     pub tna_include: Option<PathBuf>,
@@ -179,14 +179,15 @@ fn check(a: &CheckArgs) -> Result<()> {
              Debian 12 does not package it"
         );
     };
-    let include = match (&a.tna_include, env::var_os("P4C_TNA_INCLUDE")) {
+    let include = match (&a.tna_include, env::var_os("BOLT_TNA_INCLUDE")) {
         (Some(dir), _) => dir.clone(),
         (None, Some(dir)) if !dir.is_empty() => PathBuf::from(dir),
         _ => sde("finding tna.p4 without --tna-include")?.join("install/share/p4c/p4include"),
     };
-    if !include.join("tna.p4").is_file() {
+    let arch = if a.tofino2 { "t2na.p4" } else { "tna.p4" };
+    if !include.join(arch).is_file() {
         bail!(
-            "{} has no tna.p4: point --tna-include (or P4C_TNA_INCLUDE) at the SDE's \
+            "{} has no {arch}: point --tna-include (or BOLT_TNA_INCLUDE) at the SDE's \
              share/p4c/p4include or at p4c's backends/tofino/bf-p4c/p4include",
             include.display()
         );
@@ -197,7 +198,18 @@ fn check(a: &CheckArgs) -> Result<()> {
     // tna.p4 and t2na.p4 stop at an #error unless the target is defined, as bf-p4c does.
     let target = if a.tofino2 { "-D__TARGET_TOFINO__=2" } else { "-D__TARGET_TOFINO__=1" };
     cmd.args(["--std", "p4-16", target]).arg(inc).arg(workspace_root().join("p4/bolt.p4"));
-    status(&mut cmd)
+    eprintln!("+ {cmd:?}");
+    let out = cmd.output().with_context(|| format!("running {:?}", cmd.get_program()))?;
+    let printed = String::from_utf8_lossy(&out.stderr);
+    eprint!("{printed}{}", String::from_utf8_lossy(&out.stdout));
+    // p4test exits 0 on warnings; the program is kept free of them (p4/README.md).
+    let lines_with = |word: &str| printed.lines().filter(|l| l.contains(word)).count();
+    let (errors, warnings) = (lines_with("error"), lines_with("warning"));
+    if !out.status.success() || errors > 0 || warnings > 0 {
+        bail!("p4test: {} ({errors} errors, {warnings} warnings)", out.status);
+    }
+    eprintln!("p4test: 0 errors, 0 warnings ({arch})");
+    Ok(())
 }
 
 fn test(a: &TestArgs) -> Result<()> {
