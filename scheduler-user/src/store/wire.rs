@@ -288,3 +288,48 @@ fn serve<S: FrameService>(mut conn: TcpStream, service: &S, idle: Duration, stop
         service.answer(request.frame(), &mut conn)?;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers every request with the port the request came from.
+    struct PeerPort;
+
+    impl FrameService for PeerPort {
+        fn answer(&self, _request: DataFrame<'_>, conn: &mut TcpStream) -> anyhow::Result<()> {
+            let port = u64::from(conn.peer_addr()?.port());
+            write_frame(conn, &DataFrame::ResultAck { spec_id: port })
+        }
+        fn refused(&self, _e: DataError) {}
+    }
+
+    fn serve_at(addr: SocketAddr) -> FrameServer {
+        FrameServer::spawn(addr, "test", Arc::new(PeerPort), 8, Duration::from_secs(30)).expect("server starts")
+    }
+
+    fn peer_port(conns: &Connections, addr: SocketAddr) -> u64 {
+        let answer = conns.call(addr, &DataFrame::SpecGet { spec_id: 1 }, Duration::from_secs(5)).expect("answered");
+        match answer.frame() {
+            DataFrame::ResultAck { spec_id } => spec_id,
+            other => panic!("answered {:?}", other.kind()),
+        }
+    }
+
+    #[test]
+    fn a_kept_connection_is_reused_and_replaced_once_its_server_stopped() {
+        let mut first = serve_at("127.0.0.1:0".parse().unwrap());
+        let addr = first.addr();
+        let conns = Connections::default();
+        let port = peer_port(&conns, addr);
+        assert_eq!(peer_port(&conns, addr), port, "the second request went on the kept connection");
+        // The stopped server's connection thread is still up; a new server listens at
+        // the same address. The kept connection is closed unanswered, and the request
+        // goes to the new server on a fresh one.
+        first.stop();
+        let _second = serve_at(addr);
+        let fresh = peer_port(&conns, addr);
+        assert_ne!(fresh, port, "answered on the stopped server's connection");
+        assert_eq!(peer_port(&conns, addr), fresh, "the fresh connection is kept in turn");
+    }
+}
