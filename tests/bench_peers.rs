@@ -48,6 +48,12 @@ fn quick_comparison_reports_numbers_or_a_reason_for_every_system() {
                 let (p50, p99) = (m.delay_p50_us.unwrap(), m.delay_p99_us.unwrap());
                 assert!(p50 > 0.0 && p99 >= p50, "{line}");
                 assert!(m.burst_delay_p50_us.unwrap() > 0.0, "{line}");
+                // A result comes back after its task started, task by task, so every
+                // quantile of submit → result is at least that of submit → start.
+                let (r50, r99) = (m.result_p50_us.unwrap(), m.result_p99_us.unwrap());
+                assert!(r50 >= p50 && r99 >= r50 && r99 >= p99, "{line}");
+                let (b50, b99) = (m.burst_result_p50_us.unwrap(), m.burst_result_p99_us.unwrap());
+                assert!(b50 >= m.burst_delay_p50_us.unwrap() && b99 >= b50, "{line}");
                 // 25 waves of one task per worker.
                 assert_eq!(m.idle_tasks, Some(100), "{line}");
                 assert!(m.reason.is_none(), "{line}");

@@ -6,6 +6,12 @@
 //! from which executors fetch each task's spec and to which they send its RESULT. A
 //! task's future resolves when its RESULT arrives: the spec server hands it over
 //! directly, so no timer sits between a result and its caller.
+//!
+//! What the client puts in a store goes when it is no longer needed: a task's large
+//! input when the task is final, a job's large outputs (owned by the job in the
+//! executors' stores) once the job is final, by then fetched (a RESULT with a stored
+//! output is acknowledged only after the output is in the caller's hands, so the job's
+//! COMPLETEs come after). Both with DELETE_JOB, as `bolt dag` collects its garbage.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,6 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use scheduler_common::descriptor::Handler;
 use scheduler_common::layout::{JobRef, STATUS_FAILED, STATUS_OK, STATUS_REFUSED};
+use scheduler_user::client::dag_run::collect_garbage;
 use scheduler_user::client::spec_server::{SpecEntry, SpecResult, SpecServer};
 use scheduler_user::client::{Client as SchedulerClient, ClientConfig, TaskSpec};
 use scheduler_user::store::{client as store_client, ObjectLocation};
@@ -36,6 +43,14 @@ pub const INLINE_INPUT_MAX: usize = 64 * 1024;
 /// How often the background task looks for tasks the scheduler gave up on. Results and
 /// submissions never wait for it: both wake the task at once.
 const GIVE_UP_CHECK: Duration = Duration::from_millis(20);
+
+/// Owner job ids of the large inputs: this bit and the spec id's low 31 bits, one owner
+/// per task, apart from the scheduler's job ids (counted up from 1), which own outputs.
+const INPUT_OWNER_BIT: u32 = 1 << 31;
+
+fn input_owner(uid: u32, spec: u64) -> JobRef {
+    JobRef::new(uid, INPUT_OWNER_BIT | (spec as u32 & !INPUT_OWNER_BIT))
+}
 
 /// Settings of a [`Client`].
 #[derive(Clone, Debug)]
@@ -108,17 +123,19 @@ impl ClientBuilder {
             None => None,
         };
         let scheduler = SchedulerClient::bind(cfg).await?;
+        let runtime = tokio::runtime::Handle::current();
         // Executors reach the spec server at the address the switch records for the
         // SUBMIT (the UDP socket's IP) and the port in the descriptor.
         let ip = scheduler.local_addr()?.ip();
         let (cmds, rx) = mpsc::unbounded_channel();
-        let runtime = tokio::runtime::Handle::current();
         let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| {
             let weak = weak.clone();
-            let hook = Box::new(move |spec, r| on_result(&weak, &runtime, spec, r));
+            let hook = Box::new(move |spec, r| on_result(&weak, spec, r));
             let server = SpecServer::spawn_with(ip, hook);
             Shared {
                 specs: Mutex::new(HashMap::new()),
+                output_stores: Mutex::new(HashMap::new()),
+                runtime,
                 next_spec: AtomicU64::new(1),
                 cmds,
                 server,
@@ -178,6 +195,11 @@ enum Command {
 
 struct Shared {
     specs: Mutex<HashMap<u64, Pending>>,
+    /// The store holding each task's output, when it did not travel inline: deleted
+    /// there when the task's job is final.
+    output_stores: Mutex<HashMap<u64, SocketAddrV4>>,
+    /// Where blocking store calls run.
+    runtime: tokio::runtime::Handle,
     next_spec: AtomicU64,
     cmds: mpsc::UnboundedSender<Command>,
     /// Checked right after start: `connect` fails when it is an error.
@@ -204,12 +226,29 @@ impl Shared {
         self.server().insert(spec, SpecEntry { handler: p.handler.to_string(), args, output, inputs });
     }
 
-    /// Withdraws spec `spec` (no executor fetches it again) and returns who waits for it.
+    /// Withdraws spec `spec` (no executor fetches it again) and returns who waits for it;
+    /// the task is final, so its input leaves the store.
     fn take(&self, spec: u64) -> Option<Pending> {
         if let Ok(server) = &self.server {
             server.remove(spec);
         }
-        self.specs.lock().expect("spec table").remove(&spec)
+        let pending = self.specs.lock().expect("spec table").remove(&spec)?;
+        if let Input::Stored(o) = &pending.input {
+            self.collect_garbage(vec![input_owner(self.uid, spec)], vec![o.store]);
+        }
+        Some(pending)
+    }
+
+    /// Deletes the objects of `owners` from `stores`, off the async threads; failures
+    /// are logged (`bolt object gc` removes what is left).
+    fn collect_garbage(&self, owners: Vec<JobRef>, stores: Vec<SocketAddrV4>) {
+        self.runtime.spawn_blocking(move || {
+            let (objects, bytes, errors) = collect_garbage(&owners, &stores);
+            tracing::debug!(objects, bytes, "deleted a finished task's objects");
+            for e in errors {
+                tracing::warn!(error = %e, "deleting a finished task's objects");
+            }
+        });
     }
 
     /// Delivers the task's outcome, if it has none yet.
@@ -305,13 +344,18 @@ impl Client {
         tokio::task::spawn_blocking(move || {
             for (spec, input) in large {
                 let name = format!("in/u{}/s{spec}", shared.uid);
-                // Kept under the client's uid, job 0: `bolt gc` of that job removes them.
-                let owner = JobRef::new(shared.uid, 0);
+                // Owned by the task alone: deleted when the task is final.
+                let owner = input_owner(shared.uid, spec);
                 match store_client::put(SocketAddr::V4(store), owner, &name, &input, STORE_TIMEOUT) {
                     Ok(_) => {
-                        if let Some(p) = shared.specs.lock().expect("spec table").get_mut(&spec) {
-                            let size = input.len() as u64;
-                            p.input = Input::Stored(ObjectLocation { name, size, node: 0, store });
+                        let mut table = shared.specs.lock().expect("spec table");
+                        match table.get_mut(&spec) {
+                            Some(p) => {
+                                let size = input.len() as u64;
+                                p.input = Input::Stored(ObjectLocation { name, size, node: 0, store });
+                            }
+                            // Final (canceled) while its input was being put.
+                            None => shared.collect_garbage(vec![owner], vec![store]),
                         }
                     }
                     Err(e) => {
@@ -544,6 +588,15 @@ async fn drive(
         let Some(shared) = shared.upgrade() else { break };
         for report in finished {
             let Some(specs) = specs_of.remove(&report.jid) else { continue };
+            let mut stores: Vec<SocketAddrV4> = {
+                let mut held = shared.output_stores.lock().expect("output stores");
+                specs.iter().filter_map(|s| held.remove(s)).collect()
+            };
+            stores.sort_unstable();
+            stores.dedup();
+            if !stores.is_empty() {
+                shared.collect_garbage(vec![JobRef::new(shared.uid, report.jid)], stores);
+            }
             for s in specs {
                 job_of.remove(&s);
                 // Tasks with a RESULT are gone from the table already; the rest got none.
@@ -575,9 +628,11 @@ fn outcome(r: SpecResult) -> Result<Bytes, TaskError> {
         .map_err(|e| TaskError::Client(format!("fetching output {}: {e}", o.name)))
 }
 
-/// Takes each RESULT from the spec server: a refusal is kept for later (another
-/// executor may have the handler), anything else finishes the task.
-fn on_result(shared: &std::sync::Weak<Shared>, runtime: &tokio::runtime::Handle, spec: u64, r: SpecResult) {
+/// Takes each RESULT from the spec server (on its connection's thread, before the
+/// RESULT is acknowledged): a refusal is kept for later (another executor may have the
+/// handler), anything else finishes the task. A stored output is fetched here, so the
+/// executor's COMPLETE, and with it the end of the job, come after the fetch.
+fn on_result(shared: &std::sync::Weak<Shared>, spec: u64, r: SpecResult) {
     let Some(shared) = shared.upgrade() else { return };
     if r.status == STATUS_REFUSED {
         if let Some(p) = shared.specs.lock().expect("spec table").get_mut(&spec) {
@@ -585,13 +640,9 @@ fn on_result(shared: &std::sync::Weak<Shared>, runtime: &tokio::runtime::Handle,
         }
         return;
     }
-    // Taken out of the table now, so that the job finishing meanwhile (its COMPLETE
-    // may arrive while a large output is fetched) does not count it as lost.
     let Some(pending) = shared.take(spec) else { return };
-    let inline = r.output.as_ref().is_none_or(|o| r.inline.len() as u64 == o.size);
-    if inline || r.status != STATUS_OK {
-        pending.reply.send(outcome(r));
-    } else {
-        runtime.spawn_blocking(move || pending.reply.send(outcome(r)));
+    if let Some(o) = r.output.as_ref().filter(|o| r.inline.len() as u64 != o.size && r.status == STATUS_OK) {
+        shared.output_stores.lock().expect("output stores").insert(spec, o.store);
     }
+    pending.reply.send(outcome(r));
 }

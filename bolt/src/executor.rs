@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -23,6 +24,20 @@ pub struct TaskContext {
     /// The job this task belongs to (the client's uid and job id).
     pub uid: u32,
     pub jid: u32,
+    revoked: Arc<AtomicBool>,
+}
+
+impl TaskContext {
+    /// True once the caller no longer waits for this run's output: the task was
+    /// canceled or timed out, or this executor's claim lapsed and the task may run
+    /// elsewhere. A handler is never interrupted; one that polls this can stop early,
+    /// and whatever it returns then is dropped by the client. The executor learns it
+    /// from its claim's lease renewals (every 250 ms while a task runs), so it turns
+    /// true within about 250 ms of the cancel plus a round trip. Meaningful while the
+    /// handler runs.
+    pub fn cancelled(&self) -> bool {
+        self.revoked.load(Ordering::Relaxed)
+    }
 }
 
 /// A handler's error as the caller sees it: its message.
@@ -133,7 +148,13 @@ impl SpecHandlers for Registered {
                 return Some(Err(DataFailure::Refused(msg)));
             }
         };
-        let ctx = TaskContext { input, spec_id: task.spec_id, uid: task.job.uid(), jid: task.job.jid() };
+        let ctx = TaskContext {
+            input,
+            spec_id: task.spec_id,
+            uid: task.job.uid(),
+            jid: task.job.jid(),
+            revoked: task.revoked.clone(),
+        };
         Some(match catch_unwind(AssertUnwindSafe(|| h(ctx))) {
             Ok(Ok(out)) => Ok(out.to_vec()),
             Ok(Err(e)) => Err(DataFailure::Failed(e.to_string())),

@@ -237,8 +237,104 @@ async fn a_large_input_and_output_travel_through_the_store() {
     assert_eq!(after.puts - before.puts, 2, "input and output were put");
     assert_eq!(after.gets - before.gets, 2, "input and output were fetched");
     assert!(after.bytes_in - before.bytes_in >= 6_000_000);
-    // A small output travels inline: no store fetch.
+    // A small output travels inline only: neither stored nor fetched.
     assert_eq!(within(client.submit("reverse", "abc")).await.unwrap(), "cba");
-    assert_eq!(rig.store.snapshot().gets, after.gets);
+    assert_eq!((rig.store.snapshot().puts, rig.store.snapshot().gets), (after.puts, after.gets));
     ex.shutdown();
+}
+
+/// Waits (bounded) until the store holds no object; returns what it holds then.
+async fn store_empties(store: &StoreHandle) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store.snapshot().objects > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    store.snapshot().objects
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_finished_task_put_in_the_store_is_deleted() {
+    let rig = Rig::start();
+    let ex = Executor::builder(rig.switch())
+        .executors(2)
+        .handler("reverse", |ctx| {
+            let mut v = ctx.input.to_vec();
+            v.reverse();
+            Ok::<_, String>(v)
+        })
+        .handler("first", |ctx| Ok::<_, String>(ctx.input.slice(..1)))
+        .spawn(rig.store())
+        .unwrap();
+    let client = Client::builder(rig.switch()).store(rig.store()).connect().await.unwrap();
+    let large = |seed: u8| -> Vec<u8> { (0..200_000u32).map(|i| (i as u8).wrapping_mul(seed)).collect() };
+    // Large input and large output; large input and small output; a job of both.
+    assert_eq!(within(client.submit("reverse", large(3))).await.unwrap().len(), 200_000);
+    assert_eq!(within(client.submit("first", large(5))).await.unwrap(), [0u8][..]);
+    let outs = within(client.map_ordered("reverse", [large(7), large(9), b"ab".to_vec()])).await.unwrap();
+    assert_eq!(outs.iter().map(|o| o.len()).collect::<Vec<_>>(), [200_000, 200_000, 2]);
+    let s = rig.store.snapshot();
+    assert_eq!(s.puts, 4 + 3, "four inputs and three large outputs were put");
+    assert_eq!(store_empties(&rig.store).await, 0, "every input and output was deleted");
+    assert!(rig.store.snapshot().jobs_deleted >= 4 + 2);
+    // A task canceled before it ran: its input goes too.
+    let client2 = Client::builder(rig.switch()).store(rig.store()).connect().await.unwrap();
+    let stopped = ex.shutdown();
+    let task = client2.submit("reverse", large(11));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rig.store.snapshot().objects == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(rig.store.snapshot().objects, 1, "the input was put");
+    task.cancel();
+    assert_eq!(within(task).await, Err(TaskError::Canceled));
+    assert_eq!(store_empties(&rig.store).await, 0, "the canceled task's input was deleted");
+    assert_eq!(stopped.tasks_ok, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_handler_sees_its_cancel_and_its_executor_runs_the_next_task() {
+    let rig = Rig::start();
+    let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+    let started_tx = std::sync::Mutex::new(started_tx);
+    let saw_cancel = Arc::new(AtomicUsize::new(0));
+    let saw = saw_cancel.clone();
+    // One executor: the next task can only run once the canceled one's handler returned.
+    let ex = Executor::builder(rig.switch())
+        .executors(1)
+        .handler("wait", move |ctx| {
+            let _ = started_tx.lock().unwrap().send(());
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !ctx.cancelled() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if ctx.cancelled() {
+                saw.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok::<_, String>("stopped")
+        })
+        .handler("quick", |ctx| {
+            assert!(!ctx.cancelled(), "a new task starts with the flag down");
+            Ok::<_, String>("quick")
+        })
+        .spawn(rig.store())
+        .unwrap();
+    let client = Client::connect(rig.switch()).await.unwrap();
+    let task = client.submit("wait", "");
+    let canceler = task.canceler();
+    tokio::task::spawn_blocking(move || started_rx.recv_timeout(WAIT)).await.unwrap().expect("the handler started");
+    let canceled_at = Instant::now();
+    canceler.cancel();
+    assert_eq!(within(task).await, Err(TaskError::Canceled));
+    // The executor learns of it at the claim's next lease renewal (every 250 ms).
+    assert_eq!(within(client.submit("quick", "")).await.unwrap(), "quick");
+    assert!(canceled_at.elapsed() < Duration::from_secs(5), "the handler stopped long before its own deadline");
+    assert_eq!(saw_cancel.load(Ordering::SeqCst), 1, "the handler saw ctx.cancelled()");
+    // A timeout cancels too: the handler sees it the same way.
+    let timed = client.submit("wait", "").timeout(Duration::from_millis(100));
+    assert_eq!(within(timed).await, Err(TaskError::Timeout));
+    assert_eq!(within(client.submit("quick", "")).await.unwrap(), "quick");
+    assert_eq!(saw_cancel.load(Ordering::SeqCst), 2);
+    let c = ex.shutdown();
+    // Both late outputs reached the client and were dropped there.
+    assert_eq!(c.tasks_ok, 4);
 }

@@ -41,6 +41,7 @@ __all__ = [
     "Store",
     "Switch",
     "task",
+    "current_task",
     "registered",
     "TaskError",
     "TaskFailed",
@@ -112,6 +113,15 @@ def task(fn=None, *, name=None):
         return f
 
     return register(fn) if fn is not None else register
+
+
+def current_task():
+    """The task the calling function runs for, from inside a function an executor runs
+    (``RuntimeError`` elsewhere). ``current_task().cancelled()`` turns true once the
+    caller no longer waits for the result (canceled, timed out, or the executor's claim
+    lapsed); a long function may poll it and return early, since a running function is
+    never interrupted and its late result is dropped by the client."""
+    return _native.current_task()
 
 
 def registered():

@@ -3,6 +3,7 @@
 //! asyncio, `@bolt.task`). Calls that wait release the GIL; outcomes are handed to a
 //! Python callback from the runtime's threads.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -31,6 +32,41 @@ fn with_python(f: impl FnOnce(Python<'_>)) {
     if !CLOSING.load(Ordering::SeqCst) {
         Python::with_gil(f);
     }
+}
+
+thread_local! {
+    /// The task the executor thread is running a Python function for, while it runs.
+    static CURRENT: RefCell<Option<bolt::TaskContext>> = const { RefCell::new(None) };
+}
+
+/// The task running on this executor thread (`bolt.current_task()`).
+#[pyclass(module = "bolt._native")]
+struct CurrentTask {
+    ctx: bolt::TaskContext,
+}
+
+#[pymethods]
+impl CurrentTask {
+    /// True once the caller no longer waits for this run's result (canceled, timed out,
+    /// or the claim lapsed): see `bolt::TaskContext::cancelled`.
+    fn cancelled(&self) -> bool {
+        self.ctx.cancelled()
+    }
+
+    #[getter]
+    fn spec_id(&self) -> u64 {
+        self.ctx.spec_id
+    }
+}
+
+/// The task this thread runs, from inside a function an executor called; an error
+/// anywhere else.
+#[pyfunction]
+fn current_task() -> PyResult<CurrentTask> {
+    CURRENT
+        .with(|c| c.borrow().clone())
+        .map(|ctx| CurrentTask { ctx })
+        .ok_or_else(|| PyRuntimeError::new_err("current_task() is called from a function an executor runs"))
 }
 
 /// One runtime per process for every client's background work.
@@ -239,13 +275,17 @@ impl Executor {
                 if CLOSING.load(Ordering::SeqCst) {
                     return Err("the executor's interpreter is exiting".to_string());
                 }
-                Python::with_gil(|py| {
-                    let input = PyBytes::new(py, &ctx.input);
+                let input = ctx.input.clone();
+                CURRENT.with(|c| *c.borrow_mut() = Some(ctx));
+                let ran = Python::with_gil(|py| {
+                    let input = PyBytes::new(py, &input);
                     match f.call1(py, (input,)) {
                         Ok(out) => out.extract::<Vec<u8>>(py).map_err(|e| e.to_string()),
                         Err(e) => Err(e.value(py).to_string()),
                     }
-                })
+                });
+                CURRENT.with(|c| *c.borrow_mut() = None);
+                ran
             });
         }
         let store = addr(store)?;
@@ -364,6 +404,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Executor>()?;
     m.add_class::<Switch>()?;
     m.add_class::<Store>()?;
+    m.add_class::<CurrentTask>()?;
     m.add_function(wrap_pyfunction!(_close, m)?)?;
+    m.add_function(wrap_pyfunction!(current_task, m)?)?;
     Ok(())
 }

@@ -46,6 +46,17 @@ def counted(x):
 CALLS = []
 
 
+@bolt.task
+def wait_for_cancel(seconds):
+    """Polls its task's cancel flag; says whether it saw it."""
+    CALLS.append("started")
+    deadline = time.monotonic() + seconds
+    while not bolt.current_task().cancelled() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    CALLS.append("saw cancel" if bolt.current_task().cancelled() else "ran out")
+    return "stopped"
+
+
 @pytest.fixture
 def rig():
     switch, store = bolt.Switch(), bolt.Store()
@@ -146,6 +157,46 @@ def test_a_large_argument_and_result_travel_through_the_store(rig):
     after = store.counters()
     assert after["puts"] - before["puts"] == 2, "the argument and the result were put"
     assert after["gets"] - before["gets"] == 2, "the argument and the result were fetched"
+    # Both leave the store once the task is final; a small result is never put.
+    deadline = time.monotonic() + 5
+    while store.counters()["objects"] > 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.counters()["objects"] == 0, "the argument and the result were deleted"
+    assert client.submit(reverse, "abc").result(timeout=WAIT) == "cba"
+    assert store.counters()["puts"] == after["puts"]
+
+
+def test_a_running_function_sees_its_cancel_and_its_executor_runs_the_next_task():
+    switch, store = bolt.Switch(), bolt.Store()
+    # One executor thread: the next task runs only once the canceled one returned.
+    executor = bolt.Executor(switch.address, store=store.address, executors=1)
+    try:
+        client = bolt.Client(switch.address)
+        CALLS.clear()
+        future = client.submit(wait_for_cancel, 10)
+        deadline = time.monotonic() + WAIT
+        while not CALLS and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert CALLS == ["started"]
+        started = time.monotonic()
+        assert future.cancel()
+        # Learned at the claim's next lease renewal (every 250 ms), not after 10 s.
+        assert client.submit(add, 1, 2).result(timeout=WAIT) == 3
+        assert time.monotonic() - started < 5
+        assert CALLS == ["started", "saw cancel"]
+        # A timeout is seen the same way (from a client that is still there to deny the
+        # renewal: the renewals to a client that is gone go unanswered).
+        impatient = bolt.Client(switch.address, timeout=0.1)
+        with pytest.raises(bolt.TaskTimeout):
+            impatient.submit(wait_for_cancel, 10).result(timeout=WAIT)
+        assert client.submit(add, 2, 2).result(timeout=WAIT) == 4
+        assert CALLS[-1] == "saw cancel"
+        with pytest.raises(RuntimeError, match="from a function an executor runs"):
+            bolt.current_task()
+    finally:
+        executor.shutdown()
+        store.shutdown()
+        switch.shutdown()
 
 
 def test_pickled_arguments_are_refused_unless_opted_in(rig):

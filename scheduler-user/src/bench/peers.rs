@@ -7,7 +7,9 @@
 //! - a burst of `--tasks` tasks submitted as fast as the system takes them: throughput
 //!   (tasks / (first submit → last result)), and the submit → start delays under load;
 //! - `--waves` waves of one task per worker, each submitted after the previous one
-//!   finished: the submit → start delay with idle workers, the scheduling delay.
+//!   finished: the submit → start delay with idle workers, the scheduling delay;
+//! - in both, the submit → result delay: until the task's result is back in the
+//!   submitting program (Bolt: its COMPLETE at the client).
 //!
 //! Start times are wall-clock nanoseconds taken by the worker as the task begins, and
 //! submit times the same clock on the submitting side (one host). Bolt is measured in
@@ -232,6 +234,12 @@ pub struct Measurement {
     /// Burst: submit → start under load (includes waiting behind earlier tasks).
     pub burst_delay_p50_us: Option<f64>,
     pub burst_delay_p99_us: Option<f64>,
+    /// Waves: submit → the task's result in the submitting program, idle workers.
+    pub result_p50_us: Option<f64>,
+    pub result_p99_us: Option<f64>,
+    /// Burst: submit → result under load.
+    pub burst_result_p50_us: Option<f64>,
+    pub burst_result_p99_us: Option<f64>,
 }
 
 impl Measurement {
@@ -252,6 +260,10 @@ impl Measurement {
             idle_tasks: None,
             burst_delay_p50_us: None,
             burst_delay_p99_us: None,
+            result_p50_us: None,
+            result_p99_us: None,
+            burst_result_p50_us: None,
+            burst_result_p99_us: None,
         }
     }
 }
@@ -267,6 +279,9 @@ pub struct Ratio {
     pub throughput_bolt_over_peer: f64,
     /// Bolt's median delay with idle workers / the peer's: below 1, Bolt starts tasks sooner.
     pub delay_p50_bolt_over_peer: f64,
+    /// Bolt's median submit → result with idle workers / the peer's: below 1, results
+    /// come back sooner on Bolt.
+    pub result_p50_bolt_over_peer: Option<f64>,
 }
 
 /// Where it ran, for docs/benchmarks.md.
@@ -360,6 +375,10 @@ fn try_measure_bolt(workload: Workload, args: &PeersArgs) -> anyhow::Result<Meas
     m.delay_p50_us = Some(idle.p50_sched_delay_us);
     m.delay_p99_us = Some(idle.p99_sched_delay_us);
     m.idle_tasks = Some(idle.completed);
+    m.burst_result_p50_us = Some(burst.p50_result_delay_us);
+    m.burst_result_p99_us = Some(burst.p99_result_delay_us);
+    m.result_p50_us = Some(idle.p50_result_delay_us);
+    m.result_p99_us = Some(idle.p99_result_delay_us);
     Ok(m)
 }
 
@@ -518,6 +537,10 @@ fn peer_measurements(peer: System, args: &PeersArgs, run: driver::DriverRun) -> 
                 m.idle_tasks = line.idle_tasks;
                 m.burst_delay_p50_us = line.burst_delay_p50_us;
                 m.burst_delay_p99_us = line.burst_delay_p99_us;
+                m.result_p50_us = line.result_p50_us;
+                m.result_p99_us = line.result_p99_us;
+                m.burst_result_p50_us = line.burst_result_p50_us;
+                m.burst_result_p99_us = line.burst_result_p99_us;
             }
             m
         })
@@ -542,6 +565,10 @@ pub fn ratios(measurements: &[Measurement]) -> Vec<Ratio> {
                 workload: peer.workload,
                 throughput_bolt_over_peer: bt / pt.max(f64::MIN_POSITIVE),
                 delay_p50_bolt_over_peer: bd / pd.max(f64::MIN_POSITIVE),
+                result_p50_bolt_over_peer: bolt
+                    .result_p50_us
+                    .zip(peer.result_p50_us)
+                    .map(|(b, p)| b / p.max(f64::MIN_POSITIVE)),
             });
         }
     }
@@ -605,6 +632,16 @@ pub fn run_in_suite(ctx: &Context) -> anyhow::Result<Outcome> {
             ),
             "peers_delay",
         ),
+        (
+            Chart::new(
+                title("submit to result"),
+                "task length (µs)",
+                "median submit → result with idle workers (µs)",
+                Scale::Linear,
+                by_task_length(&report, |m| m.result_p50_us),
+            ),
+            "peers_result",
+        ),
     ];
     for (chart, stem) in &charts {
         out.plots.extend(plot::render(chart, ctx.results.path(), stem)?);
@@ -618,11 +655,18 @@ pub fn run_in_suite(ctx: &Context) -> anyhow::Result<Outcome> {
                 r.workload.to_string(),
                 format!("{:.1}x", r.throughput_bolt_over_peer),
                 format!("{:.3}x", r.delay_p50_bolt_over_peer),
+                r.result_p50_bolt_over_peer.map_or("-".to_string(), |v| format!("{v:.3}x")),
             ]
         })
         .collect();
     let mut table = markdown_table(
-        &["Bolt over", "workload", "throughput (>1: Bolt)", "median delay, idle workers (<1: Bolt)"],
+        &[
+            "Bolt over",
+            "workload",
+            "throughput (>1: Bolt)",
+            "median delay, idle workers (<1: Bolt)",
+            "median submit → result, idle workers (<1: Bolt)",
+        ],
         &rows,
     );
     for m in report.measurements.iter().filter(|m| m.status != Status::Ok) {
@@ -666,13 +710,27 @@ pub fn print(report: &PeersReport, json: bool) -> anyhow::Result<()> {
     let load = m.load_avg_1m.map_or("?".into(), |l| format!("{l:.2}"));
     println!("{} CPUs, Linux {}, load average {load}", m.cpus, m.kernel.as_deref().unwrap_or("?"));
     let num = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    // Start: submit → the task begins on a worker; result: submit → its result back in
+    // the submitting program. Idle: the waves; burst: under load.
     println!(
-        "{:<12} {:<6} {:>6} {:>7} {:>10} {:>13} {:>13} {:>13} {:>13}",
-        "system", "load", "tasks", "workers", "tasks/s", "delay p50 us", "delay p99 us", "burst p50 us", "burst p99 us"
+        "{:<12} {:<6} {:>6} {:>7} {:>10} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13}",
+        "system",
+        "load",
+        "tasks",
+        "workers",
+        "tasks/s",
+        "start p50 us",
+        "start p99 us",
+        "result p50 us",
+        "result p99 us",
+        "burst start50",
+        "burst start99",
+        "burst res. 50",
+        "burst res. 99"
     );
     for x in report.measurements.iter().filter(|x| x.status == Status::Ok) {
         println!(
-            "{:<12} {:<6} {:>6} {:>7} {:>10} {:>13} {:>13} {:>13} {:>13}",
+            "{:<12} {:<6} {:>6} {:>7} {:>10} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13}",
             x.system.name(),
             x.workload,
             x.tasks,
@@ -680,19 +738,28 @@ pub fn print(report: &PeersReport, json: bool) -> anyhow::Result<()> {
             num(x.throughput_tasks_per_s),
             num(x.delay_p50_us),
             num(x.delay_p99_us),
+            num(x.result_p50_us),
+            num(x.result_p99_us),
             num(x.burst_delay_p50_us),
-            num(x.burst_delay_p99_us)
+            num(x.burst_delay_p99_us),
+            num(x.burst_result_p50_us),
+            num(x.burst_result_p99_us)
         );
     }
     println!();
-    println!("{:<12} {:<6} {:>24} {:>26}", "Bolt over", "load", "throughput (>1: Bolt)", "delay p50 (<1: Bolt)");
+    println!(
+        "{:<12} {:<6} {:>24} {:>26} {:>26}",
+        "Bolt over", "load", "throughput (>1: Bolt)", "start p50 (<1: Bolt)", "result p50 (<1: Bolt)"
+    );
     for r in &report.ratios {
+        let result = r.result_p50_bolt_over_peer.map_or("-".to_string(), |v| format!("{v:.3}x"));
         println!(
-            "{:<12} {:<6} {:>23.1}x {:>25.3}x",
+            "{:<12} {:<6} {:>23.1}x {:>25.3}x {:>26}",
             r.system.name(),
             r.workload,
             r.throughput_bolt_over_peer,
-            r.delay_p50_bolt_over_peer
+            r.delay_p50_bolt_over_peer,
+            result
         );
     }
     let not_run: Vec<&Measurement> = report.measurements.iter().filter(|x| x.status != Status::Ok).collect();
@@ -747,7 +814,9 @@ mod tests {
     #[test]
     fn a_workload_the_driver_never_reached_fails_with_the_drivers_error() {
         let ok = r#"{"status":"ok","sleep_us":0,"throughput_tasks_per_s":500.0,"delay_p50_us":900.0,
-                     "delay_p99_us":2000.0,"idle_tasks":50,"burst_delay_p50_us":1.0,"burst_delay_p99_us":2.0}"#;
+                     "delay_p99_us":2000.0,"idle_tasks":50,"burst_delay_p50_us":1.0,"burst_delay_p99_us":2.0,
+                     "result_p50_us":1100.0,"result_p99_us":2500.0,"burst_result_p50_us":3.0,
+                     "burst_result_p99_us":4.0}"#;
         let run = DriverRun {
             lines: vec![line(ok)],
             malformed_lines: 0,
@@ -755,6 +824,8 @@ mod tests {
         };
         let m = peer_measurements(System::Dask, &args(), run);
         assert_eq!((m[0].workload, m[0].status, m[0].throughput_tasks_per_s), ("noop", Status::Ok, Some(500.0)));
+        assert_eq!((m[0].result_p50_us, m[0].result_p99_us), (Some(1100.0), Some(2500.0)));
+        assert_eq!((m[0].burst_result_p50_us, m[0].burst_result_p99_us), (Some(3.0), Some(4.0)));
         assert_eq!((m[1].workload, m[1].status), ("sleep", Status::Failed));
         assert_eq!(m[1].reason.as_deref(), Some("did not finish within 60 s: worker lost"));
     }
@@ -777,6 +848,7 @@ mod tests {
         let mut dask = Measurement::new(System::Dask, Workload::Noop, &a, Status::Ok, None);
         dask.throughput_tasks_per_s = Some(500.0);
         dask.delay_p50_us = Some(2_000.0);
+        dask.result_p50_us = Some(4_000.0);
         let celery = Measurement::new(System::Celery, Workload::Noop, &a, Status::Failed, Some("timeout".into()));
         let mut ray_sleep = Measurement::new(System::Ray, Workload::Sleep { micros: 1000 }, &a, Status::Ok, None);
         ray_sleep.throughput_tasks_per_s = Some(1.0);
@@ -785,5 +857,7 @@ mod tests {
         assert_eq!(r.len(), 1);
         assert_eq!((r[0].system, r[0].workload), (System::Dask, "noop"));
         assert_eq!((r[0].throughput_bolt_over_peer, r[0].delay_p50_bolt_over_peer), (20.0, 0.05));
+        // Bolt's result delay is unknown here: no result ratio, the others still made.
+        assert_eq!(r[0].result_p50_bolt_over_peer, None);
     }
 }

@@ -126,6 +126,10 @@ pub struct Summary {
     /// Submit → executor start, median and 99th percentile, in microseconds.
     pub p50_sched_delay_us: f64,
     pub p99_sched_delay_us: f64,
+    /// Submit → the task's COMPLETE back at this client, median and 99th percentile, in
+    /// microseconds.
+    pub p50_result_delay_us: f64,
+    pub p99_result_delay_us: f64,
     /// Job added → last task final, in milliseconds.
     pub p50_job_ms: f64,
     pub p99_job_ms: f64,
@@ -571,6 +575,8 @@ pub fn summarize(t: &Tracker) -> Summary {
         resubmitted: s.resubmitted,
         p50_sched_delay_us: q(&l.sched_delay_ns, 0.5) as f64 / 1e3,
         p99_sched_delay_us: q(&l.sched_delay_ns, 0.99) as f64 / 1e3,
+        p50_result_delay_us: q(&l.result_delay_ns, 0.5) as f64 / 1e3,
+        p99_result_delay_us: q(&l.result_delay_ns, 0.99) as f64 / 1e3,
         p50_job_ms: q(&l.job_us, 0.5) as f64 / 1e3,
         p99_job_ms: q(&l.job_us, 0.99) as f64 / 1e3,
         throughput_tasks_per_s: l.throughput(s.done),

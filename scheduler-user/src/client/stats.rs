@@ -76,6 +76,8 @@ pub struct ClientStats {
 pub struct Latencies {
     /// First send of a task → the executor's start_unix_ns, in ns.
     pub sched_delay_ns: Histogram<u64>,
+    /// First send of a task → its COMPLETE received here, in ns.
+    pub result_delay_ns: Histogram<u64>,
     /// Job added → its last task final, in µs.
     pub job_us: Histogram<u64>,
     /// Handler run time reported by executors, in ns.
@@ -94,6 +96,7 @@ impl Default for Latencies {
         const DAY_US: u64 = 86_400_000_000;
         Latencies {
             sched_delay_ns: h(HOUR_NS),
+            result_delay_ns: h(HOUR_NS),
             job_us: h(DAY_US),
             run_ns: h(HOUR_NS),
             first_send: None,

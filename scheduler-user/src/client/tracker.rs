@@ -622,9 +622,12 @@ impl Tracker {
             if state == TaskState::Running {
                 self.running -= 1;
             }
+            let completed_unix_ns = crate::executor::unix_now_ns();
             if slot.first_sent_unix_ns != 0 {
                 let delay = c.start_unix_ns().saturating_sub(slot.first_sent_unix_ns);
                 self.latency.sched_delay_ns.saturating_record(delay);
+                let result = completed_unix_ns.saturating_sub(slot.first_sent_unix_ns);
+                self.latency.result_delay_ns.saturating_record(result);
             }
             self.latency.run_ns.saturating_record(c.run_ns() as u64);
             self.latency.last_done = Some(now);
@@ -639,7 +642,7 @@ impl Tracker {
                     run_ns: c.run_ns(),
                     node: c.node(),
                     executor: c.executor(),
-                    completed_unix_ns: crate::executor::unix_now_ns(),
+                    completed_unix_ns,
                     output_len: c.output_len(),
                 });
             }

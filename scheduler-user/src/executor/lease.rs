@@ -5,13 +5,17 @@
 //! knows the claim by node and executor, not by address). A task shorter than the
 //! interval costs two lock operations and no packet.
 //!
-//! A DENIED renewal means the lease lapsed and the task may have been handed to another
-//! executor. The handler is not interrupted (handlers cannot be stopped safely halfway);
-//! the renewer counts the loss, logs it and stops renewing that claim, and the COMPLETE
-//! still goes out: the client takes the first OK COMPLETE of a task and counts later
-//! ones as duplicates.
+//! A DENIED renewal means the client no longer holds the task for this executor: it was
+//! canceled (by its caller, or on its timeout), it is final, or the lease lapsed and the
+//! task may have been handed to another executor. The handler is not interrupted
+//! (handlers cannot be stopped safely halfway); the renewer counts the loss, logs it,
+//! stops renewing that claim and raises the claim's revoked flag, which a handler may
+//! poll to stop early (the `bolt` crate's `ctx.cancelled()`). The COMPLETE still goes
+//! out: the client takes the first OK COMPLETE of a task and counts later ones as
+//! duplicates, and ignores those of canceled tasks.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -41,6 +45,9 @@ struct Keep {
 struct Shared {
     keep: Mutex<Keep>,
     wake: Condvar,
+    /// Raised when a renewal of the claim held now is denied; lowered (under `keep`'s
+    /// lock) whenever a claim is taken or released.
+    revoked: Arc<AtomicBool>,
 }
 
 impl Shared {
@@ -66,6 +73,12 @@ impl LeaseKeeper {
         LeaseKeeper { shared: Arc::default(), counters, thread: OnceLock::new() }
     }
 
+    /// True while the claim held now has had a renewal denied (see the module's doc);
+    /// false between claims and for tasks run without one.
+    pub fn revoked(&self) -> Arc<AtomicBool> {
+        self.shared.revoked.clone()
+    }
+
     /// Renews `claim` (granted by `client`) until the hold is dropped. The renewer's
     /// socket is bound on `local_ip` the first time. Without a socket or a thread
     /// nothing renews: counted, and the lease lapses.
@@ -73,6 +86,7 @@ impl LeaseKeeper {
         self.thread.get_or_init(|| self.spawn(local_ip));
         let mut keep = self.shared.lock();
         keep.generation += 1;
+        self.shared.revoked.store(false, Ordering::Relaxed);
         keep.held = Some(Held { renewal: claim.renewal(), client, generation: keep.generation, since: Instant::now() });
         drop(keep);
         self.shared.wake.notify_all();
@@ -102,7 +116,10 @@ impl LeaseKeeper {
 
 impl Drop for LeaseHold<'_> {
     fn drop(&mut self) {
-        self.keeper.shared.lock().held = None;
+        let mut keep = self.keeper.shared.lock();
+        keep.held = None;
+        self.keeper.shared.revoked.store(false, Ordering::Relaxed);
+        drop(keep);
         self.keeper.shared.wake.notify_all();
     }
 }
@@ -158,6 +175,11 @@ fn renew_while_held(socket: &UdpSocket, shared: &Shared, counters: &ExecutorCoun
         if !await_answer(socket, held.client, &held.renewal, &mut rx, next, counters) {
             bump(&counters.leases_lost);
             lost_generation = held.generation;
+            let keep = shared.lock();
+            if keep.held.is_some_and(|h| h.generation == held.generation) {
+                shared.revoked.store(true, Ordering::Relaxed);
+            }
+            drop(keep);
             tracing::warn!(
                 uid = held.renewal.uid(),
                 jid = held.renewal.jid(),

@@ -154,6 +154,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
         pool.counters.push(counters.clone());
         let assignments = cfg.record_assignments.then(|| Arc::new(Mutex::new(Vec::new())));
         pool.assignments.extend(assignments.clone());
+        let lease = lease::LeaseKeeper::new(counters.clone());
         let worker = worker::Worker {
             socket,
             switch: cfg.switch,
@@ -163,13 +164,15 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             noop_backoff: cfg.noop_backoff,
             get_timeout: cfg.get_timeout,
             handlers: handlers.clone(),
-            lease: lease::LeaseKeeper::new(counters.clone()),
+            data: cfg
+                .store
+                .map(|store| spec::DataPath::new(store, cfg.node, cfg.spec_handlers.clone(), lease.revoked())),
+            lease,
             counters,
             stop: stop.clone(),
             read_timeout: cfg.get_timeout,
             assignments,
             stash: Vec::new(),
-            data: cfg.store.map(|store| spec::DataPath { store, node: cfg.node, handlers: cfg.spec_handlers.clone() }),
         };
         let group = cpu_group.clone();
         let (joined_tx, joined_rx) = std::sync::mpsc::sync_channel(1);

@@ -3,9 +3,15 @@
 //! host's store), runs the named data handler, writes the output to this host's store,
 //! and reports the RESULT (status, error text, output reference and small outputs
 //! inline) to the client's spec server before the COMPLETE goes out.
+//!
+//! The connections to spec servers and stores are kept between tasks (one per peer and
+//! executor). The output of a handler the program registered is stored only when it is
+//! larger than what RESULT carries inline: only the caller reads it, and the caller has
+//! it from the RESULT. The data handlers' outputs are always stored, since later tasks
+//! of a DAG read them from the store.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +20,8 @@ use scheduler_common::{Entry, JobRef, STATUS_FAILED, STATUS_OK, STATUS_REFUSED};
 
 use super::counters::{bump, ExecutorCounters};
 use super::handlers::{run_data, DataFailure, DATA_HANDLERS};
-use crate::store::{client as store_client, wire};
+use crate::store::client as store_client;
+use crate::store::wire::Connections;
 
 /// How long one spec fetch, object transfer or RESULT exchange may wait.
 pub const DATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -28,6 +35,22 @@ pub struct DataPath {
     pub node: u16,
     /// Handlers the program registered, tried before the data handlers.
     pub handlers: Option<Arc<dyn SpecHandlers>>,
+    /// This executor's open connections to spec servers and stores.
+    conns: Arc<Connections>,
+    /// Raised while the claim of the task running now has been revoked by its client.
+    revoked: Arc<AtomicBool>,
+}
+
+impl DataPath {
+    /// The data path of one executor; `revoked` is its lease keeper's flag.
+    pub fn new(
+        store: SocketAddrV4,
+        node: u16,
+        handlers: Option<Arc<dyn SpecHandlers>>,
+        revoked: Arc<AtomicBool>,
+    ) -> DataPath {
+        DataPath { store, node, handlers, conns: Arc::default(), revoked }
+    }
 }
 
 /// The spec task a registered handler runs.
@@ -39,6 +62,12 @@ pub struct SpecTask<'a> {
     pub args: &'a [u8],
     /// The spec's input objects, read in its order.
     pub inputs: &'a [&'a [u8]],
+    /// Raised when the task's client revoked this executor's claim while it runs
+    /// (canceled, timed out, final, or the lease lapsed): the RESULT will be ignored.
+    /// Learned from the claim's lease renewals, so within about
+    /// `CLAIM_RENEW_INTERVAL_MS` plus a round trip; never raised for a task run without
+    /// a claim.
+    pub revoked: &'a Arc<AtomicBool>,
 }
 
 /// Handlers a program registers for spec tasks (the `bolt` crate's
@@ -75,17 +104,10 @@ impl DataPath {
     /// reports its RESULT. Never panics on what the network sends.
     pub fn run(&self, entry: &Entry, port: u16, spec_id: u64, counters: &ExecutorCounters) -> SpecOutcome {
         let server = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(entry.client_ip), port));
-        let mut conn = match wire::connect(server, DATA_TIMEOUT) {
-            Ok(c) => c,
-            Err(e) => {
-                bump(&counters.spec_errors);
-                return SpecOutcome::failed(format!("spec server {server} unreachable: {e:#}"));
-            }
-        };
-        let outcome = self.fetch_and_run(&mut conn, entry, spec_id, counters);
+        let outcome = self.fetch_and_run(server, entry, spec_id, counters);
         let output = outcome.1;
         let outcome = outcome.0;
-        // The output travels inline too when small (read back from what was stored).
+        // The output travels inline when small (then stored only for a data handler).
         let inline: &[u8] = match &output {
             Some((_, data)) if data.len() <= MAX_INLINE_OUTPUT => data,
             _ => &[],
@@ -106,7 +128,9 @@ impl DataPath {
             output: output_ref,
             inline,
         });
-        match wire::call_on(&mut conn, &result)
+        match self
+            .conns
+            .call(server, &result, DATA_TIMEOUT)
             .map(|a| matches!(a.frame(), DataFrame::ResultAck { spec_id: s } if s == spec_id))
         {
             Ok(true) => {}
@@ -122,15 +146,16 @@ impl DataPath {
         outcome
     }
 
-    /// Fetches the spec and the inputs, runs the handler and stores the output.
+    /// Fetches the spec and the inputs, runs the handler and stores the output (a
+    /// registered handler's only when it does not travel inline).
     fn fetch_and_run(
         &self,
-        conn: &mut TcpStream,
+        server: SocketAddr,
         entry: &Entry,
         spec_id: u64,
         counters: &ExecutorCounters,
     ) -> (SpecOutcome, Option<(String, Vec<u8>)>) {
-        let answer = match wire::call_on(conn, &DataFrame::SpecGet { spec_id }) {
+        let answer = match self.conns.call(server, &DataFrame::SpecGet { spec_id }, DATA_TIMEOUT) {
             Ok(a) => a,
             Err(e) => {
                 bump(&counters.spec_errors);
@@ -158,8 +183,9 @@ impl DataPath {
         }
         let views: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
         let owner = JobRef::new(entry.uid(), entry.jid());
-        let task = SpecTask { spec_id, job: owner, args: spec.args, inputs: &views };
+        let task = SpecTask { spec_id, job: owner, args: spec.args, inputs: &views, revoked: &self.revoked };
         let registered = self.handlers.as_ref().and_then(|h| h.run(spec.handler, task));
+        let only_caller_reads = registered.is_some();
         let ran = match registered {
             Some(r) => r,
             None if !DATA_HANDLERS.contains(&spec.handler) => {
@@ -175,12 +201,22 @@ impl DataPath {
             Err(DataFailure::Refused(m)) => return (SpecOutcome::refused(m), None),
             Err(DataFailure::Failed(m)) => return (SpecOutcome::failed(m), None),
         };
-        let stored = Instant::now();
-        if let Err(e) = store_client::put(SocketAddr::V4(self.store), owner, spec.output, &output, DATA_TIMEOUT) {
-            return (SpecOutcome::failed(format!("storing output {}: {e}", spec.output)), None);
+        if !(only_caller_reads && output.len() <= MAX_INLINE_OUTPUT) {
+            let stored = Instant::now();
+            let put = store_client::put_kept(
+                &self.conns,
+                SocketAddr::V4(self.store),
+                owner,
+                spec.output,
+                &output,
+                DATA_TIMEOUT,
+            );
+            if let Err(e) = put {
+                return (SpecOutcome::failed(format!("storing output {}: {e}", spec.output)), None);
+            }
+            add_ns(&counters.output_write_ns, stored);
+            bump(&counters.outputs_stored);
         }
-        add_ns(&counters.output_write_ns, stored);
-        bump(&counters.outputs_stored);
         let len = output.len() as u64;
         (
             SpecOutcome { status: STATUS_OK, message: String::new(), output_len: len },
@@ -198,7 +234,7 @@ impl DataPath {
             SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(input.store_ip), input.store_port))
         };
         let started = Instant::now();
-        let data = store_client::get(from, input.name, DATA_TIMEOUT)
+        let data = store_client::get_kept(&self.conns, from, input.name, DATA_TIMEOUT)
             .map_err(|e| format!("input {} (node {}): {e}", input.name, input.node))?;
         if data.len() as u64 != input.size {
             return Err(format!("input {}: {} bytes where the spec says {}", input.name, data.len(), input.size));

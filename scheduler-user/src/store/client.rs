@@ -58,22 +58,59 @@ fn refused_or_unexpected(f: DataFrame<'_>) -> StoreError {
     }
 }
 
-/// Stores `data` as `name` in the store at `addr`, owned by job `owner`.
-pub fn put(addr: SocketAddr, owner: JobRef, name: &str, data: &[u8], timeout: Duration) -> Result<u64, StoreError> {
-    let answer = call(addr, &DataFrame::Put { owner, name, data }, timeout)?;
+fn call_kept(
+    conns: &wire::Connections,
+    addr: SocketAddr,
+    request: &DataFrame<'_>,
+    timeout: Duration,
+) -> Result<wire::OwnedFrame, StoreError> {
+    conns.call(addr, request, timeout).map_err(|e| StoreError::Unreachable { addr, error: format!("{e:#}") })
+}
+
+fn stored(answer: wire::OwnedFrame) -> Result<u64, StoreError> {
     match answer.frame() {
         DataFrame::Stored { size } => Ok(size),
         other => Err(refused_or_unexpected(other)),
     }
 }
 
-/// Reads object `name` from the store at `addr`.
-pub fn get(addr: SocketAddr, name: &str, timeout: Duration) -> Result<Vec<u8>, StoreError> {
-    let answer = call(addr, &DataFrame::Get { name }, timeout)?;
+fn object(answer: wire::OwnedFrame) -> Result<Vec<u8>, StoreError> {
     match answer.frame() {
         DataFrame::Object { data } => Ok(data.to_vec()),
         other => Err(refused_or_unexpected(other)),
     }
+}
+
+/// Stores `data` as `name` in the store at `addr`, owned by job `owner`.
+pub fn put(addr: SocketAddr, owner: JobRef, name: &str, data: &[u8], timeout: Duration) -> Result<u64, StoreError> {
+    stored(call(addr, &DataFrame::Put { owner, name, data }, timeout)?)
+}
+
+/// [`put`] on a connection kept in `conns`.
+pub fn put_kept(
+    conns: &wire::Connections,
+    addr: SocketAddr,
+    owner: JobRef,
+    name: &str,
+    data: &[u8],
+    timeout: Duration,
+) -> Result<u64, StoreError> {
+    stored(call_kept(conns, addr, &DataFrame::Put { owner, name, data }, timeout)?)
+}
+
+/// Reads object `name` from the store at `addr`.
+pub fn get(addr: SocketAddr, name: &str, timeout: Duration) -> Result<Vec<u8>, StoreError> {
+    object(call(addr, &DataFrame::Get { name }, timeout)?)
+}
+
+/// [`get`] on a connection kept in `conns`.
+pub fn get_kept(
+    conns: &wire::Connections,
+    addr: SocketAddr,
+    name: &str,
+    timeout: Duration,
+) -> Result<Vec<u8>, StoreError> {
+    object(call_kept(conns, addr, &DataFrame::Get { name }, timeout)?)
 }
 
 /// Drops every object of job `owner` from the store at `addr`: (objects, bytes).

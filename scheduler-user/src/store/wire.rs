@@ -2,11 +2,12 @@
 //! streams: the one implementation the store, its clients, the spec server and the
 //! executors share.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -102,6 +103,51 @@ pub fn call_on(s: &mut TcpStream, request: &DataFrame<'_>) -> anyhow::Result<Own
     read_frame(s).map_err(|e| anyhow::anyhow!("reading the answer: {e}"))
 }
 
+/// Connections kept open between calls, one per peer: an executor's spec fetches,
+/// RESULTs and object transfers to the same spec server or store reuse one connection
+/// instead of a connect (and a server thread) per request.
+#[derive(Debug, Default)]
+pub struct Connections {
+    open: Mutex<HashMap<SocketAddr, TcpStream>>,
+}
+
+/// Peers a [`Connections`] keeps a connection to; past this the oldest is not told
+/// apart, one is closed at random.
+const KEPT_CONNECTIONS: usize = 32;
+
+impl Connections {
+    /// Sends `request` to `addr` and reads its answer, on the kept connection when there
+    /// is one. A kept connection the peer closed meanwhile (idle, or its server stopped)
+    /// fails the exchange, which then goes once more on a fresh connection: every data
+    /// request is safe to repeat (a RESULT the spec server already took is ignored).
+    pub fn call(&self, addr: SocketAddr, request: &DataFrame<'_>, timeout: Duration) -> anyhow::Result<OwnedFrame> {
+        let kept = self.lock().remove(&addr);
+        if let Some(mut conn) = kept {
+            if let Ok(answer) = call_on(&mut conn, request) {
+                self.keep(addr, conn);
+                return Ok(answer);
+            }
+        }
+        let mut conn = connect(addr, timeout)?;
+        let answer = call_on(&mut conn, request).with_context(|| format!("exchange with {addr}"))?;
+        self.keep(addr, conn);
+        Ok(answer)
+    }
+
+    fn keep(&self, addr: SocketAddr, conn: TcpStream) {
+        let mut open = self.lock();
+        if open.len() >= KEPT_CONNECTIONS {
+            let evicted = open.keys().next().copied();
+            evicted.map(|a| open.remove(&a));
+        }
+        open.insert(addr, conn);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, TcpStream>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// A service answering data frames: the store and the client's spec server.
 pub trait FrameService: Send + Sync + 'static {
     /// Answers one request by writing its answer frame(s) to `conn`.
@@ -194,9 +240,9 @@ fn accept_loop<S: FrameService>(
                     continue;
                 }
                 open.fetch_add(1, Ordering::Relaxed);
-                let (service, count) = (service.clone(), open.clone());
+                let (service, count, stop) = (service.clone(), open.clone(), stop.clone());
                 let spawned = std::thread::Builder::new().name(format!("bolt-{name}-conn")).spawn(move || {
-                    if let Err(e) = serve(conn, service.as_ref(), idle) {
+                    if let Err(e) = serve(conn, service.as_ref(), idle, &stop) {
                         tracing::debug!(%peer, error = %e, "data connection ended");
                     }
                     count.fetch_sub(1, Ordering::Relaxed);
@@ -214,8 +260,9 @@ fn accept_loop<S: FrameService>(
     }
 }
 
-/// Answers requests on one connection until it closes, goes idle or sends a bad frame.
-fn serve<S: FrameService>(mut conn: TcpStream, service: &S, idle: Duration) -> anyhow::Result<()> {
+/// Answers requests on one connection until it closes, goes idle, sends a bad frame or
+/// the server stops.
+fn serve<S: FrameService>(mut conn: TcpStream, service: &S, idle: Duration, stop: &AtomicBool) -> anyhow::Result<()> {
     conn.set_nonblocking(false)?;
     conn.set_read_timeout(Some(idle))?;
     conn.set_write_timeout(Some(idle))?;
@@ -232,6 +279,57 @@ fn serve<S: FrameService>(mut conn: TcpStream, service: &S, idle: Duration) -> a
             }
             Err(ReadError::Io(e)) => return Err(e.into()),
         };
+        // A stopped server answers nothing more, even on connections kept open by their
+        // peer: closed unanswered, the request goes again on a fresh connection, to
+        // whatever listens at the address now.
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         service.answer(request.frame(), &mut conn)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers every request with the port the request came from.
+    struct PeerPort;
+
+    impl FrameService for PeerPort {
+        fn answer(&self, _request: DataFrame<'_>, conn: &mut TcpStream) -> anyhow::Result<()> {
+            let port = u64::from(conn.peer_addr()?.port());
+            write_frame(conn, &DataFrame::ResultAck { spec_id: port })
+        }
+        fn refused(&self, _e: DataError) {}
+    }
+
+    fn serve_at(addr: SocketAddr) -> FrameServer {
+        FrameServer::spawn(addr, "test", Arc::new(PeerPort), 8, Duration::from_secs(30)).expect("server starts")
+    }
+
+    fn peer_port(conns: &Connections, addr: SocketAddr) -> u64 {
+        let answer = conns.call(addr, &DataFrame::SpecGet { spec_id: 1 }, Duration::from_secs(5)).expect("answered");
+        match answer.frame() {
+            DataFrame::ResultAck { spec_id } => spec_id,
+            other => panic!("answered {:?}", other.kind()),
+        }
+    }
+
+    #[test]
+    fn a_kept_connection_is_reused_and_replaced_once_its_server_stopped() {
+        let mut first = serve_at("127.0.0.1:0".parse().unwrap());
+        let addr = first.addr();
+        let conns = Connections::default();
+        let port = peer_port(&conns, addr);
+        assert_eq!(peer_port(&conns, addr), port, "the second request went on the kept connection");
+        // The stopped server's connection thread is still up; a new server listens at
+        // the same address. The kept connection is closed unanswered, and the request
+        // goes to the new server on a fresh one.
+        first.stop();
+        let _second = serve_at(addr);
+        let fresh = peer_port(&conns, addr);
+        assert_ne!(fresh, port, "answered on the stopped server's connection");
+        assert_eq!(peer_port(&conns, addr), fresh, "the fresh connection is kept in turn");
     }
 }

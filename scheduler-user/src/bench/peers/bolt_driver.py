@@ -47,12 +47,16 @@ def main():
         client = bolt.Client(switch.address, store=store.address)
 
         def submit(micros):
-            return client.submit(NAME, micros)
+            future = client.submit(NAME, micros)
+            # Noted by whichever thread completes the future: when the result arrived.
+            future.add_done_callback(lambda f: setattr(f, "arrived_ns", time.time_ns()))
+            return future
 
-        def starts(futures, deadline):
-            return [f.result(timeout=max(0.0, deadline - time.monotonic())) for f in futures]
+        def results(futures, deadline):
+            starts = [f.result(timeout=max(0.0, deadline - time.monotonic())) for f in futures]
+            return [(start, f.arrived_ns) for start, f in zip(starts, futures)]
 
-        measure(args, submit, starts)
+        measure(args, submit, results)
     finally:
         if client is not None:
             client.close()

@@ -1,5 +1,6 @@
 """Celery with a Redis broker and result backend: one worker (`celery worker`, prefork
-pool, --workers processes) started by this driver; results gathered with join_native.
+pool, --workers processes) started by this driver; results gathered with join_native,
+each noted as it arrives.
 The bench passes the Redis port in BOLT_PEERS_REDIS_PORT, so that this module
 configures the same app in the driver and in the worker that imports it."""
 
@@ -43,13 +44,20 @@ def main():
     def submit(micros):
         return peer_task.delay(micros)
 
-    def starts(results, deadline):
+    def results(handles, deadline):
+        """Each result as the result backend hands it over (join_native's callback)."""
+        arrived = {}
+
+        def note(task_id, start):
+            arrived[task_id] = (start, time.time_ns())
+
         # Celery's default poll interval (0.5 s) would bound every wave, not Celery.
         left = max(0.001, deadline - time.monotonic())
-        return ResultSet(results).join_native(timeout=left, interval=0.001)
+        ResultSet(handles).join_native(timeout=left, interval=0.001, callback=note)
+        return [arrived[h.id] for h in handles]
 
     try:
-        measure(args, submit, starts)
+        measure(args, submit, results)
     finally:
         worker.terminate()
         wait_or_kill(worker, 10)

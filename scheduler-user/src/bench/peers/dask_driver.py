@@ -9,7 +9,7 @@ from peers_common import measure, parse_args, task_body, unavailable
 def main():
     args = parse_args()
     try:
-        from dask.distributed import Client, LocalCluster, wait
+        from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as e:
         unavailable(f"dask.distributed does not import: {e}")
 
@@ -26,12 +26,15 @@ def main():
     def submit(micros):
         return client.submit(task_body, micros, pure=False)
 
-    def starts(futures, deadline):
-        wait(futures, timeout=max(0.0, deadline - time.monotonic()))
-        return client.gather(futures)
+    def results(futures, deadline):
+        """Each result as it completes (as_completed), with the time it arrived."""
+        arrived = {}
+        for future in as_completed(futures, timeout=max(0.001, deadline - time.monotonic())):
+            arrived[future.key] = (future.result(), time.time_ns())
+        return [arrived[f.key] for f in futures]
 
     try:
-        measure(args, submit, starts)
+        measure(args, submit, results)
     finally:
         client.close()
         cluster.close()

@@ -33,6 +33,14 @@ pub struct DriverLine {
     pub delay_p50_us: Option<f64>,
     #[serde(default)]
     pub delay_p99_us: Option<f64>,
+    #[serde(default)]
+    pub result_p50_us: Option<f64>,
+    #[serde(default)]
+    pub result_p99_us: Option<f64>,
+    #[serde(default)]
+    pub burst_result_p50_us: Option<f64>,
+    #[serde(default)]
+    pub burst_result_p99_us: Option<f64>,
 }
 
 /// What came of a driver run: the lines it printed, and why it stopped early if it did.

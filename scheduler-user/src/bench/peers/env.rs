@@ -64,8 +64,14 @@ const MATURIN: &str = "maturin==1.16.0";
 /// directory holds this executable.
 pub fn bolt_package(venv_dir: &Path, python: &Path) -> anyhow::Result<PathBuf> {
     let venv = Venv::create(venv_dir, python)?;
+    // Run in the venv's directory: from a workspace root, the crate directory `bolt/`
+    // would import as an empty namespace package and pass for the package.
     let imports = |venv: &Venv| {
-        Command::new(venv.python()).args(["-c", "import bolt"]).output().is_ok_and(|o| o.status.success())
+        Command::new(venv.python())
+            .args(["-c", "import bolt"])
+            .current_dir(&venv.dir)
+            .output()
+            .is_ok_and(|o| o.status.success())
     };
     if imports(&venv) {
         return Ok(venv.python());

@@ -1,6 +1,8 @@
 """What every peer driver shares: arguments, the two measurement phases and the JSON
 lines they print. A driver supplies `submit(micros)` (returns a handle) and
-`starts(handles, deadline)` (the start time of each task, in order, once all are done).
+`results(handles, deadline)`: for each task, in order, once all are done, a pair
+(start_ns, result_ns): when the task began on its worker, and when its result reached
+this program (the driver notes `time.time_ns()` as it receives each result, one by one).
 
 Timestamps are wall-clock `time.time_ns()` on both sides (submitter and worker), as
 Bolt's client and executors use: one host, one clock.
@@ -61,9 +63,10 @@ def quantile(values, q):
     return float(s[min(len(s) - 1, int(q * len(s)))])
 
 
-def _phase(submit, starts, micros, count, timeout_s):
+def _phase(submit, results, micros, count, timeout_s):
     """Submits `count` tasks as fast as the system takes them; returns the submit →
-    start delays (ns) and the seconds from the first submit to the last result."""
+    start delays (ns), the submit → result delays (ns) and the seconds from the first
+    submit to the last result."""
     deadline = time.monotonic() + timeout_s
     submitted = []
     handles = []
@@ -71,25 +74,29 @@ def _phase(submit, starts, micros, count, timeout_s):
     for _ in range(count):
         submitted.append(time.time_ns())
         handles.append(submit(micros))
-    started = starts(handles, deadline)
+    times = results(handles, deadline)
     t1 = time.time_ns()
-    if len(started) != count:
-        raise RuntimeError(f"{len(started)} of {count} tasks reported a start")
-    return [s - q for s, q in zip(started, submitted)], (t1 - t0) / 1e9
+    if len(times) != count:
+        raise RuntimeError(f"{len(times)} of {count} tasks reported a result")
+    starts = [start - q for (start, _), q in zip(times, submitted)]
+    done = [result - q for (_, result), q in zip(times, submitted)]
+    return starts, done, (t1 - t0) / 1e9
 
 
-def measure(args, submit, starts):
-    """Runs every workload: warm-up, a burst of --tasks tasks (throughput and delay under
-    load), then --waves waves of one task per worker, each after the last finished
-    (delay with idle workers). Prints one JSON line per workload."""
+def measure(args, submit, results):
+    """Runs every workload: warm-up, a burst of --tasks tasks (throughput, start and
+    result delays under load), then --waves waves of one task per worker, each after the
+    last finished (start and result delays with idle workers). Prints one JSON line per
+    workload."""
     for micros in [int(w) for w in args.workloads.split(",")]:
         try:
-            _phase(submit, starts, micros, 2 * args.workers, args.timeout_s)
-            burst, secs = _phase(submit, starts, micros, args.tasks, args.timeout_s)
-            idle = []
+            _phase(submit, results, micros, 2 * args.workers, args.timeout_s)
+            burst, burst_done, secs = _phase(submit, results, micros, args.tasks, args.timeout_s)
+            idle, idle_done = [], []
             for _ in range(args.waves):
-                d, _ = _phase(submit, starts, micros, args.workers, args.timeout_s)
+                d, r, _ = _phase(submit, results, micros, args.workers, args.timeout_s)
                 idle.extend(d)
+                idle_done.extend(r)
         except Exception as e:  # reported, never dropped: the bench prints the reason
             traceback.print_exc(file=sys.stderr)
             emit(status="failed", sleep_us=micros, reason=f"{type(e).__name__}: {e}")
@@ -101,7 +108,11 @@ def measure(args, submit, starts):
             throughput_tasks_per_s=args.tasks / secs,
             burst_delay_p50_us=quantile(burst, 0.5) / 1e3,
             burst_delay_p99_us=quantile(burst, 0.99) / 1e3,
+            burst_result_p50_us=quantile(burst_done, 0.5) / 1e3,
+            burst_result_p99_us=quantile(burst_done, 0.99) / 1e3,
             idle_tasks=len(idle),
             delay_p50_us=quantile(idle, 0.5) / 1e3,
             delay_p99_us=quantile(idle, 0.99) / 1e3,
+            result_p50_us=quantile(idle_done, 0.5) / 1e3,
+            result_p99_us=quantile(idle_done, 0.99) / 1e3,
         )

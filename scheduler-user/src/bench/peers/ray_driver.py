@@ -24,11 +24,27 @@ def submit(micros):
     return remote_task.remote(micros)
 
 
-def starts(refs, deadline):
-    return ray.get(refs, timeout=max(0.001, deadline - time.monotonic()))
+def results(refs, deadline):
+    """Each result as it is ready (ray.wait one at a time); the ones ready together get
+    the same arrival time."""
+    arrived = {}
+    pending = list(refs)
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{len(pending)} results missing")
+        ready, pending = ray.wait(pending, num_returns=1, timeout=left)
+        if pending:
+            more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+            ready += more
+        now = time.time_ns()
+        for ref in ready:
+            arrived[ref] = now
+    starts = ray.get(list(refs), timeout=max(0.001, deadline - time.monotonic()))
+    return [(start, arrived[ref]) for start, ref in zip(starts, refs)]
 
 
 try:
-    measure(args, submit, starts)
+    measure(args, submit, results)
 finally:
     ray.shutdown()

@@ -47,7 +47,7 @@ def main():
         r.lpush(TASKS, f"{next_id[0]} {micros}")
         return next_id[0]
 
-    def starts(ids, deadline):
+    def results(ids, deadline):
         wanted = {tid: i for i, tid in enumerate(ids)}
         out = [0] * len(ids)
         got = 0
@@ -60,7 +60,7 @@ def main():
                 continue
             tid, start = item[1].decode().split()
             if int(tid) in wanted:
-                out[wanted[int(tid)]] = int(start)
+                out[wanted[int(tid)]] = (int(start), time.time_ns())
                 got += 1
         return out
 
@@ -68,7 +68,7 @@ def main():
         for _ in range(args.workers):
             if r.brpop(READY, timeout=30) is None:
                 raise TimeoutError("workers did not start")
-        measure(args, submit, starts)
+        measure(args, submit, results)
     finally:
         for _ in procs:
             r.lpush(TASKS, "stop")
