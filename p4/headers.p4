@@ -7,7 +7,7 @@
 
 const bit<16> BOLT_PORT          = 7171;    /* DEFAULT_PORT */
 const bit<16> BOLT_MAGIC         = 0xB017;  /* MAGIC */
-const bit<8>  BOLT_VERSION       = 3;       /* VERSION */
+const bit<8>  BOLT_VERSION       = 4;       /* VERSION */
 const bit<8>  MAX_LIST           = 16;      /* MAX_LIST */
 const bit<8>  MAX_PRIORITIES     = 8;       /* MAX_PRIORITIES */
 const bit<8>  DEFAULT_PRIORITIES = 4;       /* DEFAULT_PRIORITIES */
@@ -33,9 +33,10 @@ const bit<8> OP_STEAL_GRANT = 18;
 const bit<8> OP_STEAL_ACK   = 19;
 const bit<8> OP_STEAL_DONE  = 20;
 const bit<8> OP_PIN         = 21;   /* client to a host agent only */
+const bit<8> OP_GET_BUNDLE  = 22;   /* GET_TASK for up to `want` tasks: answered with one */
 
 const bit<8> SUBMIT_FLAGS       = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE: SUBMIT only */
-const bit<8> GET_TASK_FLAGS     = 0x04;   /* FLAG_WAIT: GET_TASK only */
+const bit<8> GET_TASK_FLAGS     = 0x04;   /* FLAG_WAIT: GET_TASK and GET_BUNDLE only */
 const bit<8> PIN_FLAGS          = 0x0b;   /* SUBMIT_FLAGS | FLAG_MOVABLE: PIN only */
 const bit<8> KNOWN_HEADER_FLAGS = 0x0f;   /* PIN_FLAGS | GET_TASK_FLAGS */
 const bit<8> KNOWN_TASK_FLAGS   = 0x03;   /* TASK_FLAG_EXACTLY_ONCE | TASK_FLAG_GANG */
@@ -266,6 +267,12 @@ header requester_h {
     bit<32> seq;
 }
 
+/* BundleRequest (12 B) = the Requester followed by this: GET_BUNDLE body */
+header bundle_h {
+    bit<8>  want;
+    bit<24> pad;
+}
+
 /* RefillRequest (4 B): REFILL_REQ body */
 header refill_request_h {
     bit<16> node;
@@ -386,6 +393,7 @@ struct headers_t {
     entry_h                   swap_held;
     job_ref_h                 job_ref;
     requester_h               requester;
+    bundle_h                  bundle;         /* GET_BUNDLE, front panel: dropped at admission */
     refill_request_h          refill_request;
     completion_h              completion;     /* COMPLETE, front panel: validated, never answered */
     claim_h                   claim;          /* CLAIM, CLAIM_REPLY: validated, never answered */

@@ -248,6 +248,12 @@ control BoltFrontPanel(inout headers_t hdr,
                     }
                 }
             }
+            if (ig_md.malformed == 0 && hdr.bolt.op == OP_GET_BUNDLE) {
+                /* A bundle of one (`want` is an upper bound; p4/README.md, "Bundles"):
+                 * from here on the request is a GET_TASK. */
+                hdr.bolt.op = OP_GET_TASK;
+                hdr.bundle.setInvalid();
+            }
             if (ig_md.malformed == 1) {
                 malformed.count(ig_md.decode_error);
                 ig_dprsr_md.drop_ctl = 1;
@@ -1391,6 +1397,7 @@ control BoltIngressDeparser(packet_out pkt,
         pkt.emit(hdr.swap_held);
         pkt.emit(hdr.job_ref);
         pkt.emit(hdr.requester);
+        pkt.emit(hdr.bundle);
         pkt.emit(hdr.refill_request);
         pkt.emit(hdr.completion);
         pkt.emit(hdr.claim);

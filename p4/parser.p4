@@ -99,18 +99,20 @@ parser BoltIngressParser(packet_in pkt,
         transition select(hdr.bolt.op) {
             1 .. 9  : check_flags;
             10 .. 11: internal_op;
-            12 .. 21: check_flags;
+            12 .. 22: check_flags;
             default : unknown_op;
         }
     }
 
-    /* shape(op).flags: SUBMIT may carry SUBMIT_FLAGS, PIN may carry PIN_FLAGS, GET_TASK may carry GET_TASK_FLAGS
+    /* shape(op).flags: SUBMIT may carry SUBMIT_FLAGS, PIN may carry PIN_FLAGS, GET_TASK and GET_BUNDLE may carry GET_TASK_FLAGS
      * (WAIT; no bit of the complement), every other op none. */
     state check_flags {
         transition select(hdr.bolt.op, hdr.bolt.flags) {
             (OP_SUBMIT, 0x00 &&& ~SUBMIT_FLAGS)     : check_count;
             (OP_GET_TASK, 0x00 &&& ~GET_TASK_FLAGS) : check_count;
-            (OP_PIN, 0x00 &&& ~PIN_FLAGS)           : check_pin_count;
+            (OP_GET_BUNDLE, 0x00 &&& ~GET_TASK_FLAGS) : check_count;
+            (OP_PIN, 0x00 &&& ~PIN_FLAGS)           : check_list_count;
+            (OP_ASSIGN, 0x00)                       : check_list_count;
             (_, 0x00)                  : check_count;
             default                    : unknown_flags;
         }
@@ -121,7 +123,7 @@ parser BoltIngressParser(packet_in pkt,
         transition select(hdr.bolt.op, hdr.bolt.count) {
             (OP_SUBMIT, 1 .. 16)     : check_header_bytes;
             (OP_GET_TASK, 0)         : check_header_bytes;
-            (OP_ASSIGN, 1)           : check_header_bytes;
+            (OP_GET_BUNDLE, 0)       : check_bundle_header_bytes;
             (OP_NOOP, 0)             : check_header_bytes;
             (OP_COMPLETE, 0)         : check_header_bytes;
             (OP_QUEUE_FULL, 1 .. 16) : check_header_bytes;
@@ -137,8 +139,9 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* PIN's count, in a state of its own: check_count's arms fill a state's 32 TCAM rows. */
-    state check_pin_count {
+    /* PIN's and ASSIGN's count (1 .. 16), in a state of their own: check_count's arms fill a
+     * state's 32 TCAM rows. */
+    state check_list_count {
         transition select(hdr.bolt.count) {
             1 .. 16 : check_header_bytes;
             default : bad_count;
@@ -199,6 +202,26 @@ parser BoltIngressParser(packet_in pkt,
         transition accept;
     }
 
+    /* GET_BUNDLE's header bytes as GET_TASK's (prio a priority, rsrc free), in a state of
+     * their own: check_header_bytes's arms fill a state's 32 TCAM rows. */
+    state check_bundle_header_bytes {
+        transition select(hdr.bolt.prio) {
+            1 .. MAX_PRIORITIES : parse_bundle_requester;
+            default             : bad_priority;
+        }
+    }
+
+    /* GET_BUNDLE: GET_TASK's Requester, then want MIN_BUNDLE .. MAX_BUNDLE (2 .. 16) and
+     * a zero pad (check_bundle_request()). */
+    state parse_bundle_requester {
+        pkt.extract(hdr.requester);
+        pkt.extract(hdr.bundle);
+        transition select(hdr.bundle.want, hdr.bundle.pad) {
+            (2 .. 16, 0) : accept;
+            default      : bad_field;
+        }
+    }
+
     /* REFILL_REQ: want 1..255 and a zero pad. */
     state parse_refill_request_first {
         pkt.extract(hdr.refill_request);
@@ -254,7 +277,7 @@ parser BoltIngressParser(packet_in pkt,
         }
     }
 
-    /* RETURN, ASSIGN and REFILL: the first entry only, as check_entry() does: its task's
+    /* RETURN, ASSIGN (1 .. 16 entries since version 4) and REFILL: the first entry only, as check_entry() does: its task's
      * prio, then flags, then the pad, which must be zero. */
     state parse_return_first {
         pkt.extract(hdr.entry_cur);

@@ -131,7 +131,7 @@ fn next(s: &UdpSocket) -> Option<(Op, Vec<u32>)> {
     let tids = match msg {
         Message::QueueFull { tasks, .. } => tasks.iter().map(|t| t.tid()).collect(),
         Message::Refill { entries: es, .. } => es.iter().map(|e| e.task.tid()).collect(),
-        Message::Assign { entry: e, .. } => vec![e.task.tid()],
+        Message::Assign { entries, .. } => entries.iter().map(|e| e.task.tid()).collect(),
         _ => Vec::new(),
     };
     Some((msg.op(), tids))

@@ -125,7 +125,7 @@ fn get_task_through_a_real_veth_is_answered_by_xdp() {
     let (bytes, from) = &replies[0];
     assert_eq!(*from, std::net::SocketAddr::V4(SocketAddrV4::new(NODE_ADDR, PORT)));
     match decode(bytes).expect("the ASSIGN decodes") {
-        Message::Assign { entry, .. } => assert_eq!(*entry, queued),
+        Message::Assign { entries, .. } => assert_eq!(entries, &[queued]),
         m => panic!("got {:?}", m.op()),
     }
     let c = xdp.maps().counters().unwrap();

@@ -18,7 +18,8 @@ use std::{
 
 use bolt_tests::{is_root, require, unique_name};
 use scheduler_common::{
-    encode_assign, encode_get_task, encode_hint, encode_noop, encode_refill, encode_return, encode_submit,
+    encode_assign, encode_assign_list, encode_get_bundle, encode_get_task, encode_hint, encode_noop, encode_refill,
+    encode_return, encode_submit,
     frame::Endpoint,
     maps::{Counter, EVENT_BYPASS, EVENT_EMPTY, EVENT_LOW_WATERMARK},
     Entry, Header, Ipv4Prefix, JobRef, Message, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
@@ -130,7 +131,7 @@ fn entry(tid: u32, prio: u8, rsrc: u8) -> Entry {
 fn assigned_entry(frame: &[u8]) -> Entry {
     let msg = &frame[PAYLOAD_OFF..];
     match scheduler_common::decode(msg).expect("the reply decodes") {
-        scheduler_common::Message::Assign { entry, .. } => *entry,
+        scheduler_common::Message::Assign { entries: [entry], .. } => *entry,
         m => panic!("reply is {:?}, not ASSIGN", m.op()),
     }
 }
@@ -162,6 +163,79 @@ fn hit_replies_with_the_byte_exact_assign() {
     let c = rig.counters();
     assert_eq!((c.hits(1), c.get(Counter::Transmitted), c.get(Counter::Miss)), (1, 1, 0));
     assert_eq!(rig.maps().reserved(1), 0);
+}
+
+fn get_bundle_frame(exec: &Endpoints, prio: u8, rsrc: u8, want: u8, wait: bool) -> Vec<u8> {
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_get_bundle(&mut buf, prio, rsrc, Requester::new(NODE, 7, 9), want, wait).unwrap();
+    udp_frame(exec, Ipv4Fields::default(), &buf[..n])
+}
+
+#[test]
+fn a_get_bundle_hit_replies_with_a_byte_exact_single_entry_assign() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    let (first, second) = (entry(21, 1, 0b01), entry(22, 1, 0));
+    rig.maps().push(&first).unwrap();
+    rig.maps().push(&second).unwrap();
+    let request = get_bundle_frame(&rig.exec, 1, 0b11, 8, true);
+    let (verdict, out) = rig.run(&request);
+    assert_eq!(verdict, Verdict::Tx);
+    // One task: `want` is an upper bound, and the rings answer one request with one pop.
+    let mut assign = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_assign(&mut assign, &first, 0).unwrap();
+    let expected = udp_frame(&rig.exec.reversed(), Ipv4Fields::default(), &assign[..n]);
+    assert_eq!(out, expected, "reply differs from the ASSIGN built by scheduler-common");
+    assert_eq!(rig.maps().reserved(1), 1, "the second task stays in its ring");
+    // A miss passes the GET_BUNDLE on to tier 2 unchanged, WAIT and want included.
+    let low = get_bundle_frame(&rig.exec, 1, 0b10, 16, true);
+    rig.maps().pop(1).unwrap();
+    let (verdict, out) = rig.run(&low);
+    assert_eq!((verdict, out), (Verdict::Pass, low));
+    let c = rig.counters();
+    assert_eq!((c.hits(1), c.get(Counter::Transmitted), c.get(Counter::Miss)), (1, 1, 1));
+}
+
+#[test]
+fn a_get_bundle_with_a_bad_want_is_passed_on_and_counted_malformed() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    rig.maps().push(&entry(1, 1, 0)).unwrap();
+    let good = get_bundle_frame(&rig.exec, 1, 0, 2, false);
+    // want is the 9th byte of the GET_BUNDLE body: header 8, requester 8.
+    let want_at = PAYLOAD_OFF + 16;
+    for (at, v) in [(want_at, 1u8), (want_at, 17), (want_at + 1, 1)] {
+        let mut bad = good.clone();
+        bad[at] = v;
+        let (verdict, out) = rig.run(&bad);
+        assert_eq!((verdict, out), (Verdict::Pass, bad), "byte {at} = {v}");
+    }
+    assert_eq!(rig.counters().get(Counter::Malformed), 3);
+    assert_eq!(rig.maps().reserved(1), 1, "nothing served to a malformed request");
+    assert_eq!(rig.run(&good).0, Verdict::Tx);
+}
+
+#[test]
+fn a_fresh_hint_passes_a_get_bundle_on_without_wait() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| s.hint_ttl_ns = 2_000_000_000);
+    rig.maps().push(&entry(1, 3, 0)).unwrap();
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_hint(&mut msg, 1).unwrap();
+    rig.run(&from_switch(&rig, PORT, &msg[..n]));
+    let (verdict, out) = rig.run(&get_bundle_frame(&rig.exec, 1, 0, 4, true));
+    assert_eq!(verdict, Verdict::Pass);
+    let expected =
+        Message::GetBundle { rtrv_prio: 1, exec_rsrc: 0, from: Requester::new(NODE, 7, 9), want: 4, wait: false };
+    assert_eq!(scheduler_common::decode(&out[PAYLOAD_OFF..]), Ok(expected));
+    assert_eq!(rig.maps().reserved(3), 1);
+    assert_eq!(rig.counters().get(Counter::Bypass), 1);
 }
 
 #[test]
@@ -1093,10 +1167,15 @@ fn tier_2_assigns_to_this_hosts_executors_are_counted_per_task_priority() {
     stranger.dst.set_port(40_003);
     let n = encode_assign(&mut msg, &entry(4, 1, 0), 0).unwrap();
     rig.run(&udp_frame(&stranger, Ipv4Fields::default(), &msg[..n]));
+    // A bundle from the switch counts each of its tasks.
+    let bundle = [entry(5, 1, 0), entry(6, 2, 0), entry(7, 4, 0)];
+    let n = encode_assign_list(&mut msg, &bundle, 0).unwrap();
+    let frame = from_switch(&rig, 40_002, &msg[..n]);
+    assert_eq!(rig.run(&frame), (Verdict::Pass, frame.clone()), "passed on untouched");
     let c = rig.counters().0;
     let per_prio: Vec<u64> = (1..=4).map(|p| c.tier2_assigns(p)).collect();
-    assert_eq!(per_prio, vec![0, 2, 0, 1]);
-    assert_eq!(c.get(Counter::Tier2Stamps), 4, "three ASSIGNs and the NOOP");
+    assert_eq!(per_prio, vec![1, 3, 0, 2]);
+    assert_eq!(c.get(Counter::Tier2Stamps), 5, "four ASSIGNs and the NOOP");
 }
 
 /// Removes a pin directory (and the program's pins in it) however the test ends.

@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
             let allowed = match op {
                 Op::Submit => SUBMIT_FLAGS,
                 Op::Pin => PIN_FLAGS,
-                Op::GetTask => GET_TASK_FLAGS,
+                Op::GetTask | Op::GetBundle => GET_TASK_FLAGS,
                 _ => 0,
             };
             assert_eq!(h.flags & !allowed, 0);

@@ -32,11 +32,42 @@ struct EntryIn {
 
 #[derive(Arbitrary, Debug)]
 enum Input {
-    Submit { uid: u32, jid: u32, flags: u8, tasks: Vec<TaskIn> },
-    GetTask { prio: u8, rsrc: u8, node: u16, executor: u16, seq: u32, wait: bool },
-    Assign { entry: EntryIn, best: u8 },
-    Noop { node: u16, executor: u16, seq: u32, best: u8 },
-    Hint { best: u8 },
+    Submit {
+        uid: u32,
+        jid: u32,
+        flags: u8,
+        tasks: Vec<TaskIn>,
+    },
+    GetTask {
+        prio: u8,
+        rsrc: u8,
+        node: u16,
+        executor: u16,
+        seq: u32,
+        wait: bool,
+    },
+    Assign {
+        entries: Vec<EntryIn>,
+        best: u8,
+    },
+    GetBundle {
+        prio: u8,
+        rsrc: u8,
+        node: u16,
+        executor: u16,
+        seq: u32,
+        want: u8,
+        wait: bool,
+    },
+    Noop {
+        node: u16,
+        executor: u16,
+        seq: u32,
+        best: u8,
+    },
+    Hint {
+        best: u8,
+    },
     Complete {
         ids: [u32; 3],
         status: u8,
@@ -48,20 +79,57 @@ enum Input {
         start: u64,
         output_len: u64,
     },
-    QueueFull { uid: u32, jid: u32, tasks: Vec<TaskIn> },
-    Pin { uid: u32, jid: u32, flags: u8, tasks: Vec<TaskIn> },
-    RefillReq { rsrc: u8, node: u16, want: u8, pad: u8 },
-    Refill { entries: Vec<EntryIn>, best: u8 },
+    QueueFull {
+        uid: u32,
+        jid: u32,
+        tasks: Vec<TaskIn>,
+    },
+    Pin {
+        uid: u32,
+        jid: u32,
+        flags: u8,
+        tasks: Vec<TaskIn>,
+    },
+    RefillReq {
+        rsrc: u8,
+        node: u16,
+        want: u8,
+        pad: u8,
+    },
+    Refill {
+        entries: Vec<EntryIn>,
+        best: u8,
+    },
     Return(Vec<EntryIn>),
-    Swap { prio: u8, rsrc: u8, swap_idx: u32, retrieve_ptr: u32, held: EntryIn },
-    Repair { prio: u8, target: u8, pad: [u8; 3], value: u32 },
+    Swap {
+        prio: u8,
+        rsrc: u8,
+        swap_idx: u32,
+        retrieve_ptr: u32,
+        held: EntryIn,
+    },
+    Repair {
+        prio: u8,
+        target: u8,
+        pad: [u8; 3],
+        value: u32,
+    },
     Claim(ClaimIn),
     ClaimReply(ClaimIn),
     /// A STEAL_* op without entries: index 0..=4 picks PROBE, LOAD, REQ, ACK or DONE.
-    Steal { which: u8, body: StealIn },
-    StealGrant { body: StealIn, entries: Vec<EntryIn> },
+    Steal {
+        which: u8,
+        body: StealIn,
+    },
+    StealGrant {
+        body: StealIn,
+        entries: Vec<EntryIn>,
+    },
     /// A STEAL_REQ naming the thief's resources (any 8 bits).
-    StealReq { body: StealIn, thief_rsrc: u8 },
+    StealReq {
+        body: StealIn,
+        thief_rsrc: u8,
+    },
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -146,7 +214,9 @@ fn allowed(input: &Input) -> bool {
     match input {
         Input::Submit { flags, tasks, .. } => flags & !0x03 == 0 && list_ok(tasks, 1, task_ok),
         Input::GetTask { prio, .. } => prio_ok(*prio),
-        Input::Assign { entry, best } => entry_ok(entry) && best_ok(*best),
+        Input::Assign { entries, best } => list_ok(entries, 1, entry_ok) && best_ok(*best),
+        // GET_BUNDLE: GET_TASK's rules and a `want` of 2..=16.
+        Input::GetBundle { prio, want, .. } => prio_ok(*prio) && (2..=16).contains(want),
         Input::Noop { best, .. } => best_ok(*best),
         Input::Hint { best } => best_ok(*best),
         Input::Complete { status, pad, pad2, .. } => *status <= 2 && *pad == 0 && *pad2 == [0, 0],
@@ -175,7 +245,14 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
         Input::GetTask { prio, rsrc, node, executor, seq, wait } => {
             encode_get_task(buf, *prio, *rsrc, Requester::new(*node, *executor, *seq), *wait)
         }
-        Input::Assign { entry: e, best } => encode_assign(buf, &entry(e), *best),
+        // One entry through encode_assign, as tier 1 sends it; more through the list encoder.
+        Input::Assign { entries, best } if entries.len() == 1 => encode_assign(buf, &entry(&entries[0]), *best),
+        Input::Assign { entries, best } => {
+            encode_assign_list(buf, &entries.iter().map(entry).collect::<Vec<_>>(), *best)
+        }
+        Input::GetBundle { prio, rsrc, node, executor, seq, want, wait } => {
+            encode_get_bundle(buf, *prio, *rsrc, Requester::new(*node, *executor, *seq), *want, *wait)
+        }
         Input::Noop { node, executor, seq, best } => encode_noop(buf, Requester::new(*node, *executor, *seq), *best),
         Input::Hint { best } => encode_hint(buf, *best),
         Input::Complete { ids, status, pad, node, executor, pad2, run_ns, start, output_len } => {

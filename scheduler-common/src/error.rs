@@ -29,7 +29,7 @@ pub enum DecodeError {
     /// want of 0, a REPAIR target other than 0 or 1, a CLAIM verdict other than 0 or 3
     /// (RENEW), a CLAIM_REPLY verdict other than 1 or 2, a STEAL body field the op does not
     /// use that is not 0, a STEAL_REQ want outside 1..=16, a STEAL_DONE verdict other than
-    /// 1 or 2.
+    /// 1 or 2, a GET_BUNDLE want outside 2..=16.
     BadField,
 }
 

@@ -6,7 +6,7 @@ pub const DEFAULT_PORT: u16 = 7171;
 /// First two bytes of every Bolt message.
 pub const MAGIC: u16 = 0xB017;
 /// Protocol version carried in every header.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 /// The most entries one message may list, so P4 and XDP parse it without loops.
 pub const MAX_LIST: usize = 16;
 /// Priority levels the wire format can name (1 = highest). A switch runs 1..=this many.
@@ -53,10 +53,13 @@ pub enum Op {
     /// Client → a host's agent: queue these tasks in that host's dedicated ring (body as
     /// SUBMIT); refused tasks come back as QUEUE_FULL.
     Pin = 21,
+    /// Executor → tier 1 / tier 2: GET_TASK asking for up to `want` tasks in one ASSIGN
+    /// (version 4; body [`BundleRequest`]).
+    GetBundle = 22,
 }
 
 impl Op {
-    pub const ALL: [Op; 21] = [
+    pub const ALL: [Op; 22] = [
         Op::Submit,
         Op::GetTask,
         Op::Assign,
@@ -78,6 +81,7 @@ impl Op {
         Op::StealAck,
         Op::StealDone,
         Op::Pin,
+        Op::GetBundle,
     ];
 
     pub const fn from_u8(v: u8) -> Option<Op> {
@@ -103,6 +107,7 @@ impl Op {
             19 => Some(Op::StealAck),
             20 => Some(Op::StealDone),
             21 => Some(Op::Pin),
+            22 => Some(Op::GetBundle),
             _ => None,
         }
     }
@@ -130,6 +135,7 @@ impl Op {
             Op::StealAck => "STEAL_ACK",
             Op::StealDone => "STEAL_DONE",
             Op::Pin => "PIN",
+            Op::GetBundle => "GET_BUNDLE",
         }
     }
 
@@ -148,7 +154,7 @@ impl Op {
 pub const FLAG_RESUBMIT: u8 = 0x01;
 /// Header flag: the sender asks for exactly-once execution (claim before run).
 pub const FLAG_EXACTLY_ONCE: u8 = 0x02;
-/// Header flag on GET_TASK: if tier 2 has nothing for the executor, it parks the request
+/// Header flag on GET_TASK and GET_BUNDLE: if tier 2 has nothing for the executor, it parks the request
 /// and answers it when a task arrives (or with NOOP when the park time runs out).
 pub const FLAG_WAIT: u8 = 0x04;
 /// Header flag on PIN: the host's FLDS monitor may move these tasks from its dedicated
@@ -158,7 +164,7 @@ pub const FLAG_MOVABLE: u8 = 0x08;
 pub const SUBMIT_FLAGS: u8 = FLAG_RESUBMIT | FLAG_EXACTLY_ONCE;
 /// The header flags PIN may carry: SUBMIT's and MOVABLE.
 pub const PIN_FLAGS: u8 = SUBMIT_FLAGS | FLAG_MOVABLE;
-/// The header flags GET_TASK may carry.
+/// The header flags GET_TASK and GET_BUNDLE may carry.
 pub const GET_TASK_FLAGS: u8 = FLAG_WAIT;
 /// Every header flag the protocol defines; a header with a bit outside its op's own
 /// flags is rejected.
@@ -222,11 +228,11 @@ pub struct Header {
     pub op: u8,
     /// Number of list entries that follow the fixed body (TASK or ENTRY).
     pub count: u8,
-    /// RTRV_PRIO on GET_TASK: the highest priority level to search from (1 = highest).
+    /// RTRV_PRIO on GET_TASK and GET_BUNDLE: the highest priority level to search from (1 = highest).
     /// BEST on HINT and on the ASSIGN, NOOP and REFILL tier 2 sends: the highest level
     /// tier 2 holds tasks in after this answer (0: it believes every level empty).
     pub prio: u8,
-    /// EXEC_RSRC on GET_TASK and REFILL_REQ: the requester's 8-bit resource bitmap.
+    /// EXEC_RSRC on GET_TASK, GET_BUNDLE and REFILL_REQ: the requester's 8-bit resource bitmap.
     pub rsrc: u8,
     pub flags: u8,
 }
@@ -348,6 +354,30 @@ impl Requester {
     be_field!(seq, set_seq, seq, u32);
     pub fn new(node: u16, executor: u16, seq: u32) -> Requester {
         Requester { node: node.to_be_bytes(), executor: executor.to_be_bytes(), seq: seq.to_be_bytes() }
+    }
+}
+
+/// The fewest tasks a GET_BUNDLE may ask for: one task is a GET_TASK.
+pub const MIN_BUNDLE: u8 = 2;
+/// The most tasks a GET_BUNDLE may ask for: one ASSIGN lists at most [`MAX_LIST`].
+pub const MAX_BUNDLE: u8 = MAX_LIST as u8;
+
+/// GET_BUNDLE body (12 bytes): who asks, as in GET_TASK, and how many tasks it takes
+/// at most (MIN_BUNDLE..=MAX_BUNDLE). The answer is one ASSIGN of 1..=`want` entries, or
+/// NOOP; `want` is an upper bound, so a tier that hands out one task at a time (tier 1,
+/// bolt.p4) answers correctly with one.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BundleRequest {
+    pub from: Requester,
+    pub want: u8,
+    pub pad: [u8; 3],
+}
+
+impl BundleRequest {
+    pub const LEN: usize = 12;
+    pub fn new(from: Requester, want: u8) -> BundleRequest {
+        BundleRequest { from, want, pad: [0; 3] }
     }
 }
 
@@ -565,6 +595,7 @@ const _: () = {
     assert!(core::mem::size_of::<Completion>() == Completion::LEN);
     assert!(core::mem::size_of::<Claim>() == Claim::LEN);
     assert!(core::mem::size_of::<RefillRequest>() == RefillRequest::LEN);
+    assert!(core::mem::size_of::<BundleRequest>() == BundleRequest::LEN);
     assert!(core::mem::size_of::<SwapState>() == SwapState::LEN);
     assert!(core::mem::size_of::<RepairState>() == RepairState::LEN);
     assert!(core::mem::size_of::<StealBody>() == StealBody::LEN);
@@ -590,6 +621,7 @@ unsafe impl Wire for Requester {}
 unsafe impl Wire for Completion {}
 unsafe impl Wire for Claim {}
 unsafe impl Wire for RefillRequest {}
+unsafe impl Wire for BundleRequest {}
 unsafe impl Wire for SwapState {}
 unsafe impl Wire for RepairState {}
 unsafe impl Wire for StealBody {}

@@ -8,8 +8,8 @@ use crate::layout::*;
 ///
 /// `best` on ASSIGN, NOOP, REFILL and HINT is the header's BEST stamp: the highest
 /// priority level tier 2 holds tasks in after sending it, 0 when it believes every
-/// level empty, and always 0 from tier 1. `wait` on GET_TASK is the WAIT flag: tier 2
-/// may park the request instead of answering NOOP at once.
+/// level empty, and always 0 from tier 1. `wait` on GET_TASK and GET_BUNDLE is the WAIT
+/// flag: tier 2 may park the request instead of answering NOOP at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message<'a> {
     Submit {
@@ -23,8 +23,10 @@ pub enum Message<'a> {
         from: Requester,
         wait: bool,
     },
+    /// One entry, or up to a GET_BUNDLE's `want` from tier 2, in the order they are to
+    /// run.
     Assign {
-        entry: &'a Entry,
+        entries: &'a [Entry],
         best: u8,
     },
     Noop {
@@ -71,6 +73,14 @@ pub enum Message<'a> {
         flags: u8,
         tasks: &'a [Task],
     },
+    /// GET_TASK for up to `want` (MIN_BUNDLE..=MAX_BUNDLE) tasks in one ASSIGN.
+    GetBundle {
+        rtrv_prio: u8,
+        exec_rsrc: u8,
+        from: Requester,
+        want: u8,
+        wait: bool,
+    },
 }
 
 impl Message<'_> {
@@ -95,6 +105,7 @@ impl Message<'_> {
             Message::StealAck(_) => Op::StealAck,
             Message::StealDone(_) => Op::StealDone,
             Message::Pin { .. } => Op::Pin,
+            Message::GetBundle { .. } => Op::GetBundle,
         }
     }
 }
@@ -132,7 +143,10 @@ const fn shape(op: Op) -> Shape {
         Op::Submit => Shape { flags: SUBMIT_FLAGS, ..list_body(JobRef::LEN, Task::LEN, 1, list) },
         Op::GetTask => Shape { uses_prio: true, uses_rsrc: true, flags: GET_TASK_FLAGS, ..fixed_body(Requester::LEN) },
         Op::Noop => Shape { carries_best: true, ..fixed_body(Requester::LEN) },
-        Op::Assign => Shape { carries_best: true, ..list_body(0, Entry::LEN, 1, 1) },
+        Op::GetBundle => {
+            Shape { uses_prio: true, uses_rsrc: true, flags: GET_TASK_FLAGS, ..fixed_body(BundleRequest::LEN) }
+        }
+        Op::Assign => Shape { carries_best: true, ..list_body(0, Entry::LEN, 1, list) },
         Op::Complete => fixed_body(Completion::LEN),
         Op::QueueFull => list_body(JobRef::LEN, Task::LEN, 1, list),
         Op::Pin => Shape { flags: PIN_FLAGS, ..list_body(JobRef::LEN, Task::LEN, 1, list) },
@@ -221,7 +235,7 @@ fn check_header(buf: &[u8], allow_internal: bool) -> Result<(&Header, Op), Decod
 }
 
 /// Checks the header alone: magic, version, op (external ops only), and that the flags
-/// are ones this op defines (SUBMIT_FLAGS on SUBMIT, GET_TASK_FLAGS on GET_TASK).
+/// are ones this op defines (SUBMIT_FLAGS on SUBMIT, GET_TASK_FLAGS on GET_TASK and GET_BUNDLE).
 pub fn decode_header(buf: &[u8]) -> Result<(&Header, Op), DecodeError> {
     check_header(buf, false)
 }
@@ -291,10 +305,21 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
             from: *view(fixed).ok_or_else(bad)?,
             wait: h.flags & FLAG_WAIT != 0,
         },
+        Op::GetBundle => {
+            let req = view::<BundleRequest>(fixed).ok_or_else(bad)?;
+            check_bundle_request(req)?;
+            Message::GetBundle {
+                rtrv_prio: h.prio,
+                exec_rsrc: h.rsrc,
+                from: req.from,
+                want: req.want,
+                wait: h.flags & FLAG_WAIT != 0,
+            }
+        }
         Op::Assign => {
-            let e = view::<Entry>(list).ok_or_else(bad)?;
-            check_entry(e)?;
-            Message::Assign { entry: e, best: h.prio }
+            let es = view_list::<Entry>(list, n).ok_or_else(bad)?;
+            check_entries(es)?;
+            Message::Assign { entries: es, best: h.prio }
         }
         Op::Noop => Message::Noop { to: *view(fixed).ok_or_else(bad)?, best: h.prio },
         Op::Complete => {
@@ -365,6 +390,15 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
         }
         Op::Swap | Op::Repair => return Err(DecodeError::InternalOp(h.op)),
     })
+}
+
+/// A GET_BUNDLE asks for MIN_BUNDLE..=MAX_BUNDLE tasks (one is a GET_TASK; more do not
+/// fit one ASSIGN) and its pad is zero.
+fn check_bundle_request(req: &BundleRequest) -> Result<(), DecodeError> {
+    if req.want < MIN_BUNDLE || req.want > MAX_BUNDLE || req.pad != [0; 3] {
+        return Err(DecodeError::BadField);
+    }
+    Ok(())
 }
 
 /// A STEAL body is valid for `op` when the fields the op uses are in range and every
@@ -469,9 +503,30 @@ pub fn encode_get_task(
     put(buf, Header::new(Op::GetTask, 0, rtrv_prio, exec_rsrc, flags), as_bytes(&from), &[])
 }
 
-/// An ASSIGN; `best` is tier 2's BEST stamp (0 from tier 1).
+/// A GET_BUNDLE for up to `want` tasks; `wait` sets FLAG_WAIT as on GET_TASK.
+pub fn encode_get_bundle(
+    buf: &mut [u8],
+    rtrv_prio: u8,
+    exec_rsrc: u8,
+    from: Requester,
+    want: u8,
+    wait: bool,
+) -> Result<usize, EncodeError> {
+    let flags = if wait { FLAG_WAIT } else { 0 };
+    let body = BundleRequest::new(from, want);
+    put(buf, Header::new(Op::GetBundle, 0, rtrv_prio, exec_rsrc, flags), as_bytes(&body), &[])
+}
+
+/// An ASSIGN of one entry; `best` is tier 2's BEST stamp (0 from tier 1).
 pub fn encode_assign(buf: &mut [u8], entry: &Entry, best: u8) -> Result<usize, EncodeError> {
-    put(buf, Header::new(Op::Assign, 1, best, 0, 0), &[], as_bytes(entry))
+    encode_assign_list(buf, core::slice::from_ref(entry), best)
+}
+
+/// An ASSIGN of 1..=MAX_LIST entries, in the order they are to run: tier 2's answer to a
+/// GET_BUNDLE.
+pub fn encode_assign_list(buf: &mut [u8], entries: &[Entry], best: u8) -> Result<usize, EncodeError> {
+    let n = list_count(Op::Assign, entries.len())?;
+    put(buf, Header::new(Op::Assign, n, best, 0, 0), &[], slice_as_bytes(entries))
 }
 
 /// A NOOP; `best` is tier 2's BEST stamp (0 from tier 1).
@@ -567,7 +622,10 @@ impl Message<'_> {
             Message::GetTask { rtrv_prio, exec_rsrc, from, wait } => {
                 encode_get_task(buf, rtrv_prio, exec_rsrc, from, wait)
             }
-            Message::Assign { entry, best } => encode_assign(buf, entry, best),
+            Message::GetBundle { rtrv_prio, exec_rsrc, from, want, wait } => {
+                encode_get_bundle(buf, rtrv_prio, exec_rsrc, from, want, wait)
+            }
+            Message::Assign { entries, best } => encode_assign_list(buf, entries, best),
             Message::Noop { to, best } => encode_noop(buf, to, best),
             Message::Complete(c) => encode_complete(buf, c),
             Message::QueueFull { job, tasks } => encode_queue_full(buf, job, tasks),
@@ -775,7 +833,7 @@ mod tests {
         let e = entry(4);
         for best in 0..=MAX_PRIORITIES {
             let n = encode_assign(&mut buf, &e, best).unwrap();
-            assert_eq!(decode(&buf[..n]), Ok(Message::Assign { entry: &e, best }));
+            assert_eq!(decode(&buf[..n]), Ok(Message::Assign { entries: core::slice::from_ref(&e), best }));
             let n = encode_refill(&mut buf, &[], best).unwrap();
             assert_eq!(decode(&buf[..n]), Ok(Message::Refill { entries: &[], best }));
         }
@@ -851,6 +909,63 @@ mod tests {
         buf[Header::LEN + StealBody::LEN + 38] = 5;
         assert_eq!(decode(&buf[..n]), Err(DecodeError::BadField));
         assert_eq!(encode_steal_grant(&mut buf, &body, &[entry(1); MAX_LIST + 1]), Err(EncodeError::BadListLength(17)));
+    }
+
+    #[test]
+    fn get_bundle_round_trips_and_refuses_a_want_outside_two_to_sixteen() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let from = Requester::new(3, 4, 5);
+        for want in [MIN_BUNDLE, 10, MAX_BUNDLE] {
+            let n = encode_get_bundle(&mut buf, 2, 0b11, from, want, true).unwrap();
+            assert_eq!(n, 20);
+            assert_eq!(&buf[..8], &[0xB0, 0x17, VERSION, 22, 0, 2, 0b11, FLAG_WAIT]);
+            assert_eq!(buf[16], want);
+            let m = decode(&buf[..n]).unwrap();
+            assert_eq!(m, Message::GetBundle { rtrv_prio: 2, exec_rsrc: 0b11, from, want, wait: true });
+            let mut again = [0u8; MAX_MESSAGE_LEN];
+            assert_eq!(m.encode(&mut again), Ok(n));
+        }
+        for want in [0, 1, MAX_BUNDLE + 1, 255] {
+            assert_eq!(
+                encode_get_bundle(&mut buf, 1, 0, from, want, false),
+                Err(EncodeError::Invalid(DecodeError::BadField)),
+                "want {want}"
+            );
+        }
+        let n = encode_get_bundle(&mut buf, 1, 0, from, 4, false).unwrap();
+        for (at, v, want) in [
+            (16, 1, DecodeError::BadField), // want 1: that is a GET_TASK
+            (17, 1, DecodeError::BadField), // pad
+            (5, 0, DecodeError::BadPriority(0)),
+            (7, FLAG_RESUBMIT, DecodeError::UnknownFlags(FLAG_RESUBMIT)),
+        ] {
+            let mut b = buf;
+            b[at] = v;
+            assert_eq!(decode(&b[..n]), Err(want), "byte {at} = {v}");
+        }
+        // A GET_TASK's length under op 22 is truncated, not read past.
+        let n = encode_get_task(&mut buf, 1, 0, from, false).unwrap();
+        buf[3] = Op::GetBundle as u8;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::Truncated));
+    }
+
+    #[test]
+    fn assign_lists_one_to_sixteen_entries_in_order() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let es: [Entry; MAX_LIST] = core::array::from_fn(|i| entry(i as u32 + 1));
+        for n_entries in [1, 2, MAX_LIST] {
+            let n = encode_assign_list(&mut buf, &es[..n_entries], 3).unwrap();
+            assert_eq!(n, message_len(Op::Assign, n_entries));
+            assert_eq!(decode(&buf[..n]), Ok(Message::Assign { entries: &es[..n_entries], best: 3 }));
+        }
+        assert_eq!(encode_assign_list(&mut buf, &[], 0), Err(EncodeError::BadListLength(0)));
+        let many = [entry(1); MAX_LIST + 1];
+        assert_eq!(encode_assign_list(&mut buf, &many, 0), Err(EncodeError::BadListLength(17)));
+        // One entry is what encode_assign writes.
+        let n = encode_assign(&mut buf, &es[0], 0).unwrap();
+        let mut again = [0u8; MAX_MESSAGE_LEN];
+        assert_eq!(encode_assign_list(&mut again, &es[..1], 0), Ok(n));
+        assert_eq!(buf[..n], again[..n]);
     }
 
     #[test]

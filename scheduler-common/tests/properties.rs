@@ -81,7 +81,11 @@ fn owned() -> impl Strategy<Value = Owned> {
             .prop_map(|(job, flags, tasks)| Owned::Submit { job, flags, tasks }),
         (prio.clone(), any::<u8>(), requester(), any::<bool>())
             .prop_map(|(rtrv_prio, exec_rsrc, from, wait)| { Owned::GetTask { rtrv_prio, exec_rsrc, from, wait } }),
-        (entry(), 0..=MAX_PRIORITIES).prop_map(|(entry, best)| Owned::Assign { entry, best }),
+        (prop::collection::vec(entry(), 1..=MAX_LIST), 0..=MAX_PRIORITIES)
+            .prop_map(|(entries, best)| Owned::Assign { entries, best }),
+        (prio.clone(), any::<u8>(), requester(), MIN_BUNDLE..=MAX_BUNDLE, any::<bool>()).prop_map(
+            |(rtrv_prio, exec_rsrc, from, want, wait)| Owned::GetBundle { rtrv_prio, exec_rsrc, from, want, wait }
+        ),
         (requester(), 0..=MAX_PRIORITIES).prop_map(|(to, best)| Owned::Noop { to, best }),
         (0..=MAX_PRIORITIES).prop_map(|best| Owned::Hint { best }),
         completion().prop_map(Owned::Complete),
@@ -115,7 +119,7 @@ fn owned() -> impl Strategy<Value = Owned> {
 /// priorities, flags and statuses are). Random input this close to valid gets past the
 /// header checks and exercises every body check.
 fn message_shaped() -> impl Strategy<Value = Vec<u8>> {
-    let op = prop_oneof![10 => 1u8..=14, 1 => any::<u8>()];
+    let op = prop_oneof![10 => 1u8..=Op::GetBundle as u8, 1 => any::<u8>()];
     op.prop_flat_map(|op| {
         let (min, max) = Op::from_u8(op).map_or((0, 0), count_range);
         let count = prop_oneof![4 => min..=max, 1 => 0u8..=18];
@@ -175,8 +179,7 @@ fn encode_owned(o: &Owned) -> Vec<u8> {
 fn count_of(o: &Owned) -> usize {
     match o {
         Owned::Submit { tasks, .. } | Owned::QueueFull { tasks, .. } | Owned::Pin { tasks, .. } => tasks.len(),
-        Owned::Assign { .. } => 1,
-        Owned::Refill { entries: es, .. } | Owned::Return(es) => es.len(),
+        Owned::Assign { entries: es, .. } | Owned::Refill { entries: es, .. } | Owned::Return(es) => es.len(),
         _ => 0,
     }
 }
@@ -308,6 +311,7 @@ fn count_edges_of_every_op() {
         match op {
             Op::Submit | Op::QueueFull | Op::Pin => (layout::as_bytes(&JobRef::new(1, 2)).to_vec(), 0, 0),
             Op::GetTask => (layout::as_bytes(&Requester::new(1, 2, 3)).to_vec(), 1, 0),
+            Op::GetBundle => (layout::as_bytes(&BundleRequest::new(Requester::new(1, 2, 3), 4)).to_vec(), 1, 0),
             Op::Noop => (layout::as_bytes(&Requester::new(1, 2, 3)).to_vec(), 0, 0),
             Op::Complete => (vec![0; Completion::LEN], 0, 0),
             Op::RefillReq => (layout::as_bytes(&RefillRequest::new(1, 1)).to_vec(), 0, 0),

@@ -171,7 +171,15 @@ fn fields_json(p: &Packet<'_>) -> Value {
             v["wait"] = json!(wait);
             v
         }
-        Packet::External(Message::Assign { entry, best }) => json!({ "entry": entry_json(entry), "best": best }),
+        Packet::External(Message::Assign { entries: es, best }) => json!({ "entries": entries(es), "best": best }),
+        Packet::External(Message::GetBundle { rtrv_prio, exec_rsrc, from, want, wait }) => {
+            let mut v = requester_json(&from);
+            v["rtrv_prio"] = json!(rtrv_prio);
+            v["exec_rsrc"] = json!(exec_rsrc);
+            v["want"] = json!(want);
+            v["wait"] = json!(wait);
+            v
+        }
         Packet::External(Message::Noop { to, best }) => {
             let mut v = requester_json(&to);
             v["best"] = json!(best);
@@ -244,7 +252,14 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
             from: requester_from_json(v),
             wait: v.get("wait").and_then(Value::as_bool).unwrap_or_else(|| panic!("field wait missing in {v}")),
         },
-        "ASSIGN" => Owned::Assign { entry: entry_from_json(&v["entry"]), best: u8f(v, "best") },
+        "ASSIGN" => Owned::Assign { entries: entries(v), best: u8f(v, "best") },
+        "GET_BUNDLE" => Owned::GetBundle {
+            rtrv_prio: u8f(v, "rtrv_prio"),
+            exec_rsrc: u8f(v, "exec_rsrc"),
+            from: requester_from_json(v),
+            want: u8f(v, "want"),
+            wait: v.get("wait").and_then(Value::as_bool).unwrap_or_else(|| panic!("field wait missing in {v}")),
+        },
         "NOOP" => Owned::Noop { to: requester_from_json(v), best: u8f(v, "best") },
         "HINT" => Owned::Hint { best: u8f(v, "best") },
         "COMPLETE" => {
@@ -410,19 +425,46 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
             "get_task_wait",
             Owned::GetTask { rtrv_prio: 2, exec_rsrc: 0b0000_0001, from: Requester::new(7, 4, 9), wait: true },
         ),
-        ("assign", Owned::Assign { entry: ring_entry(), best: 0 }),
+        (
+            "get_bundle",
+            Owned::GetBundle {
+                rtrv_prio: 1,
+                exec_rsrc: 0b0000_0011,
+                from: Requester::new(7, 3, 0x0000_0103),
+                want: 10,
+                wait: false,
+            },
+        ),
+        (
+            "get_bundle_wait_want_2",
+            Owned::GetBundle { rtrv_prio: 2, exec_rsrc: 0, from: Requester::new(7, 4, 10), want: 2, wait: true },
+        ),
+        (
+            "get_bundle_want_16",
+            Owned::GetBundle {
+                rtrv_prio: MAX_PRIORITIES,
+                exec_rsrc: 0xff,
+                from: Requester::new(65535, 65535, u32::MAX),
+                want: 16,
+                wait: false,
+            },
+        ),
+        ("assign", Owned::Assign { entries: vec![ring_entry()], best: 0 }),
         (
             "assign_exec",
             Owned::Assign {
-                entry: entry(
+                entries: vec![entry(
                     1,
                     2,
                     task(3, 1, 0x80, 0, TASK_FLAG_EXACTLY_ONCE, Handler::Exec { name: b"resize_img.v2" }),
-                ),
+                )],
                 best: 0,
             },
         ),
-        ("assign_from_tier2_best_1", Owned::Assign { entry: ring_entry(), best: 1 }),
+        ("assign_from_tier2_best_1", Owned::Assign { entries: vec![ring_entry()], best: 1 }),
+        // Tier 2's answer to a GET_BUNDLE: the tasks in the order they are to run.
+        ("assign_bundle_of_two_best_2", Owned::Assign { entries: refill_entries(2), best: 2 }),
+        ("assign_bundle_of_sixteen", Owned::Assign { entries: refill_entries(16), best: 0 }),
         ("noop", Owned::Noop { to: Requester::new(7, 3, 0x0000_0102), best: 0 }),
         ("noop_best_3", Owned::Noop { to: Requester::new(7, 3, 0x0000_0102), best: 3 }),
         ("hint_best_1", Owned::Hint { best: 1 }),
@@ -519,7 +561,8 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("version_0", ext, with("get_task", &[(2, 0)]), BadVersion(0)),
         ("version_1", ext, with("get_task", &[(2, 1)]), BadVersion(1)),
         ("version_2", ext, with("get_task", &[(2, 2)]), BadVersion(2)),
-        ("version_4", ext, with("get_task", &[(2, 4)]), BadVersion(4)),
+        ("version_3", ext, with("get_task", &[(2, 3)]), BadVersion(3)),
+        ("version_5", ext, with("get_task", &[(2, 5)]), BadVersion(5)),
         ("op_0", ext, with("noop", &[(3, 0)]), UnknownOp(0)),
         ("op_99", ext, with("noop", &[(3, 99)]), UnknownOp(99)),
         ("op_255", ext, with("noop", &[(3, 255)]), UnknownOp(255)),
@@ -544,7 +587,19 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("submit_count_17", ext, with("submit_one_task", &[(4, 17)]), BadCount(17)),
         ("queue_full_count_0", ext, with("queue_full", &[(4, 0)]), BadCount(0)),
         ("get_task_count_1", ext, with("get_task", &[(4, 1)]), BadCount(1)),
-        ("assign_count_2", ext, with("assign", &[(4, 2)]), BadCount(2)),
+        ("assign_count_2_one_entry", ext, with("assign", &[(4, 2)]), BadLength { expected: 88, actual: 48 }),
+        ("assign_count_17", ext, with("assign_bundle_of_sixteen", &[(4, 17)]), BadCount(17)),
+        ("assign_bundle_entry_stamp_left", ext, with("assign_bundle_of_two_best_2", &[(H + 78, 1)]), BadField),
+        ("get_bundle_want_0", ext, with("get_bundle", &[(H + 8, 0)]), BadField),
+        ("get_bundle_want_1", ext, with("get_bundle", &[(H + 8, 1)]), BadField),
+        ("get_bundle_want_17", ext, with("get_bundle", &[(H + 8, 17)]), BadField),
+        ("get_bundle_want_255", ext, with("get_bundle", &[(H + 8, 255)]), BadField),
+        ("get_bundle_pad_set", ext, with("get_bundle", &[(H + 11, 1)]), BadField),
+        ("get_bundle_prio_0", ext, with("get_bundle", &[(5, 0)]), BadPriority(0)),
+        ("get_bundle_count_1", ext, with("get_bundle", &[(4, 1)]), BadCount(1)),
+        ("get_bundle_unknown_flag", ext, with("get_bundle", &[(7, 0x08)]), UnknownFlags(0x08)),
+        ("get_bundle_cut_to_get_task", ext, cut("get_bundle", 16), Truncated),
+        ("get_bundle_trailing_byte", ext, grow("get_bundle", 1), BadLength { expected: 20, actual: 21 }),
         ("assign_count_0", ext, with("assign", &[(4, 0)]), BadCount(0)),
         ("return_count_0", ext, cut("return_one", H).with_count(0), BadCount(0)),
         ("refill_count_17", ext, with("refill_sixteen", &[(4, 17)]), BadCount(17)),
@@ -1095,18 +1150,18 @@ fn data_frame_vectors() {
         assert_eq!(e.name(), strf(v, "error"), "{}", strf(v, "name"));
         seen.insert(e.name());
     }
-    // Hand-assembled from docs/protocol.md: header magic b017, version 03, kind, body_len.
+    // Hand-assembled from docs/protocol.md: header magic b017, version 04, kind, body_len.
     let find =
         |name: &str| arr(d, "valid").iter().find(|v| strf(v, "name") == name).map(|v| strf(v, "hex").to_string());
-    let get = concat!("b017", "03", "02", "0000000c", "0b", "7532612f6a372f696e2d30");
+    let get = concat!("b017", "04", "02", "0000000c", "0b", "7532612f6a372f696e2d30");
     assert_eq!(find("get").as_deref(), Some(get));
-    let result_ack = concat!("b017", "03", "0b", "00000008", "0000000000000009");
+    let result_ack = concat!("b017", "04", "0b", "00000008", "0000000000000009");
     assert_eq!(find("result_ack").as_deref(), Some(result_ack));
     // RESULT: spec_id, status, flags (01: output ref follows), text len + text, ref (node,
     // store ip, store port, size, name len, name), inline len, inline bytes.
     let result = concat!(
         "b017",
-        "03",
+        "04",
         "0a",
         "00000032",
         "0000000000000009",
@@ -1137,32 +1192,32 @@ fn hand_assembled_bytes_match_the_vectors() {
             .map(|v| strf(v, "hex").to_string())
             .unwrap_or_else(|| panic!("no vector {name}"))
     };
-    // Header: magic b017, version 03, op, count, prio, rsrc, flags.
-    let get_task = concat!("b017", "03", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
+    // Header: magic b017, version 04, op, count, prio, rsrc, flags.
+    let get_task = concat!("b017", "04", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
     assert_eq!(find("get_task"), get_task);
-    let noop = concat!("b017", "03", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
+    let noop = concat!("b017", "04", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
     assert_eq!(find("noop"), noop);
     // ENTRY: uid, jid, TASK (tid, prio, rsrc, class, flags, desc), client ip, port, pad.
     let sleep_250 = concat!("01", "000000", "000000fa", "0000000000000000");
     let entry =
         ["0000002a", "00000007", "000003e9", "02", "03", "03", "00", sleep_250, "cb007105", "238c", "0000"].concat();
-    assert_eq!(find("assign"), ["b017", "03", "03", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("return_one"), ["b017", "03", "09", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("refill_empty"), "b017030800000000");
+    assert_eq!(find("assign"), ["b017", "04", "03", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("return_one"), ["b017", "04", "09", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("refill_empty"), "b017040800000000");
     // A gang job's tasks: flags 03 (EXACTLY_ONCE | GANG).
     let gang_task = |tid: &str| ["0000", tid, "01", "00", "00", "03", sleep_250].concat();
     let gang =
-        ["b017", "03", "01", "02", "00", "00", "00", "0000002a", "00000008", &gang_task("044d"), &gang_task("044e")];
+        ["b017", "04", "01", "02", "00", "00", "00", "0000002a", "00000008", &gang_task("044d"), &gang_task("044e")];
     assert_eq!(find("submit_gang_of_two"), gang.concat());
     // BEST in header prio of what tier 2 sends; WAIT (04) in GET_TASK's flags.
-    assert_eq!(find("hint_best_1"), "b017030e00010000");
-    assert_eq!(find("assign_from_tier2_best_1"), ["b017", "03", "03", "01", "01", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("get_task_wait"), concat!("b017", "03", "02", "00", "02", "01", "04", "0007", "0004", "00000009"));
+    assert_eq!(find("hint_best_1"), "b017040e00010000");
+    assert_eq!(find("assign_from_tier2_best_1"), ["b017", "04", "03", "01", "01", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("get_task_wait"), concat!("b017", "04", "02", "00", "02", "01", "04", "0007", "0004", "00000009"));
     // COMPLETE: uid, jid, tid, status, pad, node, executor, pad2, run_ns, start_unix_ns,
     // output_len.
     let complete = concat!(
         "b017",
-        "03",
+        "04",
         "05",
         "00",
         "00",
@@ -1181,14 +1236,24 @@ fn hand_assembled_bytes_match_the_vectors() {
         "0000000000001000"
     );
     assert_eq!(find("complete_ok"), complete);
-    let refill_req = concat!("b017", "03", "07", "00", "00", "03", "00", "0007", "10", "00");
+    let refill_req = concat!("b017", "04", "07", "00", "00", "03", "00", "0007", "10", "00");
     assert_eq!(find("refill_req"), refill_req);
-    let repair = concat!("b017", "03", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
+    let repair = concat!("b017", "04", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
     assert_eq!(find("repair_retrieve_ptr"), repair);
-    let swap = ["b017", "03", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
+    let swap = ["b017", "04", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
     assert_eq!(find("swap"), swap);
     // PIN (op 21 = 0x15): SUBMIT's body; MOVABLE (08) and EXACTLY_ONCE (02) in its flags.
     let sleep_task = ["000003e9", "02", "03", "03", "00", sleep_250].concat();
-    let pin = ["b017", "03", "15", "01", "00", "00", "0a", "0000002a", "00000007", sleep_task.as_str()].concat();
+    let pin = ["b017", "04", "15", "01", "00", "00", "0a", "0000002a", "00000007", sleep_task.as_str()].concat();
     assert_eq!(find("pin_movable_exactly_once"), pin);
+    // GET_BUNDLE (op 22 = 0x16): GET_TASK's header, the Requester, want, three zero bytes.
+    let get_bundle = concat!("b017", "04", "16", "00", "01", "03", "00", "0007", "0003", "00000103", "0a", "000000");
+    assert_eq!(find("get_bundle"), get_bundle);
+    let bundle_wait = concat!("b017", "04", "16", "00", "02", "00", "04", "0007", "0004", "0000000a", "02", "000000");
+    assert_eq!(find("get_bundle_wait_want_2"), bundle_wait);
+    // A bundle's ASSIGN: count 2, BEST 2, two ENTRYs back to back in the order to run.
+    let bundle = find("assign_bundle_of_two_best_2");
+    assert_eq!(&bundle[..16], "b017040302020000");
+    assert_eq!(bundle.len(), 2 * (8 + 2 * Entry::LEN));
+    assert_eq!(find("refill_two")[16..], bundle[16..], "the same two entries as refill_two");
 }

@@ -1,5 +1,8 @@
 //! GET_TASK: pop the first runnable task from the rings, searching from the request's
 //! RTRV_PRIO down to the lowest level in use, and turn the request into its ASSIGN.
+//! GET_BUNDLE goes the same way and gets an ASSIGN of one task: its `want` is an upper
+//! bound, and one pop per request keeps the program's cost that of a GET_TASK. A miss
+//! passes on to tier 2 unchanged, which fills the bundle.
 //!
 //! Resource rule: tier 2 sends a node only tasks the node's resources can run (REFILL_REQ
 //! carries them), but one executor may offer fewer. A popped task whose resource bits are
@@ -14,7 +17,8 @@ use aya_ebpf::{
 };
 use scheduler_common::{
     maps::{lease_expired, Counter, XdpConfig, EVENT_BYPASS, EVENT_EMPTY, RING_COUNT},
-    message_len, prefix, resources_match, Entry, Header, Op, Requester, FLAG_WAIT, GET_TASK_FLAGS, MAX_PRIORITIES,
+    message_len, prefix, resources_match, BundleRequest, Entry, Header, Op, Requester, FLAG_WAIT, GET_TASK_FLAGS,
+    MAX_BUNDLE, MAX_PRIORITIES, MIN_BUNDLE,
 };
 
 use crate::{
@@ -26,6 +30,9 @@ use crate::{
 };
 
 const GET_TASK_LEN: usize = message_len(Op::GetTask, 0);
+const GET_BUNDLE_LEN: usize = message_len(Op::GetBundle, 0);
+/// Where a GET_BUNDLE's `want` and pad start in the message.
+const BUNDLE_WANT_OFF: usize = Header::LEN + core::mem::offset_of!(BundleRequest, want);
 const ASSIGN_LEN: usize = message_len(Op::Assign, 1);
 /// The whole reply frame.
 const REPLY_LEN: usize = BOLT_OFF + ASSIGN_LEN;
@@ -36,13 +43,32 @@ const ASSIGN_HEADER: [u8; 8] = {
 };
 
 #[inline(always)]
-pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tally) -> u32 {
+pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally: &mut Tally) -> u32 {
     let h = bolt.header;
+    let len = if op == Op::GetBundle { GET_BUNDLE_LEN } else { GET_TASK_LEN };
     // Exactly one encoding per message: bytes the op does not use are zero. WAIT is
     // tier 2's business: a hit is answered here, a miss passes on with the flag.
-    if h.count != 0 || h.flags & !GET_TASK_FLAGS != 0 || bolt.message_len != GET_TASK_LEN || h.prio == 0 || h.prio > MAX_PRIORITIES {
+    if h.count != 0
+        || h.flags & !GET_TASK_FLAGS != 0
+        || bolt.message_len != len
+        || h.prio == 0
+        || h.prio > MAX_PRIORITIES
+    {
         tally.add(Counter::Malformed);
         return xdp_action::XDP_PASS;
+    }
+    if op == Op::GetBundle {
+        // want 2..=16 and three zero pad bytes, as the decoder requires.
+        let Some(tail) = at::<[u8; 4]>(ctx, BOLT_OFF + BUNDLE_WANT_OFF) else {
+            tally.add(Counter::Truncated);
+            return xdp_action::XDP_PASS;
+        };
+        // SAFETY: `at` checked the bounds.
+        let [want, p0, p1, p2] = unsafe { *tail };
+        if !(MIN_BUNDLE..=MAX_BUNDLE).contains(&want) || p0 | p1 | p2 != 0 {
+            tally.add(Counter::Malformed);
+            return xdp_action::XDP_PASS;
+        }
     }
     let Some(req) = at::<Requester>(ctx, BOLT_OFF + Header::LEN) else {
         tally.add(Counter::Truncated);

@@ -6,7 +6,8 @@
 //!   options, fragments, other protocols, other ports): XDP_PASS, untouched.
 //! - Frames shorter than their headers claim: XDP_PASS, untouched (the stack drops them).
 //! - GET_TASK: XDP_TX with an ASSIGN when the dedicated ring (PINned tasks, first) or a
-//!   shared ring holds a task the executor can run,
+//!   shared ring holds a task the executor can run (GET_BUNDLE alike: an ASSIGN of one
+//!   task, `want` being an upper bound),
 //!   otherwise XDP_PASS unchanged so that it reaches tier 2. A malformed GET_TASK, or
 //!   one from another node's executor, is passed on unchanged too. A GET_TASK from a
 //!   source outside the configured executor prefix: XDP_DROP.
@@ -79,7 +80,7 @@ fn dispatch(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Tall
             tally.add(Counter::OtherPort);
             xdp_action::XDP_PASS
         }
-        Some(Op::GetTask) => get_task::handle(ctx, cfg, bolt, tally),
+        Some(op @ (Op::GetTask | Op::GetBundle)) => get_task::handle(ctx, cfg, bolt, op, tally),
         Some(Op::Refill) => refill::handle(ctx, cfg, bolt, tally),
         Some(_) => {
             tally.add(Counter::OtherOp);

@@ -1,12 +1,12 @@
 //! BEST stamps on the other packets tier 2 sends towards this host: HINT (to the agent),
-//! and ASSIGN and NOOP passing through to an executor. REFILL records its own (see
+//! and ASSIGN (one task, or a bundle of up to 16) and NOOP passing through to an executor. REFILL records its own (see
 //! refill.rs). The stamp is stored with the time it was read, for the GET_TASK bypass
 //! rule; the packet itself always goes on to the stack untouched.
 
 use aya_ebpf::{bindings::xdp_action, programs::XdpContext};
 use scheduler_common::{
     maps::{Counter, XdpConfig},
-    message_len, Entry, Header, Op, Task, MAX_PRIORITIES,
+    message_len, Entry, Header, Op, Task, MAX_LIST, MAX_PRIORITIES,
 };
 
 use crate::{
@@ -17,20 +17,20 @@ use crate::{
 
 const HINT_LEN: usize = message_len(Op::Hint, 0);
 const NOOP_LEN: usize = message_len(Op::Noop, 0);
-const ASSIGN_LEN: usize = message_len(Op::Assign, 1);
 /// TPRIO's offset in an ENTRY.
 const TASK_PRIO: usize = core::mem::offset_of!(Entry, task) + core::mem::offset_of!(Task, prio);
 
 #[inline(always)]
 pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally: &mut Tally) -> u32 {
     let h: Header = bolt.header;
-    let len = match op {
-        Op::Hint => HINT_LEN,
-        Op::Noop => NOOP_LEN,
-        _ => ASSIGN_LEN,
+    let count = h.count as usize;
+    let (len, count_ok) = match op {
+        Op::Hint => (HINT_LEN, count == 0),
+        Op::Noop => (NOOP_LEN, count == 0),
+        // One entry, or the bundle answering a GET_BUNDLE.
+        _ => (Header::LEN + count * Entry::LEN, (1..=MAX_LIST).contains(&count)),
     };
-    let count = if op == Op::Assign { 1 } else { 0 };
-    if bolt.message_len != len || h.count != count || h.prio > MAX_PRIORITIES || h.rsrc | h.flags != 0 {
+    if !count_ok || bolt.message_len != len || h.prio > MAX_PRIORITIES || h.rsrc | h.flags != 0 {
         tally.add(Counter::Malformed);
         return xdp_action::XDP_PASS;
     }
@@ -58,9 +58,15 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
     // Tier 2 serving this host's executors is drain the agent sizes its prefetch by
     // (docs/agent.md): counted per task priority, for the rings to take it over.
     if op == Op::Assign {
-        if let Some(prio) = at::<u8>(ctx, BOLT_OFF + Header::LEN + TASK_PRIO) {
-            // SAFETY: bounds checked by `at`.
-            tally.tier2_assign(unsafe { *prio });
+        // Every task of a bundle counts; the loop is bounded by MAX_LIST for the verifier.
+        for i in 0..MAX_LIST {
+            if i >= count {
+                break;
+            }
+            if let Some(prio) = at::<u8>(ctx, BOLT_OFF + Header::LEN + i * Entry::LEN + TASK_PRIO) {
+                // SAFETY: bounds checked by `at`.
+                tally.tier2_assign(unsafe { *prio });
+            }
         }
     }
     xdp_action::XDP_PASS

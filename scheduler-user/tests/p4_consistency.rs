@@ -12,13 +12,14 @@ use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 
 use scheduler_common::{
-    decode, decode_packet, encode_assign, encode_claim, encode_claim_reply, encode_complete, encode_get_task,
-    encode_hint, encode_noop, encode_pin, encode_queue_full, encode_refill, encode_refill_req, encode_repair,
-    encode_return, encode_steal, encode_steal_grant, encode_submit, message_len, Claim, Completion, DecodeError, Entry,
-    Header, JobRef, Op, RefillRequest, RepairState, Requester, StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED,
-    DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_MOVABLE, FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_HEADER_FLAGS,
-    KNOWN_TASK_FLAGS, MAGIC, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES, PIN_FLAGS, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR,
-    STATUS_FAILED, STEAL_ABORT, SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
+    decode, decode_packet, encode_assign, encode_assign_list, encode_claim, encode_claim_reply, encode_complete,
+    encode_get_bundle, encode_get_task, encode_hint, encode_noop, encode_pin, encode_queue_full, encode_refill,
+    encode_refill_req, encode_repair, encode_return, encode_steal, encode_steal_grant, encode_submit, message_len,
+    BundleRequest, Claim, Completion, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester,
+    StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_MOVABLE,
+    FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_BUNDLE, MAX_LIST, MAX_MESSAGE_LEN,
+    MAX_PRIORITIES, MIN_BUNDLE, PIN_FLAGS, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, STEAL_ABORT,
+    SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
 use scheduler_user::queue::{DRIFT_LIMIT, TOFINO_QUEUE_CAPACITY};
 
@@ -266,6 +267,11 @@ fn message_bodies_match_scheduler_common() {
         ],
         "requester_h",
     );
+    // GET_BUNDLE's body: the Requester (requester_h), then want and pad (bundle_h).
+    assert_eq!(offset_of!(BundleRequest, from), 0);
+    assert_eq!(offset_of!(BundleRequest, want), Requester::LEN);
+    assert_eq!(p4.header("bundle_h"), vec![("want".to_string(), 8), ("pad".to_string(), 24)]);
+    assert_eq!(Requester::LEN + 4, BundleRequest::LEN);
     check_layout(
         &p4,
         "RefillRequest",
@@ -485,8 +491,9 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
         .filter(|&count| {
             let len = message_len(op, count as usize);
             let mut buf = vec![0u8; len];
-            // Only GET_TASK gives the header's prio a meaning; elsewhere it must be zero.
-            let prio = if op == Op::GetTask { 1 } else { 0 };
+            // Only GET_TASK and GET_BUNDLE give the header's prio a meaning; elsewhere it
+            // must be zero.
+            let prio = if matches!(op, Op::GetTask | Op::GetBundle) { 1 } else { 0 };
             buf[..Header::LEN].copy_from_slice(scheduler_common::as_bytes(&Header::new(op, count, prio, 0, 0)));
             let body = &mut buf[Header::LEN..];
             // Valid content where decode checks it: priorities 1, REFILL_REQ and STEAL_REQ
@@ -499,6 +506,7 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
                 Op::StealGrant => (0..count as usize).for_each(|i| body[StealBody::LEN + i * Entry::LEN + 12] = 1),
                 Op::RefillReq | Op::StealReq => body[2] = 1,
                 Op::StealDone => body[3] = 1,
+                Op::GetBundle => body[Requester::LEN] = MIN_BUNDLE,
                 Op::ClaimReply => body[16] = CLAIM_GRANTED,
                 _ => {}
             }
@@ -819,6 +827,9 @@ fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     put(Op::Submit, &|b| encode_submit(b, job, FLAG_RESUBMIT, &tasks).unwrap());
     put(Op::GetTask, &|b| encode_get_task(b, 2, 0b11, from, false).unwrap());
     put(Op::GetTask, &|b| encode_get_task(b, 1, 0, from, true).unwrap());
+    put(Op::GetBundle, &|b| encode_get_bundle(b, 2, 0b11, from, MIN_BUNDLE, false).unwrap());
+    put(Op::GetBundle, &|b| encode_get_bundle(b, 1, 0, from, MAX_BUNDLE, true).unwrap());
+    put(Op::Assign, &|b| encode_assign_list(b, &entries, 3).unwrap());
     put(Op::Assign, &|b| encode_assign(b, &entries[1], 0).unwrap());
     put(Op::Assign, &|b| encode_assign(b, &entries[0], 2).unwrap());
     put(Op::Noop, &|b| encode_noop(b, from, 0).unwrap());
@@ -886,12 +897,12 @@ fn switch_verdict(runner: &ParserRunner, msg: &[u8]) -> Result<(), usize> {
 }
 
 /// The bytes of `msg` bolt.p4 checks: all of them, but for a list an op the switch
-/// refuses as wrong direction carries (QUEUE_FULL, PIN, REFILL, STEAL_GRANT), only up to the
+/// refuses as wrong direction carries (QUEUE_FULL, PIN, ASSIGN, REFILL, STEAL_GRANT), only up to the
 /// first item.
 fn checked_len(op: Op, msg: &[u8]) -> usize {
     match op {
         Op::QueueFull | Op::Pin => Header::LEN + JobRef::LEN + Task::LEN,
-        Op::Refill => msg.len().min(Header::LEN + Entry::LEN),
+        Op::Refill | Op::Assign => msg.len().min(Header::LEN + Entry::LEN),
         Op::StealGrant => msg.len().min(Header::LEN + StealBody::LEN + Entry::LEN),
         _ => msg.len(),
     }
@@ -937,6 +948,7 @@ fn front_panel_parser_refuses_what_decode_refuses() {
     assert_eq!(from_p4, from_decode, "header prio/rsrc/flags use per op: bolt.p4 vs decode()");
     assert_eq!(from_decode["SUBMIT"], (false, false, SUBMIT_FLAGS));
     assert_eq!(from_decode["GET_TASK"], (true, true, GET_TASK_FLAGS));
+    assert_eq!(from_decode["GET_BUNDLE"], (true, true, GET_TASK_FLAGS));
     for best in ["ASSIGN", "NOOP", "REFILL", "HINT"] {
         assert_eq!(from_decode[best], (true, false, 0), "{best} carries BEST in its header prio");
     }
@@ -1073,7 +1085,7 @@ fn access_rules_match_the_software_switch() {
     let rules = AccessRules { clients: vec![client], agents: vec![node], executors: vec![node] };
     let (from_client, from_node) = ("192.0.2.5:1".parse().unwrap(), "198.51.100.7:1".parse().unwrap());
     assert!(rules.admits(Op::Submit, from_client) && !rules.admits(Op::Submit, from_node));
-    for op in [Op::GetTask, Op::RefillReq, Op::Return] {
+    for op in [Op::GetTask, Op::GetBundle, Op::RefillReq, Op::Return] {
         assert!(rules.admits(op, from_node) && !rules.admits(op, from_client), "{op:?}");
     }
 }

@@ -31,8 +31,9 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 
 use scheduler_common::{
-    decode, encode_assign, encode_get_task, encode_noop, encode_queue_full, encode_refill, encode_refill_req,
-    encode_return, encode_submit, Entry, JobRef, Message, RefillRequest, Requester, Task, MAX_MESSAGE_LEN,
+    decode, encode_assign, encode_assign_list, encode_get_task, encode_noop, encode_queue_full, encode_refill,
+    encode_refill_req, encode_return, encode_submit, Entry, JobRef, Message, RefillRequest, Requester, Task,
+    MAX_MESSAGE_LEN,
 };
 use scheduler_user::queue::{Collect, Output, Packet, PassOutput, Pipeline, QueueConfig, Scheduler};
 use scheduler_user::switch::{Answer, ReturnCredit, Tier2, WaitConfig};
@@ -95,6 +96,7 @@ fn output_json(o: &Output, best: Option<u8>) -> Value {
     let b = best.unwrap_or(0);
     let (to, op, payload) = match o {
         Output::Assign { to, entry } => (to, "ASSIGN", encoded(|buf| encode_assign(buf, entry, b).unwrap())),
+        Output::Bundle { to, entries } => (to, "ASSIGN", encoded(|buf| encode_assign_list(buf, entries, b).unwrap())),
         Output::Noop { to, who } => (to, "NOOP", encoded(|buf| encode_noop(buf, *who, b).unwrap())),
         Output::QueueFull { to, job, tasks } => {
             (to, "QUEUE_FULL", encoded(|buf| encode_queue_full(buf, *job, tasks).unwrap()))
@@ -113,6 +115,7 @@ fn output_json(o: &Output, best: Option<u8>) -> Value {
 fn as_output(a: &Answer) -> (Output, Option<u8>) {
     match a {
         Answer::Assign { to, entry, best } => (Output::Assign { to: *to, entry: *entry }, Some(*best)),
+        Answer::Bundle { to, entries, best } => (Output::Bundle { to: *to, entries: entries.to_vec() }, Some(*best)),
         Answer::Noop { to, who, best } => (Output::Noop { to: *to, who: *who }, Some(*best)),
         Answer::QueueFull { to, job, tasks } => (Output::QueueFull { to: *to, job: *job, tasks: tasks.to_vec() }, None),
         Answer::Refill { to, entries, best } => (Output::Refill { to: *to, entries: entries.to_vec() }, Some(*best)),

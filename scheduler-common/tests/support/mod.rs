@@ -18,8 +18,15 @@ pub enum Owned {
         wait: bool,
     },
     Assign {
-        entry: Entry,
+        entries: Vec<Entry>,
         best: u8,
+    },
+    GetBundle {
+        rtrv_prio: u8,
+        exec_rsrc: u8,
+        from: Requester,
+        want: u8,
+        wait: bool,
     },
     Noop {
         to: Requester,
@@ -72,7 +79,14 @@ impl Owned {
             Owned::GetTask { rtrv_prio, exec_rsrc, from, wait } => {
                 Message::GetTask { rtrv_prio: *rtrv_prio, exec_rsrc: *exec_rsrc, from: *from, wait: *wait }
             }
-            Owned::Assign { entry, best } => Message::Assign { entry, best: *best },
+            Owned::Assign { entries, best } => Message::Assign { entries, best: *best },
+            Owned::GetBundle { rtrv_prio, exec_rsrc, from, want, wait } => Message::GetBundle {
+                rtrv_prio: *rtrv_prio,
+                exec_rsrc: *exec_rsrc,
+                from: *from,
+                want: *want,
+                wait: *wait,
+            },
             Owned::Noop { to, best } => Message::Noop { to: *to, best: *best },
             Owned::Complete(c) => Message::Complete(c),
             Owned::QueueFull { job, tasks } => Message::QueueFull { job: *job, tasks },

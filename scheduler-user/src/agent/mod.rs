@@ -741,7 +741,9 @@ impl Agent {
                         self.tier1.rings.push_or_hand_back(entry, &mut unplaced, &mut self.stats.ring_errors);
                     }
                 }
-                Ok(Message::GetTask { .. }) if !self.cfg.tier1.settings.executors.contains(from.ip().octets()) => {
+                Ok(Message::GetTask { .. } | Message::GetBundle { .. })
+                    if !self.cfg.tier1.settings.executors.contains(from.ip().octets()) =>
+                {
                     self.stats.foreign_get_task += 1;
                     tracing::debug!(%from, "GET_TASK from outside the executor prefix dropped");
                 }
@@ -750,14 +752,21 @@ impl Agent {
                 Ok(Message::Hint { best }) if from.ip() == self.cfg.switch.ip() => {
                     self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
                 }
-                Ok(Message::GetTask { rtrv_prio, .. }) if self.tier2_holds_better(rtrv_prio) => {
+                Ok(Message::GetTask { rtrv_prio, .. } | Message::GetBundle { rtrv_prio, .. })
+                    if self.tier2_holds_better(rtrv_prio) =>
+                {
                     self.stats.bypassed += 1;
                     // Without WAIT, as the program does: if tier 2's work is gone by the
                     // time the request gets there, the executor comes back at once.
                     buf[7] &= !FLAG_WAIT;
                     self.forward(from, &buf[..n]);
                 }
-                Ok(Message::GetTask { rtrv_prio, exec_rsrc, from: who, .. }) => {
+                // A GET_BUNDLE is served as a GET_TASK here, with one task (its `want` is
+                // an upper bound); a miss goes on to tier 2, which fills the bundle.
+                Ok(
+                    Message::GetTask { rtrv_prio, exec_rsrc, from: who, .. }
+                    | Message::GetBundle { rtrv_prio, exec_rsrc, from: who, .. },
+                ) => {
                     let task = if who.node() == self.cfg.node {
                         self.tier1.rings.take_runnable(rtrv_prio, exec_rsrc, &mut unplaced, &mut self.stats.ring_errors)
                     } else {

@@ -96,13 +96,13 @@ impl Proxies {
                     }
                 };
                 up.last_used = now;
-                // (BEST, the task's priority for an ASSIGN)
+                // (BEST, the tasks of an ASSIGN: one, or a bundle)
                 let answer = match decode(&buf[..n]) {
-                    Ok(Message::Assign { entry, best }) => Some((best, Some(entry.task.prio))),
-                    Ok(Message::Noop { best, .. }) => Some((best, None)),
+                    Ok(Message::Assign { entries, best }) => Some((best, entries)),
+                    Ok(Message::Noop { best, .. }) => Some((best, &[][..])),
                     _ => None,
                 };
-                let Some((best, assigned_prio)) = answer else {
+                let Some((best, assigned)) = answer else {
                     tally.dropped += 1;
                     continue;
                 };
@@ -110,8 +110,8 @@ impl Proxies {
                 match main.send_to(&buf[..n], *executor) {
                     Ok(_) => {
                         tally.relayed += 1;
-                        if let Some(prio) = assigned_prio {
-                            tally.assigned[(prio.max(1) as usize).min(RING_COUNT) - 1] += 1;
+                        for e in assigned {
+                            tally.assigned[(e.task.prio.max(1) as usize).min(RING_COUNT) - 1] += 1;
                         }
                     }
                     Err(e) => {
@@ -190,7 +190,7 @@ mod tests {
         assert!(matches!(total.last_best, Some(0 | 2)), "the BEST stamp of a relayed answer is seen");
         let (n, from) = execs[0].recv_from(&mut buf).unwrap();
         assert_eq!(from, main.local_addr().unwrap());
-        assert!(matches!(decode(&buf[..n]), Ok(Message::Assign { entry: e, .. }) if e.task.tid() == 42));
+        assert!(matches!(decode(&buf[..n]), Ok(Message::Assign { entries: [e], .. }) if e.task.tid() == 42));
         let (n, _) = execs[1].recv_from(&mut buf).unwrap();
         assert!(matches!(decode(&buf[..n]), Ok(Message::Noop { to: r, .. }) if r.executor() == 1));
     }

@@ -2,6 +2,7 @@
 //! and prints a table or, with --json, one JSON object.
 
 pub mod bitvectors;
+pub mod bundle;
 pub mod claims;
 pub mod cloudkon;
 pub mod cluster;
@@ -42,6 +43,10 @@ pub enum Experiment {
     /// What exactly-once execution (claim before run) costs: tasks/s and submit→start
     /// latency with and without it, in alternating rounds of one run.
     Claims(claims::ClaimsArgs),
+    /// Task bundling (GET_BUNDLE): switch packets per task, decisions and tasks per
+    /// second and scheduling delay of short tasks with executors asking for 1, 4, 10 and
+    /// 16 tasks at a time, in one run on loopback.
+    Bundle(bundle::BundleArgs),
     /// CloudKon's evaluation: efficiency of 1/16/128-ms sleep tasks as executors grow,
     /// one-level and two-level, the claim's overhead, and elasticity under a load step
     /// and drop with `bolt provision`'s executors (the sweep needs root for the testbed).
@@ -103,6 +108,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Tiers(a) => return tiers::print(&tiers::run(&a)?, a.json),
         Experiment::Xdp(a) => return run_xdp(&a),
         Experiment::Claims(a) => return claims::print(&claims::run(&a)?, a.json),
+        Experiment::Bundle(a) => return bundle::print(&bundle::run(&a)?, a.json),
         Experiment::Cloudkon(a) => return cloudkon::print(&cloudkon::run(&a)?, a.json),
         Experiment::Bitvectors(a) => return bitvectors::print(&bitvectors::run(&a)?, a.json),
         Experiment::Peers(a) => return peers::print(&peers::run(&a)?, a.json),

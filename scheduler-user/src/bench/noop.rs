@@ -228,6 +228,9 @@ pub fn in_memory_rate(time: Duration) -> f64 {
         fn assign(&mut self, _: SocketAddrV4, _: &scheduler_common::Entry) {
             self.0 += 1;
         }
+        fn bundle(&mut self, _: SocketAddrV4, e: &[scheduler_common::Entry]) {
+            self.0 += e.len() as u64;
+        }
         fn noop(&mut self, _: SocketAddrV4, _: Requester) {}
         fn queue_full(&mut self, _: SocketAddrV4, _: JobRef, _: &[Task]) {}
         fn refill(&mut self, _: SocketAddrV4, e: &[scheduler_common::Entry]) {

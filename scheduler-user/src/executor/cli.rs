@@ -32,6 +32,13 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "BITS", value_parser = parse_resources)]
     pub resources: u8,
 
+    /// Tasks each executor asks for at a time: 1 sends GET_TASK; 2 to 16 send GET_BUNDLE,
+    /// whose ASSIGN lists up to N tasks that the executor runs one after another (fewer
+    /// requests per task for short tasks; a tier that serves one task at a time, such as
+    /// a host's rings, answers with one).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub bundle: u8,
+
     /// Pause after a NOOP (nothing this executor can run is queued) before asking
     /// again, in microseconds.
     #[arg(long, value_name = "US", default_value_t = 50)]
@@ -102,6 +109,7 @@ impl ExecutorArgs {
             executors: self.executors,
             node: self.node,
             resources: self.resources,
+            bundle: self.bundle,
             noop_backoff: Duration::from_micros(self.noop_backoff_us),
             get_timeout: Duration::from_millis(self.get_timeout_ms),
             task_time_limit: Duration::from_millis(self.task_time_limit_ms),

@@ -9,6 +9,10 @@
 //! → NOOP echoing this seq: nothing queued it can run; back off (default 50 µs), ask again;
 //! → neither within the GET timeout (a lost packet): ask again with a new seq.
 //!
+//! With a bundle size N above 1 the request is a GET_BUNDLE (want N): its ASSIGN lists
+//! up to N tasks, which the executor runs one after another, each claimed (exactly-once
+//! tasks) and reported with COMPLETE as a single task is.
+//!
 //! At most one GET_TASK is outstanding (see `Worker::run` for how a late answer is told
 //! apart). Any ASSIGN that arrives is run, even one answering an earlier GET that had
 //! timed out, so a late answer never loses a task. On stop an executor finishes its running
@@ -47,6 +51,9 @@ pub struct ExecutorConfig {
     pub node: u16,
     /// EXEC_RSRC: the resource bitmap these executors offer.
     pub resources: u8,
+    /// Tasks each executor asks for at a time: 1 sends GET_TASK; 2..=16 send GET_BUNDLE
+    /// with this `want` and run the ASSIGN's tasks one after another.
+    pub bundle: u8,
     /// Pause after a NOOP before asking again.
     pub noop_backoff: Duration,
     /// How long to wait for ASSIGN or NOOP before resending GET_TASK.
@@ -85,6 +92,7 @@ impl ExecutorConfig {
             executors: 1,
             node: 0,
             resources,
+            bundle: 1,
             noop_backoff: Self::DEFAULT_NOOP_BACKOFF,
             get_timeout: Self::DEFAULT_GET_TIMEOUT,
             task_time_limit: Self::DEFAULT_TASK_TIME_LIMIT,
@@ -131,6 +139,9 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
     if cfg.get_timeout.is_zero() {
         bail!("the GET_TASK timeout must be positive");
     }
+    if cfg.bundle == 0 || cfg.bundle > scheduler_common::MAX_BUNDLE {
+        bail!("a bundle of {} tasks: must be 1 to {}", cfg.bundle, scheduler_common::MAX_BUNDLE);
+    }
     if !(cfg.speed.is_finite() && cfg.speed > 0.0) {
         bail!("the speed {} must be positive", cfg.speed);
     }
@@ -161,6 +172,7 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
             node: cfg.node,
             index,
             resources: cfg.resources,
+            bundle: cfg.bundle,
             noop_backoff: cfg.noop_backoff,
             get_timeout: cfg.get_timeout,
             handlers: handlers.clone(),

@@ -1,5 +1,6 @@
 //! One executor: a thread with its own blocking UDP socket that pulls tasks with
-//! GET_TASK, runs them and reports COMPLETE to the task's client.
+//! GET_TASK (or GET_BUNDLE, for several at a time), runs them and reports COMPLETE to the
+//! task's client.
 
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -7,10 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use std::collections::VecDeque;
+
+use arrayvec::ArrayVec;
 use scheduler_common::descriptor::Handler;
 use scheduler_common::{
-    decode, encode_claim, encode_complete, encode_get_task, Claim, Completion, Entry, Message, Requester,
-    CLAIM_GRANTED, MAX_MESSAGE_LEN, STATUS_OK, STATUS_REFUSED, TASK_FLAG_EXACTLY_ONCE, TASK_FLAG_GANG,
+    decode, encode_claim, encode_complete, encode_get_bundle, encode_get_task, Claim, Completion, Entry, Message,
+    Requester, CLAIM_GRANTED, MAX_LIST, MAX_MESSAGE_LEN, STATUS_OK, STATUS_REFUSED, TASK_FLAG_EXACTLY_ONCE,
+    TASK_FLAG_GANG,
 };
 
 use super::counters::{bump, ExecutorCounters};
@@ -92,10 +97,12 @@ impl LateAnswer {
     }
 }
 
-/// What one receive brought.
+/// What one receive brought. Kept inline (a bundle is at most 16 entries): boxing it
+/// would allocate per ASSIGN.
+#[allow(clippy::large_enum_variant)]
 enum Received {
-    /// A task to run (copied out of the receive buffer).
-    Assign(Entry),
+    /// Tasks to run, in order (copied out of the receive buffer): one, or a bundle.
+    Assign(ArrayVec<Entry, MAX_LIST>),
     /// A NOOP for this executor, with the sequence number it echoes.
     Noop(u32),
     /// Something this executor does not take; counted already.
@@ -110,6 +117,8 @@ pub(crate) struct Worker {
     pub node: u16,
     pub index: u16,
     pub resources: u8,
+    /// Tasks asked for per request: 1 sends GET_TASK, 2..=16 GET_BUNDLE with this `want`.
+    pub bundle: u8,
     pub noop_backoff: Duration,
     pub get_timeout: Duration,
     pub handlers: Arc<Handlers>,
@@ -117,7 +126,8 @@ pub(crate) struct Worker {
     pub stop: Arc<AtomicBool>,
     /// The receive timeout currently set on the socket (saves a syscall per wait).
     pub read_timeout: Duration,
-    /// ASSIGNs that arrived while waiting for a CLAIM_REPLY, to run next.
+    /// Tasks of ASSIGNs that arrived while waiting for a CLAIM_REPLY, to run next, in
+    /// arrival order.
     pub stash: Vec<Entry>,
     /// Where assignments are recorded, if they are.
     pub assignments: Option<Arc<Mutex<Vec<AssignmentRecord>>>>,
@@ -173,15 +183,16 @@ impl Worker {
             // Wait only for what is left of this GET's time.
             self.set_read_timeout(request.deadline - now);
             match self.receive(&mut rx) {
-                Received::Assign(entry) => {
+                Received::Assign(entries) => {
                     self.heard_from_switch(&mut silent);
                     if late.take() {
                         bump(&self.counters.late_assigns);
                     } else {
-                        self.record_assignment(&entry, request.sent.elapsed());
+                        let rtt = request.sent.elapsed();
+                        entries.iter().for_each(|e| self.record_assignment(e, rtt));
                         current = None;
                     }
-                    let answers = self.execute_all(entry, &mut tx);
+                    let answers = self.execute_all(&entries, &mut tx);
                     for _ in 0..answers {
                         if !late.take() {
                             current = None;
@@ -239,9 +250,9 @@ impl Worker {
             }
             self.set_read_timeout(quiet_until - now);
             match self.receive(rx) {
-                Received::Assign(entry) => {
+                Received::Assign(entries) => {
                     unanswered -= 1;
-                    let answers = self.execute_all(entry, tx);
+                    let answers = self.execute_all(&entries, tx);
                     unanswered = unanswered.saturating_sub(answers);
                     quiet_until = Instant::now() + self.get_timeout;
                 }
@@ -277,10 +288,16 @@ impl Worker {
         let from = Requester::new(self.node, self.index, seq);
         // WAIT: a scheduler with nothing for this executor holds the request and answers
         // the moment a task arrives, instead of NOOP and a re-poll.
-        let n = match encode_get_task(tx, RTRV_PRIO, self.resources, from, true) {
+        let encoded = if self.bundle > 1 {
+            encode_get_bundle(tx, RTRV_PRIO, self.resources, from, self.bundle, true)
+        } else {
+            encode_get_task(tx, RTRV_PRIO, self.resources, from, true)
+        };
+        let n = match encoded {
             Ok(n) => n,
             Err(e) => {
-                // Cannot happen with a MAX_MESSAGE_LEN buffer; report rather than assume.
+                // Cannot happen with a MAX_MESSAGE_LEN buffer and a bundle size checked at
+                // spawn; report rather than assume.
                 tracing::error!(error = %e, "encoding GET_TASK failed");
                 return false;
             }
@@ -334,7 +351,7 @@ impl Worker {
             return Received::Ignored;
         }
         match decode(&rx[..n]) {
-            Ok(Message::Assign { entry, .. }) => Received::Assign(*entry),
+            Ok(Message::Assign { entries, .. }) => Received::Assign(entries.iter().copied().collect()),
             Ok(Message::Noop { to: r, .. }) if r.node() == self.node && r.executor() == self.index => {
                 Received::Noop(r.seq())
             }
@@ -351,14 +368,15 @@ impl Worker {
         }
     }
 
-    /// Runs `first`, then every ASSIGN that arrived while claims were pending. Returns
-    /// how many answers to GET_TASK (ASSIGN or NOOP) arrived during those claims.
-    fn execute_all(&mut self, first: Entry, tx: &mut [u8]) -> u32 {
+    /// Runs `assigned` one after another (a bundle in the order it came), then every
+    /// ASSIGN that arrived while claims were pending, in arrival order. Returns how many
+    /// answers to GET_TASK (ASSIGN or NOOP) arrived during those claims.
+    fn execute_all(&mut self, assigned: &[Entry], tx: &mut [u8]) -> u32 {
         let mut answers = 0;
-        let mut next = Some(first);
-        while let Some(entry) = next {
+        let mut queue: VecDeque<Entry> = assigned.iter().copied().collect();
+        while let Some(entry) = queue.pop_front() {
             answers += self.execute(&entry, tx);
-            next = self.stash.pop();
+            queue.extend(self.stash.drain(..));
         }
         answers
     }
@@ -437,9 +455,9 @@ impl Worker {
                             if c.verdict == CLAIM_GRANTED { ClaimAnswer::Granted } else { ClaimAnswer::Denied };
                         return (answer, answers);
                     }
-                    Ok(Message::Assign { entry: e, .. }) if from == self.switch => {
+                    Ok(Message::Assign { entries, .. }) if from == self.switch => {
                         answers += 1;
-                        self.stash.push(*e);
+                        self.stash.extend_from_slice(entries);
                     }
                     Ok(Message::Noop { .. }) if from == self.switch => answers += 1,
                     Ok(_) => bump(&self.counters.ignored),

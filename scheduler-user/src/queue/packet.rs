@@ -15,6 +15,8 @@ pub enum Asker {
     Executor { addr: SocketAddrV4, who: Requester },
     /// A host's REFILL_REQ: up to `want` tasks in REFILL batches of at most 16.
     Host { addr: SocketAddrV4, node: u16 },
+    /// An executor's GET_BUNDLE: up to `want` (at most 16) tasks in one ASSIGN, or NOOP.
+    Bundle { addr: SocketAddrV4, who: Requester },
 }
 
 /// A list of up to 16 entries held in the pipeline's packet buffers
@@ -60,7 +62,7 @@ impl ListPool {
     }
 }
 
-/// A retrieval in progress: GET_TASK or REFILL_REQ, searching one priority level per
+/// A retrieval in progress: GET_TASK, GET_BUNDLE or REFILL_REQ, searching one priority level per
 /// pass from its RTRV_PRIO down.
 #[derive(Clone, Copy, Debug)]
 pub struct Retrieval {
@@ -76,7 +78,7 @@ pub struct Retrieval {
     pub budget: u16,
     /// REFILL packets already sent for this request.
     pub batches_sent: u16,
-    /// Tasks found and not yet sent (the REFILL batch being filled).
+    /// Tasks found and not yet sent (the REFILL batch or the bundle being filled).
     pub batch: Option<ListId>,
 }
 
@@ -85,6 +87,7 @@ impl Retrieval {
         match self.asker {
             Asker::Executor { .. } => Op::GetTask,
             Asker::Host { .. } => Op::RefillReq,
+            Asker::Bundle { .. } => Op::GetBundle,
         }
     }
 }
@@ -149,6 +152,8 @@ pub enum NotForSwitch {
 /// them straight into its send buffers; tests collect them.
 pub trait Sink {
     fn assign(&mut self, to: SocketAddrV4, entry: &Entry);
+    /// One ASSIGN listing 1..=16 entries (a GET_BUNDLE's answer), in the order found.
+    fn bundle(&mut self, to: SocketAddrV4, entries: &[Entry]);
     fn noop(&mut self, to: SocketAddrV4, who: Requester);
     fn queue_full(&mut self, to: SocketAddrV4, job: JobRef, tasks: &[Task]);
     fn refill(&mut self, to: SocketAddrV4, entries: &[Entry]);
@@ -158,6 +163,7 @@ pub trait Sink {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     Assign { to: SocketAddrV4, entry: Entry },
+    Bundle { to: SocketAddrV4, entries: Vec<Entry> },
     Noop { to: SocketAddrV4, who: Requester },
     QueueFull { to: SocketAddrV4, job: JobRef, tasks: Vec<Task> },
     Refill { to: SocketAddrV4, entries: Vec<Entry> },
@@ -170,6 +176,9 @@ pub struct Collect(pub Vec<Output>);
 impl Sink for Collect {
     fn assign(&mut self, to: SocketAddrV4, entry: &Entry) {
         self.0.push(Output::Assign { to, entry: *entry });
+    }
+    fn bundle(&mut self, to: SocketAddrV4, entries: &[Entry]) {
+        self.0.push(Output::Bundle { to, entries: entries.to_vec() });
     }
     fn noop(&mut self, to: SocketAddrV4, who: Requester) {
         self.0.push(Output::Noop { to, who });

@@ -253,6 +253,12 @@ impl Pipeline {
                 rtrv_prio.min(self.config.priorities) - 1,
                 1,
             )),
+            Message::GetBundle { rtrv_prio, exec_rsrc, from, want, .. } => Packet::Retrieve(retrieval(
+                Asker::Bundle { addr: src, who: from },
+                exec_rsrc,
+                rtrv_prio.min(self.config.priorities) - 1,
+                want as u16,
+            )),
             Message::RefillReq { node_rsrc, req } => {
                 Packet::Retrieve(retrieval(Asker::Host { addr: src, node: req.node() }, node_rsrc, 0, req.want as u16))
             }
@@ -555,7 +561,8 @@ impl Pipeline {
         PassOutput { recirculate: Some(Packet::Retrieve(r)), spawn: None }
     }
 
-    /// A task for the requester: ASSIGN it, or add it to the REFILL batch and go on.
+    /// A task for the requester: ASSIGN it, or add it to the REFILL batch or the bundle
+    /// and go on.
     fn deliver(&mut self, mut r: Retrieval, entry: Entry, out: &mut impl Sink) -> PassOutput {
         self.stats.decisions += 1;
         self.backlog.remove(entry.task.rsrc);
@@ -565,14 +572,20 @@ impl Pipeline {
                 out.assign(addr, &entry);
                 PassOutput::default()
             }
-            Asker::Host { addr, .. } => {
-                // Newest first: bolt.p4 emits the entry found in front of the ones found
-                // before, which travel as payload, so a pass holds one entry.
+            Asker::Host { .. } | Asker::Bundle { .. } => {
                 let batch = *r.batch.get_or_insert_with(|| self.lists.alloc());
                 let entries = self.lists.get_mut(batch);
-                entries.insert(0, entry);
-                if entries.is_full() {
-                    self.send_refill(addr, &mut r, out);
+                if let Asker::Host { addr, .. } = r.asker {
+                    // Newest first: bolt.p4 emits the entry found in front of the ones
+                    // found before, which travel as payload, so a pass holds one entry.
+                    entries.insert(0, entry);
+                    if entries.is_full() {
+                        self.send_refill(addr, &mut r, out);
+                    }
+                } else {
+                    // A bundle runs in the order the tasks were found (priority, then
+                    // FIFO); `want` is at most 16, so it never outgrows one list.
+                    entries.push(entry);
                 }
                 r.want -= 1;
                 if r.want == 0 {
@@ -600,16 +613,31 @@ impl Pipeline {
         r.batches_sent += 1;
     }
 
-    /// Ends a retrieval: NOOP for an executor that got nothing; the last REFILL batch
-    /// for a host. A host knows the answer is complete when `want` tasks came or a
-    /// REFILL has fewer than 16 entries, so one that got fewer than it wanted always
-    /// ends with a short batch, if need be an empty one (which also tells it to back off).
+    /// Ends a retrieval: NOOP for an executor that got nothing; the bundle found, in one
+    /// ASSIGN, for an executor's GET_BUNDLE; the last REFILL batch for a host. A host
+    /// knows the answer is complete when `want` tasks came or a REFILL has fewer than 16
+    /// entries, so one that got fewer than it wanted always ends with a short batch, if
+    /// need be an empty one (which also tells it to back off).
     fn finish(&mut self, mut r: Retrieval, out: &mut impl Sink) {
         match r.asker {
             Asker::Executor { addr, who } => {
                 self.stats.noops += 1;
                 out.noop(addr, who);
             }
+            Asker::Bundle { addr, who } => match r.batch.take() {
+                Some(b) => {
+                    let entries = self.lists.get(b);
+                    self.stats.assigns += 1;
+                    self.stats.bundles += 1;
+                    self.stats.bundled_tasks += entries.len() as u64;
+                    out.bundle(addr, entries);
+                    self.lists.release(b);
+                }
+                None => {
+                    self.stats.noops += 1;
+                    out.noop(addr, who);
+                }
+            },
             Asker::Host { addr, .. } => {
                 if r.batch.is_some() || r.want > 0 {
                     self.send_refill(addr, &mut r, out);

@@ -5,13 +5,14 @@ use scheduler_common::Op;
 use serde::Serialize;
 
 /// External operations the switch accepts, in the order their counters are kept.
-pub const ORIGINS: [Op; 4] = [Op::Submit, Op::GetTask, Op::RefillReq, Op::Return];
+pub const ORIGINS: [Op; 5] = [Op::Submit, Op::GetTask, Op::RefillReq, Op::Return, Op::GetBundle];
 
 pub fn origin_index(op: Op) -> usize {
     match op {
         Op::Submit => 0,
         Op::GetTask => 1,
         Op::RefillReq => 2,
+        Op::GetBundle => 4,
         _ => 3,
     }
 }
@@ -28,14 +29,19 @@ pub struct OpCost {
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct QueueStats {
-    /// Per external op (SUBMIT, GET_TASK, REFILL_REQ, RETURN): packets, passes, recirculations.
-    pub cost: [OpCost; 4],
+    /// Per external op (SUBMIT, GET_TASK, REFILL_REQ, RETURN, GET_BUNDLE): packets, passes,
+    /// recirculations.
+    pub cost: [OpCost; ORIGINS.len()],
     /// Tasks enqueued (SUBMIT, RETURN and reinsertion after a failed SWAP search).
     pub enqueued: u64,
     /// Scheduling decisions: tasks handed to an executor (ASSIGN) or a host (REFILL).
     pub decisions: u64,
+    /// ASSIGN packets (a bundle's counts once).
     pub assigns: u64,
     pub noops: u64,
+    /// ASSIGNs answering a GET_BUNDLE, and the tasks they listed.
+    pub bundles: u64,
+    pub bundled_tasks: u64,
     /// Tasks sent back to their client in QUEUE_FULL.
     pub queue_full_tasks: u64,
     pub queue_full_packets: u64,

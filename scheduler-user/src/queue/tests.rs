@@ -634,6 +634,7 @@ proptest! {
         for o in &out.0 {
             match o {
                 Output::Assign { entry, .. } => record(entry.task.tid(), "assigned")?,
+                Output::Bundle { entries, .. } => for e in entries { record(e.task.tid(), "bundled")? },
                 Output::Refill { entries, .. } => for e in entries { record(e.task.tid(), "refilled")? },
                 Output::QueueFull { tasks, .. } => for t in tasks { record(t.tid(), "refused")? },
                 Output::Noop { .. } => {}

@@ -252,7 +252,7 @@ impl Tofino {
             let leaves = start + passes * self.p.pass_ns;
             for a in self.answers.drain(..) {
                 match &a {
-                    Answer::Assign { .. } => self.stats.assigns += 1,
+                    Answer::Assign { .. } | Answer::Bundle { .. } => self.stats.assigns += 1,
                     Answer::Noop { .. } => self.stats.noops += 1,
                     Answer::Refill { entries, .. } if entries.is_empty() => self.stats.empty_refills += 1,
                     Answer::Refill { .. } => self.stats.refills += 1,

@@ -81,10 +81,10 @@ fn malformed_frames_are_refused_and_counted() {
         out
     };
     // Bad magic; then a GET with a name containing a space.
-    let answer = send(&[0, 0, 3, 2, 0, 0, 0, 0]);
+    let answer = send(&[0, 0, scheduler_common::VERSION, 2, 0, 0, 0, 0]);
     let f = super::wire::read_frame(&mut &answer[..]).unwrap();
     assert!(matches!(f.frame(), scheduler_common::data::DataFrame::Error { code: ErrorCode::BadRequest, .. }));
-    send(&[0xb0, 0x17, 3, 2, 0, 0, 0, 2, 1, b' ']);
+    send(&[0xb0, 0x17, scheduler_common::VERSION, 2, 0, 0, 0, 2, 1, b' ']);
     let snap = s.snapshot();
     assert_eq!(snap.decode_errors_by_kind, vec![(DataError::BadMagic.name(), 1), (DataError::BadName.name(), 1)]);
     // The store still serves.

@@ -41,7 +41,7 @@ impl AccessRules {
         let addr = src.ip().octets();
         match op {
             Op::Submit => listed(&self.clients, addr),
-            Op::GetTask => listed(&self.executors, addr),
+            Op::GetTask | Op::GetBundle => listed(&self.executors, addr),
             Op::RefillReq | Op::Return => listed(&self.agents, addr),
             _ => true,
         }

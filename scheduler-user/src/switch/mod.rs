@@ -100,8 +100,8 @@ pub struct SwitchStats {
     pub send_failures: u64,
     /// Valid messages refused by the access rules, per origin op like `queue.cost`
     /// (SUBMIT from outside the client prefixes; REFILL_REQ and RETURN from outside the
-    /// agents; GET_TASK from outside the executors).
-    pub refused: [u64; 4],
+    /// agents; GET_TASK and GET_BUNDLE from outside the executors).
+    pub refused: [u64; crate::queue::ORIGINS.len()],
     /// RETURN entries beyond their sender's credit (tasks tier 2 REFILLed to that address
     /// minus tasks it RETURNed): not queued, each sent back to its client as QUEUE_FULL.
     pub return_over_credit: u64,

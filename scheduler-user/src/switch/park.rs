@@ -17,8 +17,8 @@ use serde::Serialize;
 /// What a parked request asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wanted {
-    /// GET_TASK with WAIT.
-    Task { who: Requester, rtrv_prio: u8, exec_rsrc: u8 },
+    /// GET_TASK with WAIT (`want` 1), or GET_BUNDLE with WAIT (`want` 2..=16).
+    Task { who: Requester, rtrv_prio: u8, exec_rsrc: u8, want: u8 },
     /// REFILL_REQ.
     Refill { req: RefillRequest, node_rsrc: u8 },
 }
@@ -27,8 +27,11 @@ impl Wanted {
     /// The message that runs this request through the pipeline again.
     pub fn message(&self) -> Message<'static> {
         match *self {
-            Wanted::Task { who, rtrv_prio, exec_rsrc } => {
+            Wanted::Task { who, rtrv_prio, exec_rsrc, want: 1 } => {
                 Message::GetTask { rtrv_prio, exec_rsrc, from: who, wait: true }
+            }
+            Wanted::Task { who, rtrv_prio, exec_rsrc, want } => {
+                Message::GetBundle { rtrv_prio, exec_rsrc, from: who, want, wait: true }
             }
             Wanted::Refill { req, node_rsrc } => Message::RefillReq { node_rsrc, req },
         }
@@ -166,7 +169,7 @@ mod tests {
     }
 
     fn task(seq: u32) -> Wanted {
-        Wanted::Task { who: Requester::new(1, 1, seq), rtrv_prio: 1, exec_rsrc: 0 }
+        Wanted::Task { who: Requester::new(1, 1, seq), rtrv_prio: 1, exec_rsrc: 0, want: 1 }
     }
 
     #[test]

@@ -86,7 +86,8 @@ pub(super) fn packet_loop(
                         counters.refused[origin_index(op)] += 1;
                         continue;
                     }
-                    if op == scheduler_common::Op::GetTask && limit.as_mut().is_some_and(|l| !l.admit(src, now)) {
+                    let get = matches!(op, scheduler_common::Op::GetTask | scheduler_common::Op::GetBundle);
+                    if get && limit.as_mut().is_some_and(|l| !l.admit(src, now)) {
                         counters.get_task_limited += 1;
                         continue;
                     }

@@ -42,7 +42,7 @@ fn submit_then_get_over_udp() {
         exec.send_to(&buf[..n], sw.local_addr()).unwrap();
         let n = recv(&exec, &mut buf);
         match decode(&buf[..n]).unwrap() {
-            Message::Assign { entry: e, .. } => {
+            Message::Assign { entries: [e], .. } => {
                 got = Some(*e);
                 break;
             }
@@ -112,6 +112,42 @@ fn bad_input_is_counted_not_fatal() {
     assert_eq!(stats.malformed[DecodeError::InternalOp(10).index()], 1);
     assert_eq!(stats.wrong_direction, 2);
     assert_eq!(stats.received, 6);
+}
+
+#[test]
+fn a_get_bundle_with_a_bad_want_is_counted_and_refused_and_a_good_one_is_answered() {
+    let sw = start(32);
+    let s = client_socket();
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let tasks: Vec<Task> = (1..=3)
+        .map(|i| {
+            let mut t = Task { prio: 1, ..Task::default() };
+            t.set_tid(i);
+            t
+        })
+        .collect();
+    let n = encode_submit(&mut buf, JobRef::new(1, 2), 0, &tasks).unwrap();
+    s.send_to(&buf[..n], sw.local_addr()).unwrap();
+    let n = encode_get_bundle(&mut buf, 1, 0, Requester::new(1, 1, 1), 4, false).unwrap();
+    let good = buf[..n].to_vec();
+    // want 1 (a GET_TASK's), 17 (more than one ASSIGN lists) and 0: refused unanswered.
+    for want in [1u8, 17, 0] {
+        let mut bad = good.clone();
+        bad[Header::LEN + Requester::LEN] = want;
+        s.send_to(&bad, sw.local_addr()).unwrap();
+    }
+    s.send_to(&good, sw.local_addr()).unwrap();
+    let n = recv(&s, &mut buf);
+    let tids = match decode(&buf[..n]) {
+        Ok(Message::Assign { entries, best: 0 }) => entries.iter().map(|e| e.task.tid()).collect::<Vec<_>>(),
+        other => panic!("expected the bundle, got {other:?}"),
+    };
+    assert_eq!(tids, vec![1, 2, 3], "fewer than want: all three, in FIFO order");
+    let stats = sw.shutdown().unwrap();
+    assert_eq!(stats.malformed[DecodeError::BadField.index()], 3);
+    assert_eq!(stats.malformed_total(), 3);
+    assert_eq!((stats.queue.bundles, stats.queue.bundled_tasks, stats.queue.decisions), (1, 3, 3));
+    assert_eq!(stats.queue.cost_of(Op::GetBundle).packets, 1, "only the good one entered the pipeline");
 }
 
 #[test]
@@ -269,7 +305,7 @@ fn access_rules_refuse_and_count_strangers() {
     for seq in 0..50 {
         executor.send_to(&get_task(seq), sw.local_addr()).unwrap();
         let n = recv(&executor, &mut buf);
-        if let Ok(Message::Assign { entry: e, .. }) = decode(&buf[..n]) {
+        if let Ok(Message::Assign { entries: [e], .. }) = decode(&buf[..n]) {
             assert_eq!(e.task.tid(), 1);
             assigned = true;
             break;
@@ -343,7 +379,7 @@ fn a_return_beyond_the_agents_credit_goes_back_to_its_client() {
         let n = encode_get_task(&mut buf, 1, 0, Requester::new(3, 1, seq), false).unwrap();
         executor.send_to(&buf[..n], sw.local_addr()).unwrap();
         let n = recv(&executor, &mut buf);
-        if let Ok(Message::Assign { entry: e, .. }) = decode(&buf[..n]) {
+        if let Ok(Message::Assign { entries: [e], .. }) = decode(&buf[..n]) {
             assigned.push(e.task.tid());
         } else if assigned.len() == 2 {
             break;
@@ -467,7 +503,7 @@ fn a_waiting_executor_is_answered_when_a_task_arrives_and_noop_when_its_time_run
     exec.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let n = recv(&exec, &mut buf);
     assert!(submitted.elapsed() < park_for / 2, "ASSIGN after {:?}", submitted.elapsed());
-    assert!(matches!(decode(&buf[..n]), Ok(Message::Assign { entry, best: 0 }) if entry.task.tid() == 5));
+    assert!(matches!(decode(&buf[..n]), Ok(Message::Assign { entries: [entry], best: 0 }) if entry.task.tid() == 5));
     // Waiting again with nothing queued: NOOP (its own seq) once the park time is over.
     let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, 2), true).unwrap();
     let asked = std::time::Instant::now();

@@ -1,7 +1,7 @@
 //! Tier 2 around the queue pipeline: what the switch adds to the thesis algorithm so that
 //! two levels beat one. Every answer carries BEST (the highest level it holds tasks in,
 //! less the levels the requester just found nothing to run in); registered hosts get a
-//! HINT when a level turns non-empty; a GET_TASK with WAIT or a REFILL_REQ that finds
+//! HINT when a level turns non-empty; a GET_TASK or GET_BUNDLE with WAIT or a REFILL_REQ that finds
 //! every level it searches empty is parked and answered when a task arrives.
 //!
 //! The pipeline itself is untouched: this runs a message through it, collects what it
@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use arrayvec::ArrayVec;
 use scheduler_common::{
-    encode_assign, encode_hint, encode_noop, encode_queue_full, encode_refill, EncodeError, Entry, JobRef, Message,
-    Requester, Task, MAX_LIST,
+    encode_assign, encode_assign_list, encode_hint, encode_noop, encode_queue_full, encode_refill, EncodeError, Entry,
+    JobRef, Message, Requester, Task, MAX_LIST,
 };
 
 use super::levels::Levels;
@@ -28,17 +28,43 @@ use crate::queue::{NotForSwitch, Scheduler, Sink};
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
-    Assign { to: SocketAddrV4, entry: Entry, best: u8 },
-    Noop { to: SocketAddrV4, who: Requester, best: u8 },
-    QueueFull { to: SocketAddrV4, job: JobRef, tasks: ArrayVec<Task, MAX_LIST> },
-    Refill { to: SocketAddrV4, entries: ArrayVec<Entry, MAX_LIST>, best: u8 },
-    Hint { to: SocketAddrV4, best: u8 },
+    Assign {
+        to: SocketAddrV4,
+        entry: Entry,
+        best: u8,
+    },
+    /// The ASSIGN answering a GET_BUNDLE: 1..=`want` entries in the order to run.
+    Bundle {
+        to: SocketAddrV4,
+        entries: ArrayVec<Entry, MAX_LIST>,
+        best: u8,
+    },
+    Noop {
+        to: SocketAddrV4,
+        who: Requester,
+        best: u8,
+    },
+    QueueFull {
+        to: SocketAddrV4,
+        job: JobRef,
+        tasks: ArrayVec<Task, MAX_LIST>,
+    },
+    Refill {
+        to: SocketAddrV4,
+        entries: ArrayVec<Entry, MAX_LIST>,
+        best: u8,
+    },
+    Hint {
+        to: SocketAddrV4,
+        best: u8,
+    },
 }
 
 impl Answer {
     pub fn to(&self) -> SocketAddrV4 {
         match self {
             Answer::Assign { to, .. }
+            | Answer::Bundle { to, .. }
             | Answer::Noop { to, .. }
             | Answer::QueueFull { to, .. }
             | Answer::Refill { to, .. }
@@ -49,6 +75,7 @@ impl Answer {
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
         match self {
             Answer::Assign { entry, best, .. } => encode_assign(buf, entry, *best),
+            Answer::Bundle { entries, best, .. } => encode_assign_list(buf, entries, *best),
             Answer::Noop { who, best, .. } => encode_noop(buf, *who, *best),
             Answer::QueueFull { job, tasks, .. } => encode_queue_full(buf, *job, tasks),
             Answer::Refill { entries, best, .. } => encode_refill(buf, entries, *best),
@@ -58,7 +85,10 @@ impl Answer {
 
     fn set_best(&mut self, b: u8) {
         match self {
-            Answer::Assign { best, .. } | Answer::Noop { best, .. } | Answer::Refill { best, .. } => *best = b,
+            Answer::Assign { best, .. }
+            | Answer::Bundle { best, .. }
+            | Answer::Noop { best, .. }
+            | Answer::Refill { best, .. } => *best = b,
             Answer::QueueFull { .. } | Answer::Hint { .. } => {}
         }
     }
@@ -67,7 +97,7 @@ impl Answer {
     fn has_tasks(&self) -> bool {
         match self {
             Answer::Assign { .. } => true,
-            Answer::Refill { entries, .. } => !entries.is_empty(),
+            Answer::Bundle { entries, .. } | Answer::Refill { entries, .. } => !entries.is_empty(),
             _ => false,
         }
     }
@@ -87,6 +117,9 @@ struct Collected<'a>(&'a mut Vec<Answer>);
 impl Sink for Collected<'_> {
     fn assign(&mut self, to: SocketAddrV4, entry: &Entry) {
         self.0.push(Answer::Assign { to, entry: *entry, best: 0 });
+    }
+    fn bundle(&mut self, to: SocketAddrV4, entries: &[Entry]) {
+        self.0.push(Answer::Bundle { to, entries: entries.iter().copied().collect(), best: 0 });
     }
     fn noop(&mut self, to: SocketAddrV4, who: Requester) {
         self.0.push(Answer::Noop { to, who, best: 0 });
@@ -201,8 +234,10 @@ impl Tier2 {
         match *msg {
             Message::Submit { tasks, .. } => self.after_enqueue(tasks.iter().map(|t| t.prio), now, out),
             Message::Return(entries) => self.after_enqueue(entries.iter().map(|e| e.task.prio), now, out),
-            Message::GetTask { rtrv_prio, exec_rsrc, from, wait } => {
-                let wanted = Wanted::Task { who: from, rtrv_prio, exec_rsrc };
+            Message::GetTask { rtrv_prio, exec_rsrc, from, wait }
+            | Message::GetBundle { rtrv_prio, exec_rsrc, from, wait, .. } => {
+                let want = if let Message::GetBundle { want, .. } = *msg { want } else { 1 };
+                let wanted = Wanted::Task { who: from, rtrv_prio, exec_rsrc, want };
                 let first = wanted.first_level(priorities);
                 self.levels.after_retrieval(first, self.scheduler.pipeline());
                 // An executor asking again gives up its older parked request.
@@ -298,11 +333,16 @@ impl Tier2 {
                     // A batch lists its entries newest first.
                     last = entries.first().map(level).or(last);
                 }
+                Answer::Bundle { entries, .. } => {
+                    taken += entries.len();
+                    // A bundle lists its entries in the order found.
+                    last = entries.last().map(level).or(last);
+                }
                 _ => {}
             }
         }
         let wanted_count = match wanted {
-            Wanted::Task { .. } => 1,
+            Wanted::Task { want, .. } => *want as usize,
             Wanted::Refill { req, .. } => req.want as usize,
         };
         match last {
@@ -475,6 +515,87 @@ mod tests {
         let msg = Message::RefillReq { node_rsrc: 0xff, req: RefillRequest::new(node, 8) };
         t2.handle(&msg, from, now, &mut out).unwrap();
         out
+    }
+
+    fn get_bundle(t2: &mut Tier2, from: SocketAddrV4, want: u8, rsrc: u8, wait: bool, now: Instant) -> Vec<Answer> {
+        let mut out = Vec::new();
+        let who = Requester::new(1, from.port(), 1);
+        let msg = Message::GetBundle { rtrv_prio: 1, exec_rsrc: rsrc, from: who, want, wait };
+        t2.handle(&msg, from, now, &mut out).unwrap();
+        out
+    }
+
+    /// The bundles in `out`: (to, tids in order, BEST).
+    fn bundled(out: &[Answer]) -> Vec<(SocketAddrV4, Vec<u32>, u8)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Answer::Bundle { to, entries, best } => {
+                    Some((*to, entries.iter().map(|e| e.task.tid()).collect(), *best))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_bundle_of_sixteen_comes_in_priority_then_fifo_order_in_one_assign() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        // 20 tasks: levels 3, 1, 2 and 4 interleaved, in submission order.
+        let tasks: Vec<Task> = (0..20).map(|i| task(100 + i, [3, 1, 2, 4][i as usize % 4], 0)).collect();
+        submit(&mut t2, &tasks[..16], t0);
+        submit(&mut t2, &tasks[16..], t0);
+        let out = get_bundle(&mut t2, exec(1), 16, 0, false, t0 + MS);
+        let mut expected: Vec<&Task> = tasks.iter().collect();
+        expected.sort_by_key(|t| t.prio); // stable: FIFO within a level
+        let expected: Vec<u32> = expected[..16].iter().map(|t| t.tid()).collect();
+        // Level 4 still holds the 4 tasks left: BEST 4.
+        assert_eq!(bundled(&out), vec![(exec(1), expected, 4)]);
+        assert_eq!(out.len(), 1, "one ASSIGN, nothing else");
+        let stats = t2.scheduler().stats();
+        assert_eq!((stats.bundles, stats.bundled_tasks, stats.assigns, stats.decisions), (1, 16, 1, 16));
+        let cost = stats.cost_of(scheduler_common::Op::GetBundle);
+        assert_eq!(cost.packets, 1);
+        assert!(cost.passes >= 16, "a pass per task taken at least: {cost:?}");
+        // The encoded answer is one ASSIGN listing the sixteen.
+        let mut buf = [0u8; scheduler_common::MAX_MESSAGE_LEN];
+        let n = out[0].encode(&mut buf).unwrap();
+        assert_eq!(n, scheduler_common::message_len(scheduler_common::Op::Assign, 16));
+    }
+
+    #[test]
+    fn a_bundle_takes_fewer_tasks_than_want_and_only_those_it_can_run() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        submit(&mut t2, &[task(1, 2, 0), task(2, 2, 0b10), task(3, 3, 0)], t0);
+        // The executor lacks resource 2: tasks 1 and 3, task 2 stays queued for another.
+        let out = get_bundle(&mut t2, exec(1), 8, 0b01, true, t0 + MS);
+        assert_eq!(bundled(&out), vec![(exec(1), vec![1, 3], 0)], "BEST 0 for it: only what it cannot run is left");
+        let out = get_bundle(&mut t2, exec(2), 8, 0b11, false, t0 + 2 * MS);
+        assert_eq!(bundled(&out), vec![(exec(2), vec![2], 0)]);
+        // Nothing left: NOOP echoing the request, not an empty ASSIGN.
+        let out = get_bundle(&mut t2, exec(2), 8, 0b11, false, t0 + 3 * MS);
+        assert_eq!(out, vec![Answer::Noop { to: exec(2), who: Requester::new(1, 2, 1), best: 0 }]);
+        assert_eq!(t2.park_stats().parked, 0, "a WAIT that found tasks is not parked");
+    }
+
+    #[test]
+    fn a_waiting_get_bundle_is_parked_and_answered_with_a_bundle_when_tasks_arrive() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        assert_eq!(get_bundle(&mut t2, exec(1), 4, 0, true, t0), vec![], "parked, no NOOP");
+        let out =
+            submit(&mut t2, &[task(1, 2, 0), task(2, 1, 0), task(3, 2, 0), task(4, 2, 0), task(5, 2, 0)], t0 + MS);
+        // Up to want = 4, level 1 first; task 5 stays queued, so BEST 2.
+        assert_eq!(bundled(&out), vec![(exec(1), vec![2, 1, 3, 4], 2)]);
+        assert_eq!(t2.park_stats().answered_from_park, 1);
+        // Parked again, it expires with a NOOP and takes nothing.
+        let out = get_bundle(&mut t2, exec(1), 4, 0, true, t0 + 2 * MS);
+        assert_eq!(bundled(&out), vec![(exec(1), vec![5], 0)], "one task is there: answered at once");
+        assert_eq!(get_bundle(&mut t2, exec(1), 4, 0, true, t0 + 3 * MS), vec![]);
+        let mut out = Vec::new();
+        t2.expire(t0 + 100 * MS, &mut out);
+        assert_eq!(out, vec![Answer::Noop { to: exec(1), who: Requester::new(1, 1, 1), best: 0 }]);
     }
 
     fn assigned(out: &[Answer]) -> Vec<(SocketAddrV4, u32, u8)> {
