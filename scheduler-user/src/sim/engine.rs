@@ -851,6 +851,7 @@ impl<'a> World<'a> {
                 packets_in_per_task: s.arrived as f64 / run,
                 packets_out_per_task: out as f64 / run,
                 passes_per_task: s.passes as f64 / run,
+                hints_per_task: s.hints as f64 / run,
                 utilisation: if budget > 0.0 { window as f64 / budget } else { 0.0 },
                 dropped: s.dropped,
                 queue_full_tasks: qs.queue_full_tasks,

@@ -69,6 +69,9 @@ pub struct SwitchReport {
     pub packets_out_per_task: f64,
     /// Pipeline passes per task run (first passes and recirculations).
     pub passes_per_task: f64,
+    /// HINTs sent per task run.
+    #[serde(default)]
+    pub hints_per_task: f64,
     /// Passes over the pipeline's budget while the measured tasks were submitted.
     pub utilisation: f64,
     pub dropped: u64,
