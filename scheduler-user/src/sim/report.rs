@@ -134,6 +134,10 @@ pub struct Report {
     /// Peak resident memory of this process (VmHWM), MiB.
     pub peak_rss_mib: f64,
     pub rss_bytes_per_executor: f64,
+    /// (task, executor, start time in ns) of every task, in start order, when the
+    /// configuration asks for them (`record_starts`).
+    #[serde(skip)]
+    pub starts: Vec<(u32, u32, Nanos)>,
 }
 
 /// The process's peak resident set, bytes (0 where /proc is not there).
