@@ -448,19 +448,19 @@ impl<P: Copy + Ord + Hash + std::fmt::Debug> Stealer<P> {
     }
 
     /// ⌊√N + 0.5⌋ distinct peers, a fresh draw (partial Fisher–Yates).
-    /// The positions the dense shuffle would swap are kept in a small map, so a draw
-    /// costs O(k), not O(N), at any number of hosts.
+    /// The positions the dense shuffle would swap are kept in a hash map, so a draw
+    /// costs O(k), not O(N), at any number of hosts (k = 316 at 100,000 hosts).
     fn draw(&mut self) -> Vec<P> {
         let n = self.all.len() - self.me.is_some_and(|m| m < self.all.len()) as usize;
         let k = neighbours(n + 1);
-        let mut swapped: Vec<(usize, usize)> = Vec::with_capacity(2 * k);
-        let at = |swapped: &[(usize, usize)], i: usize| swapped.iter().rev().find(|e| e.0 == i).map_or(i, |e| e.1);
+        let mut swapped: HashMap<usize, usize> = HashMap::with_capacity(2 * k);
         let mut drawn = Vec::with_capacity(k);
         for i in 0..k {
             let j = i + (self.random() % (n - i) as u64) as usize;
-            let (vi, vj) = (at(&swapped, i), at(&swapped, j));
-            swapped.push((j, vi));
-            swapped.push((i, vj));
+            let vi = swapped.get(&i).copied().unwrap_or(i);
+            let vj = swapped.get(&j).copied().unwrap_or(j);
+            swapped.insert(j, vi);
+            swapped.insert(i, vj);
             drawn.push(self.peer(vj));
         }
         drawn
