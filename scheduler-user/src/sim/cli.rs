@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// Tier 2 as bolt.p4 builds it: no park table, no HINT (executors and agents poll).
     #[arg(long)]
     pub as_built: bool,
+    /// HINTs tier 2 sends per level turning non-empty, at most (default: 16, the
+    /// switch's; the fewer of it and the tasks the enqueue brought).
+    #[arg(long, value_name = "N")]
+    pub hint_fanout: Option<usize>,
     /// Print no progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -90,6 +94,9 @@ pub fn run_cli(args: SimArgs) -> anyhow::Result<()> {
                 scale_config(a.system, a.executors, a.load, a.seconds, a.seed, a.passes_per_sec, a.cloudkon_us);
             if a.as_built {
                 cfg.tofino = cfg.tofino.as_built();
+            }
+            if let Some(n) = a.hint_fanout {
+                cfg.tofino.hint_fanout = n;
             }
             let r = run_with_bar(&cfg, !a.quiet)?;
             println!("{}", serde_json::to_string(&r)?);
@@ -150,9 +157,10 @@ fn summary(r: &Report) -> String {
     let hits = r.tier1_hits_per_task.map_or(String::new(), |h| format!(", {:.0} % of tasks from the rings", h * 100.0));
     let sw = r.switch.as_ref().map_or(String::new(), |s| {
         format!(
-            "{hits}, switch {:.3} pkts in/task, {:.2} passes/task, pipeline {:.0} %, {} dropped",
+            "{hits}, switch {:.3} pkts in/task, {:.2} passes/task, {:.3} HINTs/task, pipeline {:.0} %, {} dropped",
             s.packets_in_per_task,
             s.passes_per_task,
+            s.hints_per_task,
             s.utilisation * 100.0,
             s.dropped
         )

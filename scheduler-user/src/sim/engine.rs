@@ -174,6 +174,8 @@ pub struct World<'a> {
     /// a SUBMIT that got no answer (its task timeout).
     queue_full_retry: Nanos,
     lost_submit_retry: Nanos,
+    /// Every task's start, when `record_starts`.
+    starts: Vec<(u32, u32, Nanos)>,
 }
 
 fn task(tid: u32, prio: u8) -> Task {
@@ -253,6 +255,7 @@ impl<'a> World<'a> {
             window_passes: (None, None),
             queue_full_retry: client.queue_full_backoff.as_nanos() as Nanos,
             lost_submit_retry: client.task_timeout.as_nanos() as Nanos,
+            starts: Vec::new(),
         })
     }
 
@@ -597,6 +600,9 @@ impl<'a> World<'a> {
         if self.rec.in_window(submitted) {
             self.rec.start(submitted, now);
         }
+        if self.cfg.record_starts {
+            self.starts.push((tid, exec, now));
+        }
         let run = self.jobs.duration_us[tid as usize] as Nanos * 1000 + self.cfg.exec.run_overhead_ns;
         // The overshoot (`run_overhead`) measured on the testbed is from ASSIGN to the
         // end of the task, so it already holds the wait for a CPU: the wait moves the
@@ -851,6 +857,7 @@ impl<'a> World<'a> {
                 packets_in_per_task: s.arrived as f64 / run,
                 packets_out_per_task: out as f64 / run,
                 passes_per_task: s.passes as f64 / run,
+                hints_per_task: s.hints as f64 / run,
                 utilisation: if budget > 0.0 { window as f64 / budget } else { 0.0 },
                 dropped: s.dropped,
                 queue_full_tasks: qs.queue_full_tasks,
@@ -902,6 +909,7 @@ impl<'a> World<'a> {
             events_per_s: events as f64 / wall_s.max(1e-9),
             peak_rss_mib: rss as f64 / (1 << 20) as f64,
             rss_bytes_per_executor: rss as f64 / self.cfg.executors.max(1) as f64,
+            starts: self.starts,
         }
     }
 }

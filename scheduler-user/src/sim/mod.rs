@@ -32,7 +32,7 @@ pub use executors::ExecParams;
 pub use network::NetParams;
 pub use report::Report;
 pub use tofino::TofinoParams;
-pub use workload::WorkloadSpec;
+pub use workload::{ScriptedJob, WorkloadSpec};
 
 /// The systems the simulator runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -86,6 +86,8 @@ pub struct SimConfig {
     pub ring_capacity: u32,
     pub sparrow: SparrowParams,
     pub cloudkon: CloudKonParams,
+    /// Keep every task's start time in the report (`Report::starts`), for scenarios.
+    pub record_starts: bool,
 }
 
 impl WorkloadSpec {
@@ -95,6 +97,7 @@ impl WorkloadSpec {
             WorkloadSpec::Trace { params, .. } => {
                 format!("trace@{:.0}%{}", params.load * 100.0, if params.sigma == 0.0 { " fixed" } else { "" })
             }
+            WorkloadSpec::Scripted { jobs, .. } => format!("scripted ({} jobs)", jobs.len()),
         }
     }
 }
@@ -134,6 +137,7 @@ impl SimConfig {
             ring_capacity: 4096,
             sparrow: SparrowParams::default(),
             cloudkon: CloudKonParams::default(),
+            record_starts: false,
         }
     }
 
@@ -164,6 +168,7 @@ impl SimConfig {
             ring_capacity: 4096,
             sparrow: SparrowParams::default(),
             cloudkon: CloudKonParams::default(),
+            record_starts: false,
         }
     }
 }

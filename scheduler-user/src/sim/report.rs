@@ -69,6 +69,9 @@ pub struct SwitchReport {
     pub packets_out_per_task: f64,
     /// Pipeline passes per task run (first passes and recirculations).
     pub passes_per_task: f64,
+    /// HINTs sent per task run.
+    #[serde(default)]
+    pub hints_per_task: f64,
     /// Passes over the pipeline's budget while the measured tasks were submitted.
     pub utilisation: f64,
     pub dropped: u64,
@@ -131,6 +134,10 @@ pub struct Report {
     /// Peak resident memory of this process (VmHWM), MiB.
     pub peak_rss_mib: f64,
     pub rss_bytes_per_executor: f64,
+    /// (task, executor, start time in ns) of every task, in start order, when the
+    /// configuration asks for them (`record_starts`).
+    #[serde(skip)]
+    pub starts: Vec<(u32, u32, Nanos)>,
 }
 
 /// The process's peak resident set, bytes (0 where /proc is not there).

@@ -157,3 +157,106 @@ fn a_wait_for_a_cpu_moves_the_start_not_the_end() {
     assert!(p50 > 1_000.0 && p99 > 3_000.0 && p99 < 10_000.0, "{p50} {p99}");
     assert_eq!(r.switch.unwrap().counters.passes, 17);
 }
+
+/// Two-level Bolt on one host of `executors`, the scripted `jobs` (ms, prio, tasks of
+/// ms each), a 1-µs stack each way, a fast pipeline, no CPU wait, every start recorded.
+fn two_level_scenario(executors: u32, watermark: u32, jobs: &[(u64, u8, u32, u32)], seconds: f64) -> Report {
+    let jobs = jobs
+        .iter()
+        .map(|&(at_ms, prio, tasks, ms)| ScriptedJob {
+            at: at_ms * 1_000_000,
+            client: 0,
+            prio,
+            durations_us: vec![ms * 1000; tasks as usize],
+        })
+        .collect();
+    let w = WorkloadSpec::Scripted { jobs, seconds };
+    let mut cfg = SimConfig::testbed(System::TwoLevel, w, executors, 1, 1);
+    cfg.net =
+        NetParams { stack_ns: 1_000, local_ns: 0, link_ns: 0, leaf_ns: 0, spine_ns: 0, gbps: 1e9, hosts_per_rack: 1 };
+    cfg.tofino = TofinoParams { passes_per_sec: 1e9, pass_ns: 100, ..TofinoParams::thesis() };
+    cfg.exec.run_overhead_ns = 0;
+    cfg.exec.cpu_wait_mean_ns = 0;
+    cfg.refill.low_watermark = watermark;
+    cfg.refill.min_depth = watermark;
+    cfg.refill.batch = watermark as u8;
+    cfg.drain_s = 2.0;
+    cfg.record_starts = true;
+    run(&cfg, None).unwrap()
+}
+
+/// When each task started, by task.
+fn start_of(r: &Report) -> std::collections::BTreeMap<u32, u64> {
+    let starts: std::collections::BTreeMap<u32, u64> = r.starts.iter().map(|&(tid, _, at)| (tid, at)).collect();
+    assert_eq!(starts.len(), r.starts.len(), "a task started twice");
+    starts
+}
+
+/// The bypass rule. Two executors; at 0 a job of six 10-ms tasks at priority 4: two run
+/// at once (the executors wait at tier 2), the host's REFILL takes the other four (tasks
+/// 0 to 3) into its level-4 ring. At 5 ms one priority-1 task (6) reaches tier 2: level 1
+/// turns non-empty and the host, registered by its REFILL_REQs, gets a HINT with BEST 1.
+/// At 10 ms executor 0 frees first; BEST 1 outranks the rings' level 4, so its GET_TASK
+/// passes on to tier 2 (without WAIT) and gets task 6 a round trip later. Executor 1,
+/// 4 ns behind it, bypasses too (its BEST is still 1) and gets the NOOP with BEST 0,
+/// then takes ring task 0 after its 50-µs back-off. Without the rule task 6 would wait
+/// behind the four ring tasks, until 30 ms.
+#[test]
+fn a_get_task_bypasses_the_rings_when_tier_2_holds_higher_priority_work() {
+    let r = two_level_scenario(2, 4, &[(0, 4, 6, 10), (5, 1, 1, 10)], 0.1);
+    let starts = start_of(&r);
+    assert_eq!(starts.len(), 7, "every task ran once: {:?}", r.starts);
+    let urgent = starts[&6];
+    // 10 ms + the task's own start, + GET_TASK and ASSIGN across two 1-µs stacks each.
+    assert!((10_004_000..10_005_000).contains(&urgent), "task 6 started at {urgent} ns");
+    assert!((0..4).all(|t| starts[&t] > urgent), "ring tasks before the priority-1 task: {:?}", r.starts);
+    let tier1 = r.tier1.unwrap();
+    assert_eq!(tier1.bypasses, 2, "executor 0's took task 6, executor 1's got the NOOP");
+    assert_eq!(tier1.hint_returned, 0, "one bypass each: no reaction");
+    assert_eq!(r.switch.unwrap().counters.hints, 1);
+}
+
+/// The hint reaction. Two executors; at 0 ten 10-ms tasks at priority 4: two run, eight
+/// (0 to 7) fill the rings to the watermark. At 5 ms twenty 1-ms tasks at priority 1
+/// reach tier 2 (HINT, BEST 1). From 10 ms every GET_TASK bypasses the level-4 rings and
+/// gets a priority-1 task from tier 2, whose ASSIGN carries BEST 1 again. Once bypasses
+/// have gone on for `DEFAULT_PERSIST` (5 ms) with the rings holding lower-priority tasks,
+/// the agent RETURNs those eight to tier 2 (one RETURN), its rings empty, and its next
+/// REFILLs bring the remaining priority-1 tasks: every priority-1 task starts before
+/// any of the eight, which run last, from 20 ms.
+#[test]
+fn persistent_bypasses_return_the_lower_priority_prefetch_to_tier_2() {
+    let r = two_level_scenario(2, 8, &[(0, 4, 10, 10), (5, 1, 20, 1)], 0.1);
+    let starts = start_of(&r);
+    assert_eq!(starts.len(), 30, "every task ran once");
+    let tier1 = r.tier1.unwrap();
+    assert_eq!(tier1.hint_returned, 8);
+    assert_eq!(tier1.lease_returned, 0);
+    assert!(tier1.bypasses >= 10, "bypasses went on: {}", tier1.bypasses);
+    assert_eq!(r.switch.unwrap().counters.returns, 1);
+    let last_urgent = (10..30).map(|t| starts[&t]).max().unwrap();
+    let first_returned = (0..8).map(|t| starts[&t]).min().unwrap();
+    assert!(last_urgent < first_returned, "{:?}", r.starts);
+    // The reaction came after 5 ms of bypasses from 10 ms, not before.
+    assert!(
+        (15_000_000..16_000_000).contains(&(10..30).map(|t| starts[&t]).filter(|&at| at > 14_500_000).min().unwrap())
+    );
+}
+
+/// A lease expiring. One executor, watermark 4; at 0 five 400-ms tasks at priority 1:
+/// one runs at once, four wait in the ring. The ring's head waits longer than the lease
+/// (500 ms) and the agent's lease scan RETURNs what expired to tier 2, where it is
+/// refilled or handed to the executor when it asks: the tasks still start one after the
+/// other as the executor frees, every 400 ms, each once.
+#[test]
+fn an_expired_lease_returns_the_task_to_tier_2_and_loses_nothing() {
+    let r = two_level_scenario(1, 4, &[(0, 1, 5, 400)], 0.1);
+    assert_eq!(start_of(&r).len(), 5, "every task ran once");
+    let mut at: Vec<u64> = r.starts.iter().map(|s| s.2).collect();
+    at.sort_unstable();
+    assert!(at.windows(2).all(|w| (400_000_000..400_010_000).contains(&(w[1] - w[0]))), "{at:?}");
+    let tier1 = r.tier1.unwrap();
+    assert!(tier1.lease_returned >= 1, "{tier1:?}");
+    assert_eq!(tier1.hint_returned, 0);
+    assert!(r.switch.unwrap().counters.returns >= 1);
+}

@@ -45,6 +45,8 @@ pub struct TofinoParams {
     pub park_ns: Nanos,
     /// Whether registered hosts are sent HINT when a level turns non-empty.
     pub hints: bool,
+    /// HINTs per level change, at most (`WaitConfig::hint_fanout`).
+    pub hint_fanout: usize,
 }
 
 impl TofinoParams {
@@ -62,6 +64,7 @@ impl TofinoParams {
             max_parked: 1 << 24,
             park_ns: wait.park_for.as_nanos() as Nanos,
             hints: true,
+            hint_fanout: wait.hint_fanout,
         }
     }
 
@@ -151,6 +154,7 @@ impl Tofino {
             park_for: Duration::from_nanos(p.park_ns),
             max_parked: p.max_parked,
             hint_register: if p.hints { WaitConfig::default().hint_register } else { Duration::ZERO },
+            hint_fanout: p.hint_fanout,
         };
         let interval_ps = (1e12 / p.passes_per_sec).round().max(1.0) as u64;
         Ok(Tofino {

@@ -14,6 +14,19 @@ pub enum WorkloadSpec {
     Sw1 { utilization: f64, seconds: f64 },
     /// The Google-like trace; its jobs are spread over `clients` clients in turn.
     Trace { params: TraceParams, clients: u32 },
+    /// Jobs given one by one, for scenarios whose outcome is worked out by hand; tasks
+    /// submitted within `seconds` are measured.
+    Scripted { jobs: Vec<ScriptedJob>, seconds: f64 },
+}
+
+/// One job of a [`WorkloadSpec::Scripted`] workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScriptedJob {
+    pub at: Nanos,
+    pub client: u32,
+    pub prio: u8,
+    /// Each task's duration, µs.
+    pub durations_us: Vec<u32>,
 }
 
 impl WorkloadSpec {
@@ -21,6 +34,7 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Sw1 { seconds, .. } => *seconds,
             WorkloadSpec::Trace { params, .. } => params.seconds,
+            WorkloadSpec::Scripted { seconds, .. } => *seconds,
         }
     }
 
@@ -28,6 +42,7 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Sw1 { .. } => sw1::CLIENTS,
             WorkloadSpec::Trace { clients, .. } => (*clients).max(1),
+            WorkloadSpec::Scripted { jobs, .. } => jobs.iter().map(|j| j.client + 1).max().unwrap_or(1),
         }
     }
 }
@@ -78,6 +93,15 @@ impl Jobs {
                         first,
                         tasks: durations.len() as u32,
                     });
+                }
+            }
+            WorkloadSpec::Scripted { jobs: scripted, .. } => {
+                anyhow::ensure!(scripted.windows(2).all(|w| w[0].at <= w[1].at), "scripted jobs in submission order");
+                for j in scripted {
+                    let first = duration_us.len() as u32;
+                    duration_us.extend_from_slice(&j.durations_us);
+                    let tasks = j.durations_us.len() as u32;
+                    jobs.push(SimJob { at: j.at, client: j.client, prio: j.prio, first, tasks });
                 }
             }
         }

@@ -226,6 +226,7 @@ pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
             park_for: Duration::from_millis(args.park_ms),
             max_parked: if args.park_ms == 0 { 0 } else { args.max_parked },
             hint_register: Duration::from_millis(args.hint_register_ms),
+            ..WaitConfig::default()
         },
         ..SwitchConfig::default()
     };

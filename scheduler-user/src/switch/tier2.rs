@@ -9,8 +9,9 @@
 //! pointers. A parked request is served by running it through the pipeline again, so the
 //! queue algorithm stays the one implementation of who gets which task.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddrV4;
+use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 use arrayvec::ArrayVec;
@@ -20,7 +21,7 @@ use scheduler_common::{
 };
 
 use super::levels::Levels;
-use super::park::{ParkStats, ParkTable, Parked, Wanted};
+use super::park::{Group, ParkStats, ParkTable, Parked, Wanted};
 use crate::queue::{NotForSwitch, Scheduler, Sink};
 
 /// One datagram the switch sends. Kept inline (lists up to 16 entries) in a reused Vec:
@@ -132,17 +133,29 @@ impl Sink for Collected<'_> {
     }
 }
 
-/// How long requests park, how many may, and how long a host stays registered for HINT.
+/// How long requests park, how many may, how long a host stays registered for HINT, and
+/// how many hosts one level change is told of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaitConfig {
     pub park_for: Duration,
     pub max_parked: usize,
     pub hint_register: Duration,
+    /// HINTs per level turning non-empty, at most; fewer when the enqueue brought fewer
+    /// tasks ([`Tier2`]'s HINT fan-out).
+    pub hint_fanout: usize,
 }
+
+/// The default HINT fan-out: one SUBMIT or RETURN carries at most this many tasks.
+pub const HINT_FANOUT: usize = MAX_LIST;
 
 impl Default for WaitConfig {
     fn default() -> Self {
-        WaitConfig { park_for: Duration::from_millis(10), max_parked: 4096, hint_register: Duration::from_secs(5) }
+        WaitConfig {
+            park_for: Duration::from_millis(10),
+            max_parked: 4096,
+            hint_register: Duration::from_secs(5),
+            hint_fanout: HINT_FANOUT,
+        }
     }
 }
 
@@ -173,9 +186,13 @@ pub struct Tier2 {
     scheduler: Scheduler,
     levels: Levels,
     park: ParkTable,
-    /// Node → (agent address, last REFILL_REQ): who gets a HINT.
-    hosts: HashMap<u16, (SocketAddrV4, Instant)>,
+    /// Node → (agent address, last REFILL_REQ): who may get a HINT, in node order for the
+    /// round robin.
+    hosts: BTreeMap<u16, (SocketAddrV4, Instant)>,
     hint_register: Duration,
+    hint_fanout: usize,
+    /// The node the last HINT went to: the next level change tells the nodes after it.
+    hint_cursor: u16,
     /// Node → when it was last sent a REFILL with tasks, and how many of its GET_TASKs
     /// may still be answered NOOP instead of parked ([`REFILL_GRACE`]).
     refilled: HashMap<u16, (Instant, u32)>,
@@ -190,8 +207,10 @@ impl Tier2 {
             scheduler,
             levels: Levels::default(),
             park: ParkTable::new(wait.max_parked, wait.park_for),
-            hosts: HashMap::new(),
+            hosts: BTreeMap::new(),
             hint_register: wait.hint_register,
+            hint_fanout: wait.hint_fanout,
+            hint_cursor: u16::MAX,
             refilled: HashMap::new(),
             collected: Vec::with_capacity(MAX_LIST + 2),
             hints: HintStats::default(),
@@ -232,8 +251,10 @@ impl Tier2 {
         self.scheduler.handle(msg, src, &mut Collected(&mut self.collected))?;
         let priorities = self.scheduler.pipeline().config().priorities;
         match *msg {
-            Message::Submit { tasks, .. } => self.after_enqueue(tasks.iter().map(|t| t.prio), now, out),
-            Message::Return(entries) => self.after_enqueue(entries.iter().map(|e| e.task.prio), now, out),
+            Message::Submit { tasks, .. } => self.after_enqueue(tasks.iter().map(|t| t.prio), tasks.len(), now, out),
+            Message::Return(entries) => {
+                self.after_enqueue(entries.iter().map(|e| e.task.prio), entries.len(), now, out)
+            }
             Message::GetTask { rtrv_prio, exec_rsrc, from, wait }
             | Message::GetBundle { rtrv_prio, exec_rsrc, from, wait, .. } => {
                 let want = if let Message::GetBundle { want, .. } = *msg { want } else { 1 };
@@ -356,10 +377,10 @@ impl Tier2 {
         Answer::empty_for(p, self.best_for(&p.wanted, &[]))
     }
 
-    /// After a SUBMIT or RETURN of tasks of priorities `prios`: marks their levels, sends
-    /// what the pipeline answered, serves parked requests, and sends HINTs if a level was
-    /// empty before.
-    fn after_enqueue(&mut self, prios: impl Iterator<Item = u8>, now: Instant, out: &mut Vec<Answer>) {
+    /// After a SUBMIT or RETURN of `tasks` tasks of priorities `prios`: marks their levels,
+    /// sends what the pipeline answered, serves parked requests, and sends HINTs if a
+    /// level was empty before.
+    fn after_enqueue(&mut self, prios: impl Iterator<Item = u8>, tasks: usize, now: Instant, out: &mut Vec<Answer>) {
         let priorities = self.scheduler.pipeline().config().priorities;
         let mut rose = false;
         for p in prios {
@@ -370,7 +391,7 @@ impl Tier2 {
         out.append(&mut self.collected);
         self.serve_parked(now, out);
         if rose {
-            self.send_hints(now, out);
+            self.send_hints(tasks, now, out);
         }
     }
 
@@ -416,22 +437,20 @@ impl Tier2 {
             return;
         }
         let priorities = self.scheduler.pipeline().config().priorities;
-        let mut i = 0;
-        for _ in 0..self.park.len() {
-            if self.levels.best() == 0 {
-                return;
-            }
-            let Some(&p) = self.park.get(i) else { return };
-            let first = p.wanted.first_level(priorities);
+        let mut from = 0;
+        while self.levels.best() != 0 {
+            let levels = self.levels;
+            // Only groups of this kind that search a level holding tasks.
+            let eligible = |g: Group| g.task == executors && levels.any_from(g.first_level(priorities));
+            let Some((ticket, p)) = self.park.oldest_from(from, eligible) else { return };
+            from = ticket + 1;
             // An expired request takes nothing: the expiry sweep answers it empty.
-            if matches!(p.wanted, Wanted::Task { .. }) != executors || p.deadline <= now || !self.levels.any_from(first)
-            {
-                i += 1;
+            if p.deadline <= now {
                 continue;
             }
+            let first = p.wanted.first_level(priorities);
             self.collected.clear();
             if self.scheduler.handle(&p.wanted.message(), p.addr, &mut Collected(&mut self.collected)).is_err() {
-                i += 1;
                 continue;
             }
             self.levels.after_retrieval(first, self.scheduler.pipeline());
@@ -439,26 +458,48 @@ impl Tier2 {
                 if let Wanted::Refill { req, .. } = p.wanted {
                     self.note_refill(req.node(), now);
                 }
-                self.park.answered(i);
+                self.park.answered(ticket);
                 self.stamp_into(&p.wanted, out);
             } else {
                 self.collected.clear();
-                i += 1;
             }
         }
     }
 
-    /// HINT to every host registered within the registration time; forgets the others.
-    fn send_hints(&mut self, now: Instant, out: &mut Vec<Answer>) {
+    /// HINT to at most as many registered hosts as the enqueue brought `tasks`, and at
+    /// most `hint_fanout`, taken round robin in node order after the last one told;
+    /// forgets the hosts it meets whose registration lapsed.
+    ///
+    /// Bounded because a HINT to every host grows with the cluster (65 M HINTs for 48,000
+    /// tasks at 62,500 hosts in `bolt sim`) while the tasks that turned the level
+    /// non-empty can serve at most that many hosts: a host told beyond them would bypass
+    /// its rings for work another host already took. The others learn BEST from the next
+    /// answer that crosses them.
+    fn send_hints(&mut self, tasks: usize, now: Instant, out: &mut Vec<Answer>) {
         let best = self.levels.best();
         if best == 0 {
             return;
         }
+        let want = tasks.min(self.hint_fanout);
         let window = self.hint_register;
-        self.hosts.retain(|_, (_, seen)| now.saturating_duration_since(*seen) <= window);
-        for (addr, _) in self.hosts.values() {
-            out.push(Answer::Hint { to: *addr, best });
-            self.hints.hints_sent += 1;
+        let after = (Bound::Excluded(self.hint_cursor), Bound::Unbounded);
+        let mut sent = 0;
+        let mut lapsed = Vec::new();
+        for (&node, &(addr, seen)) in self.hosts.range(after).chain(self.hosts.range(..=self.hint_cursor)) {
+            if sent >= want {
+                break;
+            }
+            if now.saturating_duration_since(seen) > window {
+                lapsed.push(node);
+                continue;
+            }
+            out.push(Answer::Hint { to: addr, best });
+            sent += 1;
+            self.hint_cursor = node;
+        }
+        self.hints.hints_sent += sent as u64;
+        for node in lapsed {
+            self.hosts.remove(&node);
         }
     }
 }
@@ -488,7 +529,7 @@ mod tests {
 
     fn tier2(max_parked: usize) -> Tier2 {
         let s = Scheduler::new(QueueConfig { capacity: 64, ..QueueConfig::default() }).unwrap();
-        Tier2::new(s, WaitConfig { park_for: 10 * MS, max_parked, hint_register: 1000 * MS })
+        Tier2::new(s, WaitConfig { park_for: 10 * MS, max_parked, hint_register: 1000 * MS, hint_fanout: HINT_FANOUT })
     }
 
     fn task(tid: u32, prio: u8, rsrc: u8) -> Task {
@@ -835,5 +876,46 @@ mod tests {
         // Registration lapses.
         assert!(hints(&submit(&mut t2, &[task(4, 1, 0)], t0 + 2000 * MS)).is_empty());
         assert_eq!(t2.hint_stats().hints_sent, 2);
+    }
+
+    #[test]
+    fn a_level_change_hints_at_most_as_many_hosts_as_it_brought_tasks_in_turn() {
+        let t0 = Instant::now();
+        let s = Scheduler::new(QueueConfig { capacity: 64, ..QueueConfig::default() }).unwrap();
+        let wait = WaitConfig { park_for: 10 * MS, max_parked: 0, hint_register: 1000 * MS, hint_fanout: 3 };
+        let mut t2 = Tier2::new(s, wait);
+        let agent = |node: u16| SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, node as u8), 7171);
+        for node in 1..=5 {
+            refill_req(&mut t2, node, agent(node), t0);
+        }
+        let hinted = |out: &[Answer]| {
+            out.iter()
+                .filter_map(|a| match a {
+                    Answer::Hint { to, .. } => Some(to.ip().octets()[3] as u16),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let drain = |t2: &mut Tier2, n: usize, at: Instant| {
+            for seq in 0..n as u32 {
+                get(t2, exec(1), seq, 0, false, at);
+            }
+        };
+        // One task: one host. Two: two, the next in node order.
+        assert_eq!(hinted(&submit(&mut t2, &[task(1, 2, 0)], t0 + MS)), vec![1]);
+        drain(&mut t2, 1, t0 + MS);
+        assert_eq!(hinted(&submit(&mut t2, &[task(2, 2, 0), task(3, 2, 0)], t0 + 2 * MS)), vec![2, 3]);
+        drain(&mut t2, 2, t0 + 2 * MS);
+        // Eight tasks: the fan-out (3), wrapping round to node 1.
+        let eight: Vec<Task> = (10..18).map(|i| task(i, 2, 0)).collect();
+        assert_eq!(hinted(&submit(&mut t2, &eight, t0 + 3 * MS)), vec![4, 5, 1]);
+        drain(&mut t2, 8, t0 + 3 * MS);
+        // Node 2's registration lapses: it is skipped and forgotten.
+        refill_req(&mut t2, 3, agent(3), t0 + 900 * MS);
+        refill_req(&mut t2, 4, agent(4), t0 + 900 * MS);
+        let out = submit(&mut t2, &[task(20, 2, 0), task(21, 2, 0)], t0 + 1500 * MS);
+        assert_eq!(hinted(&out), vec![3, 4]);
+        assert_eq!(t2.hint_stats().hints_sent, 8);
+        assert_eq!(t2.hint_stats().registered_hosts, 4, "node 2 forgotten; 5 and 1 lapsed too, not met yet");
     }
 }
