@@ -10,8 +10,9 @@
 //!
 //! No deadlock when gangs compete for executors: a client forms one gang at a time, the
 //! oldest gang job with a member waiting. A claim of another gang job meanwhile is denied
-//! at once and its task goes back to the queue, so executors never sit on members of
-//! two gangs of one client. Between clients, or when there are fewer executors than
+//! at once and its task goes back to the queue without spending an attempt (it may be
+//! turned away many times while the first gang forms), so executors never sit on members
+//! of two gangs of one client. Between clients, or when there are fewer executors than
 //! members, a gang that has not formed within the formation timeout gives up: every
 //! waiting member is answered CLAIM_DENIED (it drops the task unrun) and each task goes
 //! back to the queue at once (its claim released, as when a lease lapses), counted as an

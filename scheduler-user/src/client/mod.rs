@@ -504,9 +504,10 @@ impl Client {
                         self.answer_claim(c, verdict, from);
                     }
                     GangVerdict::Busy => {
-                        // Back to the queue at once, behind the gang that is forming.
+                        // Back to the queue at once, behind the gang that is forming,
+                        // without spending one of the task's attempts.
                         if self.tracker.on_claim(c, now) {
-                            self.tracker.release_claim(c, now);
+                            self.tracker.step_aside(c, now);
                         }
                         self.answer_claim(c, CLAIM_DENIED, from);
                     }

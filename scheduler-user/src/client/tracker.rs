@@ -568,15 +568,31 @@ impl Tracker {
     }
 
     /// Ends a granted claim now, unrun: its task goes back to the queue at the next tick
-    /// (as when a lease lapses). For a gang that could not form. False if `c`'s claimant
-    /// holds no live claim on the task.
+    /// (as when a lease lapses), and that counts as one of its attempts. For a gang that
+    /// could not form. False if `c`'s claimant holds no live claim on the task.
     pub fn release_claim(&mut self, c: &Claim, now: Instant) -> bool {
+        self.end_claim_unrun(c, now, true)
+    }
+
+    /// Ends a granted claim now, unrun, without spending an attempt: the task steps aside
+    /// for a gang that is forming, which says nothing of the task or its executors (a
+    /// task of a second gang may be turned away many times before the first has formed
+    /// or given up, and must not fail for it). False as [`Tracker::release_claim`].
+    pub fn step_aside(&mut self, c: &Claim, now: Instant) -> bool {
+        self.end_claim_unrun(c, now, false)
+    }
+
+    fn end_claim_unrun(&mut self, c: &Claim, now: Instant, spend_attempt: bool) -> bool {
         let owner = (c.node() as u32) << 16 | c.executor() as u32;
         let Some(slot) = self.slot_mut(c.tid()).filter(|s| s.jid == c.jid()) else { return false };
         if slot.claimed_stamp != slot.send_stamp || slot.lease_owner != owner || slot.lease_until <= now {
             return false;
         }
         slot.lease_until = now;
+        if !spend_attempt {
+            // The resend adds the attempt back.
+            slot.attempts = slot.attempts.saturating_sub(1);
+        }
         let stamp = slot.send_stamp;
         self.timeouts.push(Reverse((now, c.tid(), stamp)));
         true

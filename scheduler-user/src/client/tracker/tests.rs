@@ -535,6 +535,33 @@ fn a_lapsed_lease_on_the_last_attempt_fails_the_task() {
     check_invariants(&t);
 }
 
+/// A claim that steps aside for a forming gang sends its task again without spending an
+/// attempt, however often; a released claim (a gang that gave up) spends one.
+#[test]
+fn stepping_aside_spends_no_attempt_and_releasing_does() {
+    let mut now = Instant::now();
+    let mut c = cfg();
+    c.max_attempts = 1;
+    let mut t = Tracker::new(c);
+    let jid = t.add_job(&specs(2), now).unwrap();
+    drain(&mut t, now);
+    for turn in 0..10 {
+        assert!(t.on_claim(&claim_by(jid, 0, 1, 1), now), "turn {turn}");
+        assert!(t.step_aside(&claim_by(jid, 0, 1, 1), now));
+        now += MS;
+        t.on_tick(now);
+        assert_eq!(t.states().state_of(0), Some(TaskState::Pending), "turn {turn}");
+        assert_eq!(drain(&mut t, now).len(), 1, "turn {turn}: sent again");
+    }
+    assert!(t.on_claim(&claim_by(jid, 1, 1, 1), now));
+    assert!(t.release_claim(&claim_by(jid, 1, 1, 1), now));
+    now += MS;
+    t.on_tick(now);
+    assert_eq!(t.states().state_of(1), Some(TaskState::Failed), "its one attempt spent");
+    assert!(!t.step_aside(&claim_by(jid, 1, 1, 1), now), "no live claim");
+    check_invariants(&t);
+}
+
 /// Resource lists in the tracker: Pending per resource, cancel by resource, and the
 /// backlog an executor class could take.
 #[test]
