@@ -273,8 +273,12 @@ mod tests {
     fn the_oldest_request_of_an_eligible_group_is_found_from_a_ticket_on() {
         let t0 = Instant::now();
         let mut t = ParkTable::new(16, Duration::from_millis(10));
-        let get =
-            |port: u16, rtrv_prio, exec_rsrc| Wanted::Task { who: Requester::new(1, port, 1), rtrv_prio, exec_rsrc, want: 1 };
+        let get = |port: u16, rtrv_prio, exec_rsrc| Wanted::Task {
+            who: Requester::new(1, port, 1),
+            rtrv_prio,
+            exec_rsrc,
+            want: 1,
+        };
         t.park(addr(1), get(1, 1, 0b01), t0).unwrap();
         t.park(addr(2), Wanted::Refill { req: RefillRequest::new(3, 8), node_rsrc: 0b11 }, t0).unwrap();
         t.park(addr(3), get(3, 3, 0b01), t0).unwrap();
@@ -399,7 +403,10 @@ mod tests {
                 Wanted::Refill { req: RefillRequest::new((who % 4) as u16, 8), node_rsrc: rsrc },
             )
         } else {
-            (addr(who as u16), Wanted::Task { who: Requester::new(1, who as u16, 1), rtrv_prio, exec_rsrc: rsrc, want: 1 })
+            (
+                addr(who as u16),
+                Wanted::Task { who: Requester::new(1, who as u16, 1), rtrv_prio, exec_rsrc: rsrc, want: 1 },
+            )
         }
     }
 
