@@ -38,7 +38,6 @@ const bit<8> OP_GET_BUNDLE  = 22;   /* GET_TASK for up to `want` tasks: answered
 const bit<8> SUBMIT_FLAGS       = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE: SUBMIT only */
 const bit<8> GET_TASK_FLAGS     = 0x04;   /* FLAG_WAIT: GET_TASK and GET_BUNDLE only */
 const bit<8> PIN_FLAGS          = 0x0b;   /* SUBMIT_FLAGS | FLAG_MOVABLE: PIN only */
-const bit<8> KNOWN_HEADER_FLAGS = 0x0f;   /* PIN_FLAGS | GET_TASK_FLAGS */
 const bit<8> KNOWN_TASK_FLAGS   = 0x03;   /* TASK_FLAG_EXACTLY_ONCE | TASK_FLAG_GANG */
 
 const bit<8> REPAIR_ADD_PTR      = 0;
@@ -78,7 +77,6 @@ typedef bit<QUEUE_LEVEL_BITS> level_t;
 typedef bit<QUEUE_SLOT_BITS>  slot_t;
 typedef bit<32>               ptr_t;   /* <round, index>: high bits round, low bits index */
 
-const bit<32> QUEUE_CAPACITY = 1 << QUEUE_INDEX_BITS;
 const bit<32> QUEUE_LEVELS   = 1 << QUEUE_LEVEL_BITS;
 const bit<32> QUEUE_SLOTS    = 1 << QUEUE_SLOT_BITS;
 /* DRIFT_LIMIT: retrieve_ptr is incremented only while less than this far past add_ptr.

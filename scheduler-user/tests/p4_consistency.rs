@@ -17,7 +17,7 @@ use scheduler_common::{
     encode_refill_req, encode_repair, encode_return, encode_steal, encode_steal_grant, encode_submit, message_len,
     BundleRequest, Claim, Completion, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester,
     StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_MOVABLE,
-    FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_HEADER_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_BUNDLE, MAX_LIST, MAX_MESSAGE_LEN,
+    FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_BUNDLE, MAX_LIST, MAX_MESSAGE_LEN,
     MAX_PRIORITIES, MIN_BUNDLE, PIN_FLAGS, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, STEAL_ABORT,
     SUBMIT_FLAGS, TASK_FLAG_EXACTLY_ONCE, VERSION,
 };
@@ -137,7 +137,7 @@ impl P4 {
             let Some((lhs, value)) = decl.split_once('=') else { continue };
             let name = lhs.split_whitespace().last().expect("const without a name");
             let value = value.trim();
-            // Literals only; expressions over macros (QUEUE_CAPACITY) are checked elsewhere.
+            // Literals only; expressions over macros (QUEUE_LEVELS) are checked elsewhere.
             let literal = |v: &str| v.trim().chars().all(|c| c.is_ascii_hexdigit() || c == 'x' || c == 'X');
             if literal(value) {
                 out.insert(name.to_string(), parse_int(value));
@@ -387,7 +387,6 @@ fn protocol_constants_match() {
     assert_eq!(get("MAX_LIST"), MAX_LIST as u64);
     assert_eq!(get("MAX_PRIORITIES"), MAX_PRIORITIES as u64);
     assert_eq!(get("DEFAULT_PRIORITIES"), DEFAULT_PRIORITIES as u64);
-    assert_eq!(get("KNOWN_HEADER_FLAGS"), KNOWN_HEADER_FLAGS as u64);
     assert_eq!(get("SUBMIT_FLAGS"), SUBMIT_FLAGS as u64);
     assert_eq!(get("GET_TASK_FLAGS"), GET_TASK_FLAGS as u64);
     assert_eq!(get("PIN_FLAGS"), PIN_FLAGS as u64);
