@@ -13,13 +13,14 @@ from bfruntime_client_base_tests import BfRuntimeTest
 from test_vectors import ScenarioReplay, SWITCH_IP, SWITCH_MAC, SWITCH_PORT, host_mac
 
 MAGIC = 0xB017
+VERSION = 4  # scheduler-common VERSION: any other version is refused before these checks
 OP_SUBMIT, OP_GET_TASK, OP_SWAP, OP_REPAIR = 1, 2, 10, 11
 DE_BAD_MAGIC, DE_INTERNAL_OP, DE_BAD_LENGTH, DE_BAD_PRIORITY = 1, 4, 7, 8
 STRANGER = "10.0.9.9"
 
 
 def header(op, count=0, prio=1, rsrc=0, flags=0, magic=MAGIC):
-    return struct.pack("!HBBBBBB", magic, 1, op, count, prio, rsrc, flags)
+    return struct.pack("!HBBBBBB", magic, VERSION, op, count, prio, rsrc, flags)
 
 
 def task(tid, prio):
