@@ -7,7 +7,7 @@
 
 const bit<16> BOLT_PORT          = 7171;    /* DEFAULT_PORT */
 const bit<16> BOLT_MAGIC         = 0xB017;  /* MAGIC */
-const bit<8>  BOLT_VERSION       = 4;       /* VERSION */
+const bit<8>  BOLT_VERSION       = 5;       /* VERSION */
 const bit<8>  MAX_LIST           = 16;      /* MAX_LIST */
 const bit<8>  MAX_PRIORITIES     = 8;       /* MAX_PRIORITIES */
 const bit<8>  DEFAULT_PRIORITIES = 4;       /* DEFAULT_PRIORITIES */
@@ -34,6 +34,7 @@ const bit<8> OP_STEAL_ACK   = 19;
 const bit<8> OP_STEAL_DONE  = 20;
 const bit<8> OP_PIN         = 21;   /* client to a host agent only */
 const bit<8> OP_GET_BUNDLE  = 22;   /* GET_TASK for up to `want` tasks: answered with one */
+const bit<8> OP_RECALL      = 23;   /* tier 2 -> an agent: give back prefetched tasks (never sent here) */
 
 const bit<8> SUBMIT_FLAGS       = 0x03;   /* FLAG_RESUBMIT | FLAG_EXACTLY_ONCE: SUBMIT only */
 const bit<8> GET_TASK_FLAGS     = 0x04;   /* FLAG_WAIT: GET_TASK and GET_BUNDLE only */

@@ -171,7 +171,7 @@ control BoltFrontPanel(inout headers_t hdr,
                        inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     /* SwitchStats.malformed, by DecodeError::index. */
     Counter<bit<64>, bit<4>>(DECODE_ERROR_KINDS, CounterType_t.PACKETS) malformed;
-    /* Valid messages that do not go to a switch, by op (ops run to OP_PIN = 21). */
+    /* Valid messages that do not go to a switch, by op (ops run to OP_RECALL = 23). */
     Counter<bit<64>, bit<5>>(32, CounterType_t.PACKETS) wrong_direction;
     /* Refused by the ACLs, by op. */
     Counter<bit<64>, bit<4>>(16, CounterType_t.PACKETS) acl_denied;

@@ -99,7 +99,7 @@ parser BoltIngressParser(packet_in pkt,
         transition select(hdr.bolt.op) {
             1 .. 9  : check_flags;
             10 .. 11: internal_op;
-            12 .. 22: check_flags;
+            12 .. 23: check_flags;
             default : unknown_op;
         }
     }
@@ -130,9 +130,8 @@ parser BoltIngressParser(packet_in pkt,
             (OP_REFILL_REQ, 0)       : check_header_bytes;
             (OP_REFILL, 0 .. 16)     : check_header_bytes;
             (OP_RETURN, 1 .. 16)     : check_header_bytes;
-            (OP_CLAIM, 0)            : check_header_bytes;
-            (OP_CLAIM_REPLY, 0)      : check_header_bytes;
-            (OP_HINT, 0)             : check_header_bytes;
+            (OP_CLAIM .. OP_HINT, 0) : check_header_bytes;   /* CLAIM, CLAIM_REPLY, HINT */
+            (OP_RECALL, 0)           : check_header_bytes;
             (OP_STEAL_GRANT, 0 .. 16): check_header_bytes;
             (OP_STEAL_PROBE .. OP_STEAL_DONE, 0) : check_header_bytes;
             default                  : bad_count;
@@ -150,9 +149,9 @@ parser BoltIngressParser(packet_in pkt,
 
     /* frame(): header prio is a priority on GET_TASK (check_priority), BEST (0 ..
      * MAX_PRIORITIES, BadPriority above) on the ops tier 2 sends towards the hosts
-     * (ASSIGN, NOOP, REFILL, HINT), and 0 on every other external op; header rsrc is free
-     * on GET_TASK, REFILL_REQ and STEAL_REQ (the thief's resources) and 0 elsewhere. Then
-     * the op's body. */
+     * (ASSIGN, NOOP, REFILL, HINT, RECALL), and 0 on every other external op; header rsrc
+     * is free on GET_TASK, REFILL_REQ, RECALL (the waiting executor's resources) and
+     * STEAL_REQ (the thief's resources) and 0 elsewhere. Then the op's body. */
     state check_header_bytes {
         transition select(hdr.bolt.op, hdr.bolt.prio, hdr.bolt.rsrc) {
             (OP_GET_TASK, 1 .. MAX_PRIORITIES, _)   : parse_requester;
@@ -166,9 +165,9 @@ parser BoltIngressParser(packet_in pkt,
             (OP_REFILL, 0 .. MAX_PRIORITIES, 0) : parse_refill_first;
             (OP_NOOP, 0 .. MAX_PRIORITIES, 0)   : parse_requester;
             (OP_HINT, 0 .. MAX_PRIORITIES, 0)   : accept;
+            (OP_RECALL, _, _)          : check_recall_best;
             (OP_COMPLETE, 0, 0)        : parse_completion;
-            (OP_CLAIM, 0, 0)           : parse_claim;
-            (OP_CLAIM_REPLY, 0, 0)     : parse_claim;
+            (OP_CLAIM .. OP_CLAIM_REPLY, 0, 0) : parse_claim;
             (OP_STEAL_REQ, 0, _)       : parse_steal;
             (OP_STEAL_PROBE .. OP_STEAL_DONE, 0, 0) : parse_steal;
             /* a BEST in range with a non-zero rsrc, or a prio where none belongs */
@@ -223,6 +222,15 @@ parser BoltIngressParser(packet_in pkt,
     }
 
     /* REFILL_REQ: want 1..255 and a zero pad. */
+    /* RECALL: BEST in the header's prio, then REFILL_REQ's body (node, want 1 .. 255, pad
+     * 0). In a state of its own: check_header_bytes's arms fill its 32 TCAM rows. */
+    state check_recall_best {
+        transition select(hdr.bolt.prio) {
+            0 .. MAX_PRIORITIES : parse_refill_request_first;
+            default             : bad_priority;
+        }
+    }
+
     state parse_refill_request_first {
         pkt.extract(hdr.refill_request);
         transition select(hdr.refill_request.want, hdr.refill_request.pad) {

@@ -68,6 +68,13 @@ enum Input {
     Hint {
         best: u8,
     },
+    Recall {
+        rsrc: u8,
+        node: u16,
+        want: u8,
+        pad: u8,
+        best: u8,
+    },
     Complete {
         ids: [u32; 3],
         status: u8,
@@ -219,6 +226,7 @@ fn allowed(input: &Input) -> bool {
         Input::GetBundle { prio, want, .. } => prio_ok(*prio) && (2..=16).contains(want),
         Input::Noop { best, .. } => best_ok(*best),
         Input::Hint { best } => best_ok(*best),
+        Input::Recall { want, pad, best, .. } => *want != 0 && *pad == 0 && best_ok(*best),
         Input::Complete { status, pad, pad2, .. } => *status <= 2 && *pad == 0 && *pad2 == [0, 0],
         Input::QueueFull { tasks, .. } => list_ok(tasks, 1, task_ok),
         Input::Pin { flags, tasks, .. } => flags & !0x0b == 0 && list_ok(tasks, 1, task_ok),
@@ -255,6 +263,9 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
         }
         Input::Noop { node, executor, seq, best } => encode_noop(buf, Requester::new(*node, *executor, *seq), *best),
         Input::Hint { best } => encode_hint(buf, *best),
+        Input::Recall { rsrc, node, want, pad, best } => {
+            encode_recall(buf, *rsrc, RefillRequest { pad: *pad, ..RefillRequest::new(*node, *want) }, *best)
+        }
         Input::Complete { ids, status, pad, node, executor, pad2, run_ns, start, output_len } => {
             let mut c = Completion { status: *status, pad: *pad, pad2: *pad2, ..Completion::default() };
             c.set_uid(ids[0]);

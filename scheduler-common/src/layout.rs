@@ -6,7 +6,7 @@ pub const DEFAULT_PORT: u16 = 7171;
 /// First two bytes of every Bolt message.
 pub const MAGIC: u16 = 0xB017;
 /// Protocol version carried in every header.
-pub const VERSION: u8 = 4;
+pub const VERSION: u8 = 5;
 /// The most entries one message may list, so P4 and XDP parse it without loops.
 pub const MAX_LIST: usize = 16;
 /// Priority levels the wire format can name (1 = highest). A switch runs 1..=this many.
@@ -56,10 +56,14 @@ pub enum Op {
     /// Executor → tier 1 / tier 2: GET_TASK asking for up to `want` tasks in one ASSIGN
     /// (version 4; body [`BundleRequest`]).
     GetBundle = 22,
+    /// Tier 2 → a host's agent: an executor waits at tier 2 with nothing to run; give
+    /// back up to `want` prefetched tasks that `rsrc` can run (version 5; body
+    /// [`RefillRequest`], header prio = BEST).
+    Recall = 23,
 }
 
 impl Op {
-    pub const ALL: [Op; 22] = [
+    pub const ALL: [Op; 23] = [
         Op::Submit,
         Op::GetTask,
         Op::Assign,
@@ -82,6 +86,7 @@ impl Op {
         Op::StealDone,
         Op::Pin,
         Op::GetBundle,
+        Op::Recall,
     ];
 
     pub const fn from_u8(v: u8) -> Option<Op> {
@@ -108,6 +113,7 @@ impl Op {
             20 => Some(Op::StealDone),
             21 => Some(Op::Pin),
             22 => Some(Op::GetBundle),
+            23 => Some(Op::Recall),
             _ => None,
         }
     }
@@ -136,6 +142,7 @@ impl Op {
             Op::StealDone => "STEAL_DONE",
             Op::Pin => "PIN",
             Op::GetBundle => "GET_BUNDLE",
+            Op::Recall => "RECALL",
         }
     }
 

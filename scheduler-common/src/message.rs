@@ -52,6 +52,13 @@ pub enum Message<'a> {
     Hint {
         best: u8,
     },
+    /// Tier 2 asks `req.node`'s agent for up to `req.want` prefetched tasks back, ones
+    /// `exec_rsrc` (the waiting executor's resources) covers.
+    Recall {
+        exec_rsrc: u8,
+        req: RefillRequest,
+        best: u8,
+    },
     StealProbe(StealBody),
     StealLoad(StealBody),
     /// `thief_rsrc` (header rsrc): the thief node's resources; the victim gives only tasks
@@ -98,6 +105,7 @@ impl Message<'_> {
             Message::Claim(_) => Op::Claim,
             Message::ClaimReply(_) => Op::ClaimReply,
             Message::Hint { .. } => Op::Hint,
+            Message::Recall { .. } => Op::Recall,
             Message::StealProbe(_) => Op::StealProbe,
             Message::StealLoad(_) => Op::StealLoad,
             Message::StealReq { .. } => Op::StealReq,
@@ -157,6 +165,7 @@ const fn shape(op: Op) -> Shape {
         Op::Repair => Shape { uses_prio: true, ..fixed_body(RepairState::LEN) },
         Op::Claim | Op::ClaimReply => fixed_body(Claim::LEN),
         Op::Hint => Shape { carries_best: true, ..fixed_body(0) },
+        Op::Recall => Shape { carries_best: true, uses_rsrc: true, ..fixed_body(RefillRequest::LEN) },
         Op::StealReq => Shape { uses_rsrc: true, ..fixed_body(StealBody::LEN) },
         Op::StealProbe | Op::StealLoad | Op::StealAck | Op::StealDone => fixed_body(StealBody::LEN),
         Op::StealGrant => list_body(StealBody::LEN, Entry::LEN, 0, list),
@@ -372,6 +381,13 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
             }
         }
         Op::Hint => Message::Hint { best: h.prio },
+        Op::Recall => {
+            let req = *view::<RefillRequest>(fixed).ok_or_else(bad)?;
+            if req.want == 0 || req.pad != 0 {
+                return Err(DecodeError::BadField);
+            }
+            Message::Recall { exec_rsrc: h.rsrc, req, best: h.prio }
+        }
         Op::StealGrant => {
             let steal = check_steal(op, view::<StealBody>(fixed).ok_or_else(bad)?)?;
             let entries = view_list::<Entry>(list, n).ok_or_else(bad)?;
@@ -539,6 +555,12 @@ pub fn encode_hint(buf: &mut [u8], best: u8) -> Result<usize, EncodeError> {
     put(buf, Header::new(Op::Hint, 0, best, 0, 0), &[], &[])
 }
 
+/// A RECALL: tier 2 asks `req.node`'s agent for up to `req.want` prefetched tasks back
+/// that `exec_rsrc` covers; `best` is tier 2's BEST stamp.
+pub fn encode_recall(buf: &mut [u8], exec_rsrc: u8, req: RefillRequest, best: u8) -> Result<usize, EncodeError> {
+    put(buf, Header::new(Op::Recall, 0, best, exec_rsrc, 0), as_bytes(&req), &[])
+}
+
 pub fn encode_complete(buf: &mut [u8], c: &Completion) -> Result<usize, EncodeError> {
     put(buf, Header::new(Op::Complete, 0, 0, 0, 0), as_bytes(c), &[])
 }
@@ -636,6 +658,7 @@ impl Message<'_> {
             Message::Claim(c) => encode_claim(buf, c),
             Message::ClaimReply(c) => encode_claim_reply(buf, c),
             Message::Hint { best } => encode_hint(buf, best),
+            Message::Recall { exec_rsrc, req, best } => encode_recall(buf, exec_rsrc, req, best),
             Message::StealGrant { steal, entries } => encode_steal_grant(buf, &steal, entries),
             Message::StealReq { steal, thief_rsrc } => encode_steal_req(buf, &steal, thief_rsrc),
             Message::StealProbe(b) | Message::StealLoad(b) | Message::StealAck(b) | Message::StealDone(b) => {
@@ -822,6 +845,27 @@ mod tests {
         let n = encode_noop(&mut buf, Requester::new(1, 2, 3), 0).unwrap();
         let noop = Message::Noop { to: Requester::new(1, 2, 3), best: 0 };
         assert_eq!(decode_packet(&buf[..n]), Ok(Packet::External(noop)));
+    }
+
+    #[test]
+    fn a_recall_round_trips_and_refuses_a_zero_want_a_pad_or_a_bad_best() {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let req = RefillRequest::new(7, 3);
+        let n = encode_recall(&mut buf, 0b101, req, 2).unwrap();
+        assert_eq!(n, Header::LEN + RefillRequest::LEN);
+        assert_eq!((buf[3], buf[5], buf[6]), (Op::Recall as u8, 2, 0b101));
+        assert_eq!(decode(&buf[..n]), Ok(Message::Recall { exec_rsrc: 0b101, req, best: 2 }));
+        let mut bytes = buf;
+        bytes[Header::LEN + 2] = 0;
+        assert_eq!(decode(&bytes[..n]), Err(DecodeError::BadField), "want 0");
+        let mut bytes = buf;
+        bytes[Header::LEN + 3] = 1;
+        assert_eq!(decode(&bytes[..n]), Err(DecodeError::BadField), "pad");
+        assert_eq!(
+            encode_recall(&mut buf, 0, req, MAX_PRIORITIES + 1),
+            Err(EncodeError::Invalid(DecodeError::BadPriority(MAX_PRIORITIES + 1)))
+        );
+        assert!(decode(&buf[..n - 1]).is_err(), "short");
     }
 
     #[test]

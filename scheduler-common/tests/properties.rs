@@ -321,6 +321,7 @@ fn count_edges_of_every_op() {
             Op::Claim => (vec![0; Claim::LEN], 0, 0),
             Op::ClaimReply => (layout::as_bytes(&Claim::default().answered(CLAIM_DENIED)).to_vec(), 0, 0),
             Op::Hint => (vec![], 1, 0),
+            Op::Recall => (layout::as_bytes(&RefillRequest::new(1, 1)).to_vec(), 1, 0b11),
             Op::StealProbe | Op::StealLoad | Op::StealAck | Op::StealGrant => (vec![0; StealBody::LEN], 0, 0),
             Op::StealReq => (layout::as_bytes(&StealBody::new(1, 2).with_want(3)).to_vec(), 0, 0),
             Op::StealDone => (layout::as_bytes(&StealBody::new(1, 2).with_verdict(STEAL_ABORT)).to_vec(), 0, 0),

@@ -186,6 +186,9 @@ fn fields_json(p: &Packet<'_>) -> Value {
             v
         }
         Packet::External(Message::Hint { best }) => json!({ "best": best }),
+        Packet::External(Message::Recall { exec_rsrc, req, best }) => {
+            json!({ "exec_rsrc": exec_rsrc, "node": req.node(), "want": req.want, "best": best })
+        }
         Packet::External(Message::Complete(c)) => json!({
             "uid": c.uid(), "jid": c.jid(), "tid": c.tid(), "status": c.status,
             "node": c.node(), "executor": c.executor(), "run_ns": c.run_ns(), "start_unix_ns": c.start_unix_ns(),
@@ -262,6 +265,11 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
         },
         "NOOP" => Owned::Noop { to: requester_from_json(v), best: u8f(v, "best") },
         "HINT" => Owned::Hint { best: u8f(v, "best") },
+        "RECALL" => Owned::Recall {
+            exec_rsrc: u8f(v, "exec_rsrc"),
+            req: RefillRequest::new(u16f(v, "node"), u8f(v, "want")),
+            best: u8f(v, "best"),
+        },
         "COMPLETE" => {
             let mut c = Completion { status: u8f(v, "status"), ..Completion::default() };
             c.set_uid(u32f(v, "uid"));
@@ -487,6 +495,8 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         ("pin_two_tasks", Owned::Pin { job: JobRef::new(42, 7), flags: 0, tasks: submit_tasks }),
         ("refill_req", Owned::RefillReq { node_rsrc: 0b0000_0011, req: RefillRequest::new(7, 16) }),
         ("refill_req_want_max", Owned::RefillReq { node_rsrc: 0, req: RefillRequest::new(7, 255) }),
+        ("recall", Owned::Recall { exec_rsrc: 0b0000_0011, req: RefillRequest::new(7, 1), best: 2 }),
+        ("recall_want_max_best_0", Owned::Recall { exec_rsrc: 0, req: RefillRequest::new(7, 255), best: 0 }),
         ("refill_empty", Owned::Refill { entries: vec![], best: 0 }),
         ("refill_two", Owned::Refill { entries: refill_entries(2), best: 0 }),
         ("refill_sixteen", Owned::Refill { entries: refill_entries(16), best: 0 }),
@@ -562,7 +572,8 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("version_1", ext, with("get_task", &[(2, 1)]), BadVersion(1)),
         ("version_2", ext, with("get_task", &[(2, 2)]), BadVersion(2)),
         ("version_3", ext, with("get_task", &[(2, 3)]), BadVersion(3)),
-        ("version_5", ext, with("get_task", &[(2, 5)]), BadVersion(5)),
+        ("version_4", ext, with("get_task", &[(2, 4)]), BadVersion(4)),
+        ("version_6", ext, with("get_task", &[(2, 6)]), BadVersion(6)),
         ("op_0", ext, with("noop", &[(3, 0)]), UnknownOp(0)),
         ("op_99", ext, with("noop", &[(3, 99)]), UnknownOp(99)),
         ("op_255", ext, with("noop", &[(3, 255)]), UnknownOp(255)),
@@ -630,6 +641,12 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("refill_req_want_0", ext, with("refill_req", &[(H + 2, 0)]), BadField),
         ("refill_req_pad_set", ext, with("refill_req", &[(H + 3, 1)]), BadField),
         ("refill_req_prio_set", ext, with("refill_req", &[(5, 1)]), BadField),
+        ("recall_want_0", ext, with("recall", &[(H + 2, 0)]), BadField),
+        ("recall_pad_set", ext, with("recall", &[(H + 3, 1)]), BadField),
+        ("recall_best_9", ext, with("recall", &[(5, 9)]), BadPriority(9)),
+        ("recall_flags_set", ext, with("recall", &[(7, 4)]), UnknownFlags(4)),
+        ("recall_cut_short", ext, cut("recall", 11), Truncated),
+        ("recall_trailing_byte", ext, grow("recall", 1), BadLength { expected: 12, actual: 13 }),
         ("assign_best_9", ext, with("assign", &[(5, 9)]), BadPriority(9)),
         ("noop_best_255", ext, with("noop", &[(5, 255)]), BadPriority(255)),
         ("refill_best_9", ext, with("refill_two", &[(5, 9)]), BadPriority(9)),
@@ -1150,18 +1167,18 @@ fn data_frame_vectors() {
         assert_eq!(e.name(), strf(v, "error"), "{}", strf(v, "name"));
         seen.insert(e.name());
     }
-    // Hand-assembled from docs/protocol.md: header magic b017, version 04, kind, body_len.
+    // Hand-assembled from docs/protocol.md: header magic b017, version 05, kind, body_len.
     let find =
         |name: &str| arr(d, "valid").iter().find(|v| strf(v, "name") == name).map(|v| strf(v, "hex").to_string());
-    let get = concat!("b017", "04", "02", "0000000c", "0b", "7532612f6a372f696e2d30");
+    let get = concat!("b017", "05", "02", "0000000c", "0b", "7532612f6a372f696e2d30");
     assert_eq!(find("get").as_deref(), Some(get));
-    let result_ack = concat!("b017", "04", "0b", "00000008", "0000000000000009");
+    let result_ack = concat!("b017", "05", "0b", "00000008", "0000000000000009");
     assert_eq!(find("result_ack").as_deref(), Some(result_ack));
     // RESULT: spec_id, status, flags (01: output ref follows), text len + text, ref (node,
     // store ip, store port, size, name len, name), inline len, inline bytes.
     let result = concat!(
         "b017",
-        "04",
+        "05",
         "0a",
         "00000032",
         "0000000000000009",
@@ -1192,32 +1209,32 @@ fn hand_assembled_bytes_match_the_vectors() {
             .map(|v| strf(v, "hex").to_string())
             .unwrap_or_else(|| panic!("no vector {name}"))
     };
-    // Header: magic b017, version 04, op, count, prio, rsrc, flags.
-    let get_task = concat!("b017", "04", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
+    // Header: magic b017, version 05, op, count, prio, rsrc, flags.
+    let get_task = concat!("b017", "05", "02", "00", "01", "03", "00", "0007", "0003", "00000102");
     assert_eq!(find("get_task"), get_task);
-    let noop = concat!("b017", "04", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
+    let noop = concat!("b017", "05", "04", "00", "00", "00", "00", "0007", "0003", "00000102");
     assert_eq!(find("noop"), noop);
     // ENTRY: uid, jid, TASK (tid, prio, rsrc, class, flags, desc), client ip, port, pad.
     let sleep_250 = concat!("01", "000000", "000000fa", "0000000000000000");
     let entry =
         ["0000002a", "00000007", "000003e9", "02", "03", "03", "00", sleep_250, "cb007105", "238c", "0000"].concat();
-    assert_eq!(find("assign"), ["b017", "04", "03", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("return_one"), ["b017", "04", "09", "01", "00", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("refill_empty"), "b017040800000000");
+    assert_eq!(find("assign"), ["b017", "05", "03", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("return_one"), ["b017", "05", "09", "01", "00", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("refill_empty"), "b017050800000000");
     // A gang job's tasks: flags 03 (EXACTLY_ONCE | GANG).
     let gang_task = |tid: &str| ["0000", tid, "01", "00", "00", "03", sleep_250].concat();
     let gang =
-        ["b017", "04", "01", "02", "00", "00", "00", "0000002a", "00000008", &gang_task("044d"), &gang_task("044e")];
+        ["b017", "05", "01", "02", "00", "00", "00", "0000002a", "00000008", &gang_task("044d"), &gang_task("044e")];
     assert_eq!(find("submit_gang_of_two"), gang.concat());
     // BEST in header prio of what tier 2 sends; WAIT (04) in GET_TASK's flags.
-    assert_eq!(find("hint_best_1"), "b017040e00010000");
-    assert_eq!(find("assign_from_tier2_best_1"), ["b017", "04", "03", "01", "01", "00", "00", entry.as_str()].concat());
-    assert_eq!(find("get_task_wait"), concat!("b017", "04", "02", "00", "02", "01", "04", "0007", "0004", "00000009"));
+    assert_eq!(find("hint_best_1"), "b017050e00010000");
+    assert_eq!(find("assign_from_tier2_best_1"), ["b017", "05", "03", "01", "01", "00", "00", entry.as_str()].concat());
+    assert_eq!(find("get_task_wait"), concat!("b017", "05", "02", "00", "02", "01", "04", "0007", "0004", "00000009"));
     // COMPLETE: uid, jid, tid, status, pad, node, executor, pad2, run_ns, start_unix_ns,
     // output_len.
     let complete = concat!(
         "b017",
-        "04",
+        "05",
         "05",
         "00",
         "00",
@@ -1236,24 +1253,28 @@ fn hand_assembled_bytes_match_the_vectors() {
         "0000000000001000"
     );
     assert_eq!(find("complete_ok"), complete);
-    let refill_req = concat!("b017", "04", "07", "00", "00", "03", "00", "0007", "10", "00");
+    let refill_req = concat!("b017", "05", "07", "00", "00", "03", "00", "0007", "10", "00");
     assert_eq!(find("refill_req"), refill_req);
-    let repair = concat!("b017", "04", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
+    // RECALL (op 23 = 0x17): BEST in prio, the waiting executor's resources in rsrc, then
+    // REFILL_REQ's body (node, want, pad).
+    let recall = concat!("b017", "05", "17", "00", "02", "03", "00", "0007", "01", "00");
+    assert_eq!(find("recall"), recall);
+    let repair = concat!("b017", "05", "0b", "00", "04", "00", "00", "01", "000000", "00020003");
     assert_eq!(find("repair_retrieve_ptr"), repair);
-    let swap = ["b017", "04", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
+    let swap = ["b017", "05", "0a", "00", "02", "03", "00", "00000012", "00000011", entry.as_str()].concat();
     assert_eq!(find("swap"), swap);
     // PIN (op 21 = 0x15): SUBMIT's body; MOVABLE (08) and EXACTLY_ONCE (02) in its flags.
     let sleep_task = ["000003e9", "02", "03", "03", "00", sleep_250].concat();
-    let pin = ["b017", "04", "15", "01", "00", "00", "0a", "0000002a", "00000007", sleep_task.as_str()].concat();
+    let pin = ["b017", "05", "15", "01", "00", "00", "0a", "0000002a", "00000007", sleep_task.as_str()].concat();
     assert_eq!(find("pin_movable_exactly_once"), pin);
     // GET_BUNDLE (op 22 = 0x16): GET_TASK's header, the Requester, want, three zero bytes.
-    let get_bundle = concat!("b017", "04", "16", "00", "01", "03", "00", "0007", "0003", "00000103", "0a", "000000");
+    let get_bundle = concat!("b017", "05", "16", "00", "01", "03", "00", "0007", "0003", "00000103", "0a", "000000");
     assert_eq!(find("get_bundle"), get_bundle);
-    let bundle_wait = concat!("b017", "04", "16", "00", "02", "00", "04", "0007", "0004", "0000000a", "02", "000000");
+    let bundle_wait = concat!("b017", "05", "16", "00", "02", "00", "04", "0007", "0004", "0000000a", "02", "000000");
     assert_eq!(find("get_bundle_wait_want_2"), bundle_wait);
     // A bundle's ASSIGN: count 2, BEST 2, two ENTRYs back to back in the order to run.
     let bundle = find("assign_bundle_of_two_best_2");
-    assert_eq!(&bundle[..16], "b017040302020000");
+    assert_eq!(&bundle[..16], "b017050302020000");
     assert_eq!(bundle.len(), 2 * (8 + 2 * Entry::LEN));
     assert_eq!(find("refill_two")[16..], bundle[16..], "the same two entries as refill_two");
 }

@@ -13,10 +13,10 @@ use std::path::PathBuf;
 
 use scheduler_common::{
     decode, decode_packet, encode_assign, encode_assign_list, encode_claim, encode_claim_reply, encode_complete,
-    encode_get_bundle, encode_get_task, encode_hint, encode_noop, encode_pin, encode_queue_full, encode_refill,
-    encode_refill_req, encode_repair, encode_return, encode_steal, encode_steal_grant, encode_submit, message_len,
-    BundleRequest, Claim, Completion, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState, Requester,
-    StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_MOVABLE,
+    encode_get_bundle, encode_get_task, encode_hint, encode_noop, encode_pin, encode_queue_full, encode_recall,
+    encode_refill, encode_refill_req, encode_repair, encode_return, encode_steal, encode_steal_grant, encode_submit,
+    message_len, BundleRequest, Claim, Completion, DecodeError, Entry, Header, JobRef, Op, RefillRequest, RepairState,
+    Requester, StealBody, SwapState, Task, CLAIM_DENIED, CLAIM_GRANTED, DEFAULT_PORT, DEFAULT_PRIORITIES, FLAG_MOVABLE,
     FLAG_RESUBMIT, GET_TASK_FLAGS, KNOWN_TASK_FLAGS, MAGIC, MAX_BUNDLE, MAX_LIST, MAX_MESSAGE_LEN, MAX_PRIORITIES,
     MIN_BUNDLE, PIN_FLAGS, REPAIR_ADD_PTR, REPAIR_RETRIEVE_PTR, STATUS_FAILED, STEAL_ABORT, SUBMIT_FLAGS,
     TASK_FLAG_EXACTLY_ONCE, VERSION,
@@ -503,7 +503,7 @@ fn accepted_counts(op: Op) -> BTreeSet<u8> {
                 }
                 Op::Assign | Op::Refill | Op::Return => (0..count as usize).for_each(|i| body[i * Entry::LEN + 12] = 1),
                 Op::StealGrant => (0..count as usize).for_each(|i| body[StealBody::LEN + i * Entry::LEN + 12] = 1),
-                Op::RefillReq | Op::StealReq => body[2] = 1,
+                Op::RefillReq | Op::StealReq | Op::Recall => body[2] = 1,
                 Op::StealDone => body[3] = 1,
                 Op::GetBundle => body[Requester::LEN] = MIN_BUNDLE,
                 Op::ClaimReply => body[16] = CLAIM_GRANTED,
@@ -843,6 +843,8 @@ fn valid_messages() -> Vec<(Op, Vec<u8>)> {
     put(Op::Refill, &|b| encode_refill(b, &entries, 1).unwrap());
     put(Op::Hint, &|b| encode_hint(b, 0).unwrap());
     put(Op::Hint, &|b| encode_hint(b, 3).unwrap());
+    put(Op::Recall, &|b| encode_recall(b, 0b101, RefillRequest::new(4, 1), 2).unwrap());
+    put(Op::Recall, &|b| encode_recall(b, 0, RefillRequest::new(1, 255), 0).unwrap());
     put(Op::Return, &|b| encode_return(b, &entries).unwrap());
     let claim = Claim::of(&entries[1], 4, 2);
     put(Op::Claim, &|b| encode_claim(b, &claim).unwrap());

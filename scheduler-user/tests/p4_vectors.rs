@@ -119,7 +119,7 @@ fn as_output(a: &Answer) -> (Output, Option<u8>) {
         Answer::Noop { to, who, best } => (Output::Noop { to: *to, who: *who }, Some(*best)),
         Answer::QueueFull { to, job, tasks } => (Output::QueueFull { to: *to, job: *job, tasks: tasks.to_vec() }, None),
         Answer::Refill { to, entries, best } => (Output::Refill { to: *to, entries: entries.to_vec() }, Some(*best)),
-        Answer::Hint { .. } => unreachable!("HINTs are left out before"),
+        Answer::Hint { .. } | Answer::Recall { .. } => unreachable!("HINTs and RECALLs are left out before"),
     }
 }
 
@@ -222,7 +222,7 @@ impl Model {
         let mut answers = Vec::new();
         t2.handle(&msg, src, std::time::Instant::now(), &mut answers).unwrap();
         let (outputs, best): (Vec<Output>, Vec<Option<u8>>) =
-            answers.iter().filter(|a| !matches!(a, Answer::Hint { .. })).map(as_output).unzip();
+            answers.iter().filter(|a| !matches!(a, Answer::Hint { .. } | Answer::Recall { .. })).map(as_output).unzip();
         assert_eq!(outputs, out.0, "tier 2 and the model disagree on outputs");
         Step { outputs, best }
     }

@@ -56,6 +56,11 @@ pub enum Owned {
     Hint {
         best: u8,
     },
+    Recall {
+        exec_rsrc: u8,
+        req: RefillRequest,
+        best: u8,
+    },
     /// A STEAL_* message without entries (PROBE, LOAD, REQ, ACK, DONE).
     Steal(Op, StealBody),
     StealGrant(StealBody, Vec<Entry>),
@@ -97,6 +102,7 @@ impl Owned {
             Owned::Claim(c) => Message::Claim(c),
             Owned::ClaimReply(c) => Message::ClaimReply(c),
             Owned::Hint { best } => Message::Hint { best: *best },
+            Owned::Recall { exec_rsrc, req, best } => Message::Recall { exec_rsrc: *exec_rsrc, req: *req, best: *best },
             Owned::Steal(op, b) => match op {
                 Op::StealProbe => Message::StealProbe(*b),
                 Op::StealLoad => Message::StealLoad(*b),

@@ -23,6 +23,7 @@ pub mod hint;
 pub mod pin;
 pub mod policy;
 pub mod proxy;
+mod recall;
 pub mod refill;
 pub mod returns;
 pub mod rings;
@@ -201,6 +202,11 @@ pub struct AgentStats {
     /// RETURNed to tier 2 for it ([`policy::hint`]).
     pub hint_reactions: u64,
     pub hint_returned: u64,
+    /// RECALLs from tier 2 (an executor waits there; give back a prefetched task), those
+    /// naming another node (ignored), and the tasks RETURNed for them.
+    pub recalls: u64,
+    pub recall_other_node: u64,
+    pub recalled: u64,
     /// Tasks this host's executors got from the XDP program, and from tier 2 directly
     /// (ASSIGNs passing through the host or relayed by the agent), since the agent
     /// started.
@@ -752,6 +758,10 @@ impl Agent {
                 Ok(Message::Hint { best }) if from.ip() == self.cfg.switch.ip() => {
                     self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
                 }
+                Ok(Message::Recall { exec_rsrc, req, best }) if from.ip() == self.cfg.switch.ip() => {
+                    self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
+                    self.on_recall(exec_rsrc, req);
+                }
                 Ok(Message::GetTask { rtrv_prio, .. } | Message::GetBundle { rtrv_prio, .. })
                     if self.tier2_holds_better(rtrv_prio) =>
                 {
@@ -1058,6 +1068,54 @@ mod tests {
         let mut tids: Vec<u32> = entries.iter().map(|e| e.task.tid()).collect();
         tids.sort();
         assert_eq!(tids, [2, 3, 4]);
+    }
+
+    /// Sends a RECALL from the switch's socket to the agent and lets the agent read it.
+    fn deliver(agent: &mut Agent, switch: &UdpSocket, bytes: &[u8]) {
+        switch.send_to(bytes, agent.cfg.listen).expect("send to the agent");
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let before = agent.stats.recalls;
+        while agent.stats.recalls == before && Instant::now() < deadline {
+            agent.receive();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn a_recall_returns_ring_heads_the_waiting_executor_can_run_within_the_return_credit() {
+        let (mut agent, switch) = agent_with_memory_rings();
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        // Tier 2 REFILLed three tasks: one needing resource 0b10 at level 1, two at level
+        // 2 (pushed as the REFILL path pushes them, and counted as REFILLed: the credit).
+        let mut gpu = entry(1, 1);
+        gpu.task.rsrc = 0b10;
+        let mut unplaced = Vec::new();
+        for e in [gpu, entry(2, 2), entry(3, 2)] {
+            agent.tier1.rings.push_or_hand_back(&e, &mut unplaced, &mut agent.stats.ring_errors);
+        }
+        agent.socket_refills.tasks += 3;
+        assert_eq!(agent.tier1.rings.total(), 3);
+        // A RECALL for another node is ignored.
+        let n = scheduler_common::encode_recall(&mut buf, 0b01, RefillRequest::new(9, 1), 1).unwrap();
+        deliver(&mut agent, &switch, &buf[..n]);
+        assert_eq!((agent.stats.recalls, agent.stats.recall_other_node, agent.stats.recalled), (1, 1, 0));
+        // An executor offering 0b01 waits at tier 2: two tasks asked back; the level-1
+        // head needs 0b10 and stays, the level-2 heads go, oldest first.
+        let n = scheduler_common::encode_recall(&mut buf, 0b01, RefillRequest::new(1, 2), 0).unwrap();
+        deliver(&mut agent, &switch, &buf[..n]);
+        assert_eq!((agent.stats.recalls, agent.stats.recalled), (2, 2));
+        assert_eq!(agent.tier1.rings.occupancy()[..2], [1, 0], "the task the executor cannot run stays");
+        let n = switch.recv(&mut buf).expect("a RETURN at the switch");
+        let Ok(Message::Return(entries)) = decode(&buf[..n]) else { panic!("not a RETURN") };
+        assert_eq!(entries.iter().map(|e| e.task.tid()).collect::<Vec<_>>(), [2, 3]);
+        // The credit is what tier 2 REFILLed less what went back: one task left.
+        let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 4), 0).unwrap();
+        deliver(&mut agent, &switch, &buf[..n]);
+        assert_eq!(agent.stats.recalled, 3);
+        assert_eq!(agent.tier1.rings.total(), 0);
+        let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 4), 0).unwrap();
+        deliver(&mut agent, &switch, &buf[..n]);
+        assert_eq!((agent.stats.recalls, agent.stats.recalled), (4, 3), "nothing left to give");
     }
 
     #[test]

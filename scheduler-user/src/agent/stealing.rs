@@ -70,7 +70,7 @@ impl Agent {
     /// What tier 2 would take back from this node in RETURNs: the tasks its REFILLs brought
     /// less those it RETURNed (tier 2 keeps the same count per agent address; see
     /// `switch::credit`). An estimate: it leaves out a credit slot another agent took over.
-    fn return_credit(&self) -> u64 {
+    pub(super) fn return_credit(&self) -> u64 {
         let refilled = self.progress().map_or(0, |p| p.tasks);
         refilled.saturating_sub(self.returner.tasks)
     }

@@ -68,6 +68,11 @@ pub enum Event {
         host: u32,
         best: u8,
     },
+    /// A RECALL reaches a host: tier 2 asks for up to `want` prefetched tasks back.
+    Recall {
+        host: u32,
+        want: u8,
+    },
     Steal {
         to: u32,
         slot: u32,
@@ -349,6 +354,7 @@ impl<'a> World<'a> {
                 let now = self.q.now();
                 self.stamp_best(host, now, best);
             }
+            Event::Recall { host, want } => self.recall_arrives(host, want),
             Event::Steal { to, slot } => self.steal_arrives(to, slot),
             Event::Tasks { host, slot } => {
                 let entries = self.batches.take(slot);
@@ -552,6 +558,11 @@ impl<'a> World<'a> {
                 let arrives = at + self.topo.host_switch(frame_bytes(0));
                 self.q.at(arrives, Event::Hint { host, best });
             }
+            (Answer::Recall { req, best, .. }, Endpoint::Host(host)) => {
+                let arrives = at + self.topo.host_switch(frame_bytes(0));
+                self.stamp_best(host, arrives, best);
+                self.q.at(arrives, Event::Recall { host, want: req.want });
+            }
             _ => {}
         }
     }
@@ -732,6 +743,27 @@ impl<'a> World<'a> {
         }
     }
 
+    /// The agent's answer to a RECALL: up to `want` ring heads, highest level first, as
+    /// `Rings::take_heads_for` takes them, RETURNed to tier 2 (the simulated tasks need
+    /// no resources, so every head fits).
+    fn recall_arrives(&mut self, h: u32, want: u8) {
+        let host = &mut self.hosts[h as usize];
+        let mut back: Vec<Entry> = Vec::with_capacity(want as usize);
+        for ring in host.rings.iter_mut() {
+            while back.len() < want as usize {
+                let Some(e) = ring.pop_front() else { break };
+                back.push(e);
+            }
+        }
+        if back.is_empty() {
+            return;
+        }
+        host.recalled += back.len() as u64;
+        let entries = back.iter().map(Entry::unstamped).collect();
+        let slot = self.inbound.put(Inbound::Return { host: h, entries });
+        self.q.after(self.topo.host_switch(frame_bytes(back.len())), Event::ToSwitch { slot });
+    }
+
     fn wake_at(&mut self, h: u32, deadline: Option<Instant>) {
         let Some(t) = deadline else { return };
         let at = t.saturating_duration_since(self.base).as_nanos() as Nanos;
@@ -897,6 +929,7 @@ impl<'a> World<'a> {
                     t.bypasses += h.bypasses;
                     t.misses += h.misses;
                     t.hint_returned += h.hint_returned;
+                    t.recalled += h.recalled;
                     t.lease_returned += h.lease_returned;
                     t.refill_reqs += h.refill_reqs;
                     t

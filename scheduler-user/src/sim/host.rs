@@ -36,6 +36,8 @@ pub struct Host {
     pub hint_reaction: HintReaction,
     /// Tasks RETURNed by the hint reaction.
     pub hint_returned: u64,
+    /// Tasks RETURNed in answer to tier 2's RECALLs.
+    pub recalled: u64,
     pub lease: LeaseKeeper,
     /// Tasks RETURNed because their lease expired in a ring.
     pub lease_returned: u64,
@@ -61,6 +63,7 @@ impl Host {
             refill_reqs: 0,
             hint_reaction: HintReaction::new(DEFAULT_PERSIST),
             hint_returned: 0,
+            recalled: 0,
             lease: LeaseKeeper::new(DEFAULT_LEASE_MS),
             lease_returned: 0,
             stealer: None,

@@ -101,6 +101,9 @@ pub struct Tier1Report {
     /// Tasks RETURNed by the hint reaction and by lease expiry.
     pub hint_returned: u64,
     pub lease_returned: u64,
+    /// Tasks RETURNed in answer to tier 2's RECALLs.
+    #[serde(default)]
+    pub recalled: u64,
     /// REFILL_REQs sent.
     pub refill_reqs: u64,
 }

@@ -129,6 +129,9 @@ pub struct TofinoStats {
     pub empty_refills: u64,
     pub queue_fulls: u64,
     pub hints: u64,
+    /// RECALLs sent (switch/recall.rs).
+    #[serde(default)]
+    pub recalls: u64,
     /// Messages tier 2 does not take (none: the simulator sends only ones it takes).
     pub not_for_switch: u64,
 }
@@ -263,6 +266,7 @@ impl Tofino {
                     Answer::QueueFull { .. } => self.stats.queue_fulls += 1,
                     Answer::Hint { .. } if !self.p.hints => continue,
                     Answer::Hint { .. } => self.stats.hints += 1,
+                    Answer::Recall { .. } => self.stats.recalls += 1,
                 }
                 out.push((leaves, a));
             }

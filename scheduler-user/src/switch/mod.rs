@@ -8,6 +8,7 @@ mod credit;
 mod levels;
 mod metrics;
 mod park;
+mod recall;
 mod server;
 mod tier2;
 

@@ -16,12 +16,13 @@ use std::time::{Duration, Instant};
 
 use arrayvec::ArrayVec;
 use scheduler_common::{
-    encode_assign, encode_assign_list, encode_hint, encode_noop, encode_queue_full, encode_refill, EncodeError, Entry,
-    JobRef, Message, Requester, Task, MAX_LIST,
+    encode_assign, encode_assign_list, encode_hint, encode_noop, encode_queue_full, encode_recall, encode_refill,
+    EncodeError, Entry, JobRef, Message, RefillRequest, Requester, Task, MAX_LIST,
 };
 
 use super::levels::Levels;
 use super::park::{Group, ParkStats, ParkTable, Parked, Wanted};
+use super::recall::Recalls;
 use crate::queue::{NotForSwitch, Scheduler, Sink};
 
 /// One datagram the switch sends. Kept inline (lists up to 16 entries) in a reused Vec:
@@ -59,6 +60,14 @@ pub enum Answer {
         to: SocketAddrV4,
         best: u8,
     },
+    /// To a host's agent: give back up to `req.want` prefetched tasks `exec_rsrc` covers
+    /// (an executor with those resources waits here; switch/recall.rs).
+    Recall {
+        to: SocketAddrV4,
+        exec_rsrc: u8,
+        req: RefillRequest,
+        best: u8,
+    },
 }
 
 impl Answer {
@@ -69,7 +78,8 @@ impl Answer {
             | Answer::Noop { to, .. }
             | Answer::QueueFull { to, .. }
             | Answer::Refill { to, .. }
-            | Answer::Hint { to, .. } => *to,
+            | Answer::Hint { to, .. }
+            | Answer::Recall { to, .. } => *to,
         }
     }
 
@@ -81,6 +91,7 @@ impl Answer {
             Answer::QueueFull { job, tasks, .. } => encode_queue_full(buf, *job, tasks),
             Answer::Refill { entries, best, .. } => encode_refill(buf, entries, *best),
             Answer::Hint { best, .. } => encode_hint(buf, *best),
+            Answer::Recall { exec_rsrc, req, best, .. } => encode_recall(buf, *exec_rsrc, *req, *best),
         }
     }
 
@@ -89,7 +100,8 @@ impl Answer {
             Answer::Assign { best, .. }
             | Answer::Bundle { best, .. }
             | Answer::Noop { best, .. }
-            | Answer::Refill { best, .. } => *best = b,
+            | Answer::Refill { best, .. }
+            | Answer::Recall { best, .. } => *best = b,
             Answer::QueueFull { .. } | Answer::Hint { .. } => {}
         }
     }
@@ -169,6 +181,8 @@ pub struct HintStats {
     /// Hosts known for HINT: every node that sent a REFILL_REQ, until a HINT finds its
     /// last one older than the registration time.
     pub registered_hosts: u64,
+    /// RECALLs sent: a parked executor asked a recently refilled host for a task back.
+    pub recalls_sent: u64,
 }
 
 /// A GET_TASK with WAIT from a node that tier 2 sent a REFILL with tasks within this time
@@ -199,6 +213,7 @@ pub struct Tier2 {
     /// The pipeline's outputs of the run in progress (reused: no allocation once warm).
     collected: Vec<Answer>,
     hints: HintStats,
+    recalls: Recalls,
 }
 
 impl Tier2 {
@@ -214,6 +229,7 @@ impl Tier2 {
             refilled: HashMap::new(),
             collected: Vec::with_capacity(MAX_LIST + 2),
             hints: HintStats::default(),
+            recalls: Recalls::default(),
         }
     }
 
@@ -231,7 +247,12 @@ impl Tier2 {
     }
 
     pub fn hint_stats(&self) -> HintStats {
-        HintStats { best: self.best(), registered_hosts: self.hosts.len() as u64, ..self.hints.clone() }
+        HintStats {
+            best: self.best(),
+            registered_hosts: self.hosts.len() as u64,
+            recalls_sent: self.recalls.sent,
+            ..self.hints.clone()
+        }
     }
 
     /// When the earliest parked request expires.
@@ -265,8 +286,12 @@ impl Tier2 {
                 if let Some(old) = self.park.take_same(src, &wanted) {
                     out.push(self.empty_for(&old));
                 }
-                if wait && self.found_nothing_in_empty_levels(first) && !self.take_grace(from.node(), now) {
-                    self.try_park(src, wanted, now, out);
+                if wait
+                    && self.found_nothing_in_empty_levels(first)
+                    && !self.take_grace(from.node(), now)
+                    && self.try_park(src, wanted, now, out)
+                {
+                    self.recall_for(from.node(), exec_rsrc, now, out);
                 }
                 self.stamp_into(&wanted, out);
             }
@@ -314,6 +339,7 @@ impl Tier2 {
             .sum();
         if tasks > 0 {
             self.refilled.insert(node, (now, tasks as u32));
+            self.recalls.refilled(node, tasks as u32, now);
         }
     }
 
@@ -397,13 +423,23 @@ impl Tier2 {
 
     /// Parks the request whose empty answer is in `collected` (dropping that answer),
     /// unless the table is full: then the empty answer goes out as it is.
-    fn try_park(&mut self, src: SocketAddrV4, wanted: Wanted, now: Instant, out: &mut Vec<Answer>) {
-        if let Ok(replaced) = self.park.park(src, wanted, now) {
-            self.collected.retain(|a| !is_empty_answer_to(a, src));
-            if let Some(old) = replaced {
-                out.push(self.empty_for(&old));
-            }
+    /// True if it parked.
+    fn try_park(&mut self, src: SocketAddrV4, wanted: Wanted, now: Instant, out: &mut Vec<Answer>) -> bool {
+        let Ok(replaced) = self.park.park(src, wanted, now) else { return false };
+        self.collected.retain(|a| !is_empty_answer_to(a, src));
+        if let Some(old) = replaced {
+            out.push(self.empty_for(&old));
         }
+        true
+    }
+
+    /// An executor of `node` offering `exec_rsrc` parked: asks a host refilled a moment
+    /// ago for one task back (switch/recall.rs), if there is one whose agent is known.
+    fn recall_for(&mut self, node: u16, exec_rsrc: u8, now: Instant, out: &mut Vec<Answer>) {
+        let hosts = &self.hosts;
+        let Some(host) = self.recalls.recall_for(node, now, |n| hosts.contains_key(&n)) else { return };
+        let Some(&(to, _)) = self.hosts.get(&host) else { return };
+        out.push(Answer::Recall { to, exec_rsrc, req: RefillRequest::new(host, 1), best: self.levels.best() });
     }
 
     /// Moves the collected answers to `wanted`'s retrieval to `out`, stamped with BEST
@@ -836,8 +872,45 @@ mod tests {
             &mut out,
         )
         .unwrap();
-        assert_eq!(out, vec![]);
+        // It parks, and node 1, sent that task a moment ago, is asked for it back.
+        let recall = Answer::Recall { to: agent, exec_rsrc: 0, req: RefillRequest::new(1, 1), best: 0 };
+        assert_eq!(out, vec![recall]);
         assert_eq!(t2.park_stats().parked, 2);
+    }
+
+    #[test]
+    fn an_executor_parking_recalls_a_task_another_host_was_just_sent_and_gets_it_back() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        let agent = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 7171);
+        submit(&mut t2, &[task(1, 2, 0), task(2, 2, 0)], t0);
+        let out = refill_req(&mut t2, 1, agent, t0 + MS);
+        let Some(Answer::Refill { entries, .. }) = out.first() else { panic!("no REFILL: {out:?}") };
+        assert_eq!(entries.len(), 2);
+        // An executor of node 2 finds nothing anywhere and parks: node 1 is asked for one
+        // task back, for that executor's resources.
+        let idle = Requester::new(2, 9, 1);
+        let mut out = Vec::new();
+        let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0b1, from: idle, wait: true };
+        t2.handle(&msg, exec(9), t0 + 2 * MS, &mut out).unwrap();
+        let recall = Answer::Recall { to: agent, exec_rsrc: 0b1, req: RefillRequest::new(1, 1), best: 0 };
+        assert_eq!(out, vec![recall]);
+        assert_eq!(t2.hint_stats().recalls_sent, 1);
+        // Node 1's agent RETURNs it: the parked executor gets it at once.
+        let back = [entries[entries.len() - 1]];
+        let mut out = Vec::new();
+        t2.handle(&Message::Return(&back), agent, t0 + 3 * MS, &mut out).unwrap();
+        assert_eq!(assigned(&out), vec![(exec(9), back[0].task.tid(), 0)]);
+        // A second idle executor: one more task to recall from that REFILL, then none.
+        let mut out = Vec::new();
+        let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0, from: Requester::new(2, 10, 1), wait: true };
+        t2.handle(&msg, exec(10), t0 + 4 * MS, &mut out).unwrap();
+        assert_eq!(out.len(), 1, "{out:?}");
+        let mut out = Vec::new();
+        let msg = Message::GetTask { rtrv_prio: 1, exec_rsrc: 0, from: Requester::new(2, 11, 1), wait: true };
+        t2.handle(&msg, exec(11), t0 + 4 * MS, &mut out).unwrap();
+        assert_eq!(out, vec![], "both tasks of that REFILL were recalled once each");
+        assert_eq!(t2.hint_stats().recalls_sent, 2);
     }
 
     #[test]
