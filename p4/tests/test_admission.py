@@ -13,7 +13,7 @@ from bfruntime_client_base_tests import BfRuntimeTest
 from test_vectors import ScenarioReplay, SWITCH_IP, SWITCH_MAC, SWITCH_PORT, host_mac
 
 MAGIC = 0xB017
-VERSION = 4  # scheduler-common VERSION: any other version is refused before these checks
+VERSION = 5  # scheduler-common VERSION: any other version is refused before these checks
 OP_SUBMIT, OP_GET_TASK, OP_SWAP, OP_REPAIR = 1, 2, 10, 11
 DE_BAD_MAGIC, DE_INTERNAL_OP, DE_BAD_LENGTH, DE_BAD_PRIORITY = 1, 4, 7, 8
 STRANGER = "10.0.9.9"
