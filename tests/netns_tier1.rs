@@ -5,7 +5,9 @@
 //! - tasks complete through XDP hits, and every task run came from exactly one tier;
 //! - an agent killed with SIGKILL and restarted loses no queued task;
 //! - a drain RETURNs every ring entry to tier 2, which then serves them;
-//! - executors in two namespaces hammering one node's ring never get a task twice.
+//! - executors in two namespaces hammering one node's ring never get a task twice;
+//! - a task prefetched to one host is recalled for another host's executor waiting at
+//!   tier 2, and nothing is lost or run twice.
 //!
 //! Needs root (namespaces, XDP, bpffs): skipped without, failed without under CI=true.
 //! Every namespace, link and pin is named per test and removed by guards, also when a
@@ -24,7 +26,7 @@ use scheduler_user::{
     client::Summary,
     executor::{self, ExecutorConfig, ExecutorPool},
     netns,
-    switch::{SwitchHandle, SwitchStats},
+    switch::{self, SwitchConfig, SwitchHandle, SwitchStats, WaitConfig},
     testbed::{services::agent_args, Layout, Testbed, WorkerHost},
     xdp::{CounterSnapshot, PinDir, XdpMaps},
 };
@@ -420,4 +422,65 @@ fn an_interface_xdp_cannot_use_means_userspace_or_a_clean_error() {
     assert!(pins.path().exists() && !pins.is_attached());
     agent.stop(StopMode::Drain).unwrap();
     assert!(!pins.path().exists());
+}
+
+/// Agent arguments for worker `w` without its peers (no stealing), plus `extra`.
+fn agent_without_peers(layout: &Layout, w: &WorkerHost, extra: &[&str]) -> AgentHandle {
+    let mut args = agent_args(layout, w);
+    if let Some(i) = args.iter().position(|a| a == "--peers") {
+        args.drain(i..i + 2);
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let cfg = agent::config_from_args(args).expect("agent arguments");
+    let handle = netns::run_in(&w.host_ns, move || agent::spawn(cfg)).expect("agent starts");
+    assert!(handle.mode().is_xdp(), "agent not in XDP mode: {:?}", handle.mode());
+    handle
+}
+
+#[test]
+fn an_executor_waiting_at_tier_2_gets_tasks_recalled_from_another_hosts_rings_and_loses_nothing() {
+    if !can_run() {
+        return;
+    }
+    let testbed = Testbed::create(Layout::plan(&unique_name("br"), 2, 1).expect("layout")).expect("testbed");
+    let layout = testbed.layout();
+    let (prefetcher, idle) = (&layout.workers[0], &layout.workers[1]);
+    // REFILLs stay recallable for the whole test, so its steps need no timing.
+    let listen = SocketAddr::V4(layout.switch_socket());
+    let access = layout.access_rules();
+    let wait = WaitConfig { recall_window: DEADLINE, ..WaitConfig::default() };
+    let sw = netns::run_in(&layout.switch_ns, move || {
+        switch::spawn(SwitchConfig { listen, access, wait, ..SwitchConfig::default() })
+    })
+    .expect("switch");
+    // No peers: only a RECALL can move a task between the hosts. The first host keeps
+    // eight tasks prefetched and has no executor running.
+    let a1 = agent_without_peers(layout, prefetcher, &["--min-prefetch", "8", "--batch", "8", "--lease-ms", "0"]);
+    let client = noop_client_in(&layout.switch_ns, listen, 8, DEADLINE);
+    let pins = PinDir::under(Path::new(PIN_ROOT), prefetcher.pin_name()).unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while XdpMaps::open_pinned(&pins).expect("pinned maps").occupancy().iter().sum::<i64>() < 8 {
+        assert!(Instant::now() < deadline, "the first host's rings never held the 8 tasks");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The other host's agent starts once the tasks are in the first host's rings.
+    let a2 = agent_without_peers(layout, idle, &["--lease-ms", "0"]);
+    // An executor of the other host: its rings are empty and so is tier 2, so it waits
+    // there, and each time the first host is asked for a task back.
+    let mut cfg = ExecutorConfig::new(listen, 0xff);
+    cfg.node = idle.node;
+    cfg.record_assignments = true;
+    let executors = netns::run_in(&idle.executors[0].ns, move || executor::spawn(cfg)).expect("executor");
+    assert_all_completed(join(client), 8);
+    let records = executors.take_assignments();
+    executors.shutdown();
+    let stats1 = a1.stop(StopMode::Drain).expect("agent stops");
+    a2.stop(StopMode::Drain).expect("agent stops");
+    let mut tids: Vec<u32> = records.iter().map(|r| r.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    assert_eq!((records.len(), tids.len()), (8, 8), "each task handed out once: {records:?}");
+    assert!(records.iter().all(|r| r.node == idle.node));
+    assert_eq!(stats1.recalled, 8, "{stats1:?}");
+    assert!(sw.stats().hints.recalls_sent >= 8, "{:?}", sw.stats().hints);
 }

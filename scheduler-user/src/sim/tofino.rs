@@ -158,6 +158,7 @@ impl Tofino {
             max_parked: p.max_parked,
             hint_register: if p.hints { WaitConfig::default().hint_register } else { Duration::ZERO },
             hint_fanout: p.hint_fanout,
+            ..WaitConfig::default()
         };
         let interval_ps = (1e12 / p.passes_per_sec).round().max(1.0) as u64;
         Ok(Tofino {

@@ -10,8 +10,8 @@
 //! host's executors, one task length. Work stealing reaches them only after the idle
 //! host's REFILL_REQ has waited out its park time (10 ms).
 //!
-//! What bounds it: a RECALL goes only to a host REFILLed with tasks within
-//! [`RECALL_WINDOW`], never to the parked executor's own host (its rings were empty when
+//! What bounds it: a RECALL goes only to a host REFILLed with tasks within the window
+//! ([`RECALL_WINDOW`] unless configured; `bolt switch --recall-window-ms`), never to the parked executor's own host (its rings were empty when
 //! its request passed them), and tier 2 recalls no more tasks from a REFILL than that
 //! REFILL carried, so recalls never exceed the tasks prefetched in the window. The
 //! candidates are the last [`RECALL_CANDIDATES`] REFILLs, newest first: the newest is
@@ -20,7 +20,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// How long after a REFILL tier 2 may still recall its tasks: twice the park time.
+/// How long after a REFILL tier 2 may still recall its tasks by default: twice the park
+/// time.
 /// Tasks prefetched earlier have most likely been run; a RECALL to a host whose rings
 /// are empty costs one datagram and is answered with nothing.
 pub const RECALL_WINDOW: Duration = Duration::from_millis(20);
@@ -38,17 +39,23 @@ struct Candidate {
 }
 
 /// Recent REFILLs and the choice of whom to recall from.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Recalls {
+    /// How long a REFILL stays a candidate; zero turns recall off.
+    window: Duration,
     recent: VecDeque<Candidate>,
     /// RECALLs sent.
     pub sent: u64,
 }
 
 impl Recalls {
+    pub fn new(window: Duration) -> Recalls {
+        Recalls { window, recent: VecDeque::new(), sent: 0 }
+    }
+
     /// Records a REFILL of `tasks` tasks to `node` at `now`.
     pub fn refilled(&mut self, node: u16, tasks: u32, now: Instant) {
-        if tasks == 0 {
+        if tasks == 0 || self.window.is_zero() {
             return;
         }
         if self.recent.len() == RECALL_CANDIDATES {
@@ -61,7 +68,7 @@ impl Recalls {
     /// among those `reachable` says tier 2 can address, if any. Takes one task off that
     /// REFILL's recallable count.
     pub fn recall_for(&mut self, parked_node: u16, now: Instant, reachable: impl Fn(u16) -> bool) -> Option<u16> {
-        while self.recent.front().is_some_and(|c| now.saturating_duration_since(c.at) >= RECALL_WINDOW) {
+        while self.recent.front().is_some_and(|c| now.saturating_duration_since(c.at) >= self.window) {
             self.recent.pop_front();
         }
         let i = self.recent.iter().rposition(|c| c.node != parked_node && c.left > 0 && reachable(c.node))?;
@@ -85,7 +92,7 @@ mod tests {
     #[test]
     fn a_recall_goes_to_the_newest_refill_of_another_node_and_no_more_often_than_it_had_tasks() {
         let t0 = Instant::now();
-        let mut r = Recalls::default();
+        let mut r = Recalls::new(RECALL_WINDOW);
         r.refilled(1, 2, t0);
         r.refilled(2, 1, t0 + MS);
         r.refilled(3, 0, t0 + MS);
@@ -102,7 +109,7 @@ mod tests {
     #[test]
     fn refills_older_than_the_window_are_not_recalled_from() {
         let t0 = Instant::now();
-        let mut r = Recalls::default();
+        let mut r = Recalls::new(RECALL_WINDOW);
         r.refilled(1, 4, t0);
         assert_eq!(r.recall_for(2, t0 + RECALL_WINDOW, |_| true), None);
         assert!(r.recent.is_empty());
@@ -113,11 +120,19 @@ mod tests {
     #[test]
     fn the_candidates_are_bounded() {
         let t0 = Instant::now();
-        let mut r = Recalls::default();
+        let mut r = Recalls::new(RECALL_WINDOW);
         for node in 0..(RECALL_CANDIDATES as u16 + 10) {
             r.refilled(node, 1, t0);
         }
         assert_eq!(r.recent.len(), RECALL_CANDIDATES);
         assert_eq!(r.recent.front().map(|c| c.node), Some(10), "the oldest dropped");
+    }
+
+    #[test]
+    fn a_zero_window_recalls_nothing() {
+        let t0 = Instant::now();
+        let mut r = Recalls::new(Duration::ZERO);
+        r.refilled(1, 4, t0);
+        assert_eq!(r.recall_for(2, t0, |_| true), None);
     }
 }

@@ -193,6 +193,10 @@ pub struct SwitchArgs {
     /// priority level turns non-empty.
     #[arg(long, value_name = "MS", default_value_t = WaitConfig::default().hint_register.as_millis() as u64)]
     pub hint_register_ms: u64,
+    /// An executor parking here recalls one task from a host sent a REFILL within this
+    /// many milliseconds (RECALL, docs/agent.md "Recall"); 0 turns recall off.
+    #[arg(long, value_name = "MS", default_value_t = WaitConfig::default().recall_window.as_millis() as u64)]
+    pub recall_window_ms: u64,
     /// Serve counters over HTTP at this address: /metrics (Prometheus) and /stats (JSON,
     /// what `bolt switch stats` reads). "auto": the --listen IP at port 9171, skipped with a
     /// warning if taken; "off": none.
@@ -226,6 +230,7 @@ pub fn run_cli(args: SwitchArgs) -> anyhow::Result<()> {
             park_for: Duration::from_millis(args.park_ms),
             max_parked: if args.park_ms == 0 { 0 } else { args.max_parked },
             hint_register: Duration::from_millis(args.hint_register_ms),
+            recall_window: Duration::from_millis(args.recall_window_ms),
             ..WaitConfig::default()
         },
         ..SwitchConfig::default()

@@ -22,7 +22,7 @@ use scheduler_common::{
 
 use super::levels::Levels;
 use super::park::{Group, ParkStats, ParkTable, Parked, Wanted};
-use super::recall::Recalls;
+use super::recall::{Recalls, RECALL_WINDOW};
 use crate::queue::{NotForSwitch, Scheduler, Sink};
 
 /// One datagram the switch sends. Kept inline (lists up to 16 entries) in a reused Vec:
@@ -155,6 +155,9 @@ pub struct WaitConfig {
     /// HINTs per level turning non-empty, at most; fewer when the enqueue brought fewer
     /// tasks ([`Tier2`]'s HINT fan-out).
     pub hint_fanout: usize,
+    /// How long after a REFILL its tasks may be recalled for a parked executor
+    /// (switch/recall.rs); zero: never.
+    pub recall_window: Duration,
 }
 
 /// The default HINT fan-out: one SUBMIT or RETURN carries at most this many tasks.
@@ -167,6 +170,7 @@ impl Default for WaitConfig {
             max_parked: 4096,
             hint_register: Duration::from_secs(5),
             hint_fanout: HINT_FANOUT,
+            recall_window: RECALL_WINDOW,
         }
     }
 }
@@ -229,7 +233,7 @@ impl Tier2 {
             refilled: HashMap::new(),
             collected: Vec::with_capacity(MAX_LIST + 2),
             hints: HintStats::default(),
-            recalls: Recalls::default(),
+            recalls: Recalls::new(wait.recall_window),
         }
     }
 
@@ -565,7 +569,16 @@ mod tests {
 
     fn tier2(max_parked: usize) -> Tier2 {
         let s = Scheduler::new(QueueConfig { capacity: 64, ..QueueConfig::default() }).unwrap();
-        Tier2::new(s, WaitConfig { park_for: 10 * MS, max_parked, hint_register: 1000 * MS, hint_fanout: HINT_FANOUT })
+        Tier2::new(
+            s,
+            WaitConfig {
+                park_for: 10 * MS,
+                max_parked,
+                hint_register: 1000 * MS,
+                hint_fanout: HINT_FANOUT,
+                ..WaitConfig::default()
+            },
+        )
     }
 
     fn task(tid: u32, prio: u8, rsrc: u8) -> Task {
@@ -955,7 +968,13 @@ mod tests {
     fn a_level_change_hints_at_most_as_many_hosts_as_it_brought_tasks_in_turn() {
         let t0 = Instant::now();
         let s = Scheduler::new(QueueConfig { capacity: 64, ..QueueConfig::default() }).unwrap();
-        let wait = WaitConfig { park_for: 10 * MS, max_parked: 0, hint_register: 1000 * MS, hint_fanout: 3 };
+        let wait = WaitConfig {
+            park_for: 10 * MS,
+            max_parked: 0,
+            hint_register: 1000 * MS,
+            hint_fanout: 3,
+            ..WaitConfig::default()
+        };
         let mut t2 = Tier2::new(s, wait);
         let agent = |node: u16| SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, node as u8), 7171);
         for node in 1..=5 {
