@@ -23,7 +23,7 @@ pub mod hint;
 pub mod pin;
 pub mod policy;
 pub mod proxy;
-mod recall;
+pub mod recall;
 pub mod refill;
 pub mod returns;
 pub mod rings;
@@ -1082,7 +1082,7 @@ mod tests {
     }
 
     #[test]
-    fn a_recall_returns_ring_heads_the_waiting_executor_can_run_within_the_return_credit() {
+    fn a_recall_returns_ring_heads_old_enough_that_the_waiting_executor_can_run_within_the_return_credit() {
         let (mut agent, switch) = agent_with_memory_rings();
         let mut buf = [0u8; MAX_MESSAGE_LEN];
         // Tier 2 REFILLed three tasks: one needing resource 0b10 at level 1, two at level
@@ -1095,15 +1095,20 @@ mod tests {
         }
         agent.socket_refills.tasks += 3;
         assert_eq!(agent.tier1.rings.total(), 3);
+        // Tasks that have just arrived are about to run here: not recalled.
+        let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 3), 0).unwrap();
+        deliver(&mut agent, &switch, &buf[..n]);
+        assert_eq!((agent.stats.recalls, agent.stats.recalled), (1, 0));
+        std::thread::sleep(Duration::from_millis(2 * recall::RECALL_MIN_AGE_MS as u64));
         // A RECALL for another node is ignored.
         let n = scheduler_common::encode_recall(&mut buf, 0b01, RefillRequest::new(9, 1), 1).unwrap();
         deliver(&mut agent, &switch, &buf[..n]);
-        assert_eq!((agent.stats.recalls, agent.stats.recall_other_node, agent.stats.recalled), (1, 1, 0));
+        assert_eq!((agent.stats.recalls, agent.stats.recall_other_node, agent.stats.recalled), (2, 1, 0));
         // An executor offering 0b01 waits at tier 2: two tasks asked back; the level-1
         // head needs 0b10 and stays, the level-2 heads go, oldest first.
         let n = scheduler_common::encode_recall(&mut buf, 0b01, RefillRequest::new(1, 2), 0).unwrap();
         deliver(&mut agent, &switch, &buf[..n]);
-        assert_eq!((agent.stats.recalls, agent.stats.recalled), (2, 2));
+        assert_eq!((agent.stats.recalls, agent.stats.recalled), (3, 2));
         assert_eq!(agent.tier1.rings.occupancy()[..2], [1, 0], "the task the executor cannot run stays");
         let n = switch.recv(&mut buf).expect("a RETURN at the switch");
         let Ok(Message::Return(entries)) = decode(&buf[..n]) else { panic!("not a RETURN") };
@@ -1115,7 +1120,7 @@ mod tests {
         assert_eq!(agent.tier1.rings.total(), 0);
         let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 4), 0).unwrap();
         deliver(&mut agent, &switch, &buf[..n]);
-        assert_eq!((agent.stats.recalls, agent.stats.recalled), (4, 3), "nothing left to give");
+        assert_eq!((agent.stats.recalls, agent.stats.recalled), (5, 3), "nothing left to give");
     }
 
     #[test]

@@ -307,11 +307,23 @@ impl Rings {
     /// a head between the look and the pop: a popped task that is not runnable there goes
     /// back to its ring's tail, or into `unplaced` (for RETURN) when the ring is full.
     pub fn take_heads_for(&mut self, rsrc: u8, n: usize, unplaced: &mut Vec<Entry>, errors: &mut u64) -> Vec<Entry> {
+        self.take_heads_where(n, |e| e.task.runs_on(rsrc), unplaced, errors)
+    }
+
+    /// As [`Rings::take_heads_for`], for heads that `take` accepts (it sees the entry with
+    /// its lease stamp); a popped head it refuses goes back as there.
+    pub fn take_heads_where(
+        &mut self,
+        n: usize,
+        take: impl Fn(&Entry) -> bool,
+        unplaced: &mut Vec<Entry>,
+        errors: &mut u64,
+    ) -> Vec<Entry> {
         let mut got = Vec::with_capacity(n);
         for prio in 1..=self.levels() {
             while got.len() < n {
                 match self.peek(prio) {
-                    Ok(Some(head)) if head.task.runs_on(rsrc) => {}
+                    Ok(Some(head)) if take(&head) => {}
                     Ok(_) => break,
                     Err(e) => {
                         *errors += 1;
@@ -320,7 +332,7 @@ impl Rings {
                     }
                 }
                 match self.pop(prio) {
-                    Ok(Some(e)) if e.task.runs_on(rsrc) => got.push(e),
+                    Ok(Some(e)) if take(&e) => got.push(e),
                     Ok(Some(e)) => {
                         self.put_back_or_hand_back(&e, unplaced, errors);
                         break;

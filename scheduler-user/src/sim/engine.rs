@@ -23,6 +23,7 @@ use crate::agent::hint::local_best;
 use crate::agent::policy::hint::{HintObservation, ReturnBelow};
 use crate::agent::policy::prefetch::PrefetchSizer;
 use crate::agent::policy::steal::{StealAction, StealConfig, Stealer};
+use crate::agent::recall::recallable;
 use crate::agent::refill::{Action, Outcome, RefillController};
 use crate::client::TrackerConfig;
 use crate::switch::Answer;
@@ -743,16 +744,16 @@ impl<'a> World<'a> {
         }
     }
 
-    /// The agent's answer to a RECALL: up to `want` ring heads, highest level first, as
-    /// `Rings::take_heads_for` takes them, RETURNed to tier 2 (the simulated tasks need
-    /// no resources, so every head fits).
+    /// The agent's answer to a RECALL: up to `want` ring heads old enough to recall
+    /// (`agent::recall::recallable`), highest level first, as `Rings::take_heads_where`
+    /// takes them, RETURNed to tier 2 (the simulated tasks need no resources).
     fn recall_arrives(&mut self, h: u32, want: u8) {
+        let now_ms = self.q.now() / 1_000_000;
         let host = &mut self.hosts[h as usize];
         let mut back: Vec<Entry> = Vec::with_capacity(want as usize);
         for ring in host.rings.iter_mut() {
-            while back.len() < want as usize {
-                let Some(e) = ring.pop_front() else { break };
-                back.push(e);
+            while back.len() < want as usize && ring.front().is_some_and(|e| recallable(e.pad, now_ms)) {
+                back.extend(ring.pop_front());
             }
         }
         if back.is_empty() {
