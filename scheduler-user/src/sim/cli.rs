@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// switch's; the fewer of it and the tasks the enqueue brought).
     #[arg(long, value_name = "N")]
     pub hint_fanout: Option<usize>,
+    /// MATRIX: every STEAL message its own event (default: those an event sends that
+    /// arrive at the same instant travel as one).
+    #[arg(long)]
+    pub unbatched_steals: bool,
     /// Print no progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -98,6 +102,7 @@ pub fn run_cli(args: SimArgs) -> anyhow::Result<()> {
             if let Some(n) = a.hint_fanout {
                 cfg.tofino.hint_fanout = n;
             }
+            cfg.batch_steals = !a.unbatched_steals;
             let r = run_with_bar(&cfg, !a.quiet)?;
             println!("{}", serde_json::to_string(&r)?);
             eprintln!("{}", summary(&r));

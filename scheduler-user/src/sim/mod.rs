@@ -88,6 +88,9 @@ pub struct SimConfig {
     pub cloudkon: CloudKonParams,
     /// Keep every task's start time in the report (`Report::starts`), for scenarios.
     pub record_starts: bool,
+    /// MATRIX: the STEAL messages an event sends that arrive at the same instant travel
+    /// as one event (engine.rs, `flush_steals`); off, each message is its own event.
+    pub batch_steals: bool,
 }
 
 impl WorkloadSpec {
@@ -138,6 +141,7 @@ impl SimConfig {
             sparrow: SparrowParams::default(),
             cloudkon: CloudKonParams::default(),
             record_starts: false,
+            batch_steals: true,
         }
     }
 
@@ -169,6 +173,7 @@ impl SimConfig {
             sparrow: SparrowParams::default(),
             cloudkon: CloudKonParams::default(),
             record_starts: false,
+            batch_steals: true,
         }
     }
 }
