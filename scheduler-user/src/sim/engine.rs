@@ -614,10 +614,7 @@ impl<'a> World<'a> {
     }
 
     fn start(&mut self, exec: u32, tid: u32) {
-        let cpu_wait = match self.cfg.exec.cpu_wait_mean_ns {
-            0 => 0,
-            mean => (-(mean as f64) * (1.0 - self.rng.gen::<f64>()).ln()) as Nanos,
-        };
+        let cpu_wait = self.cfg.exec.cpu_wait.sample(&mut self.rng);
         let now = self.q.now() + cpu_wait;
         let submitted = self.jobs.job_of(tid).at;
         if self.rec.in_window(submitted) {
@@ -626,11 +623,11 @@ impl<'a> World<'a> {
         if self.cfg.record_starts {
             self.starts.push((tid, exec, now));
         }
-        let run = self.jobs.duration_us[tid as usize] as Nanos * 1000 + self.cfg.exec.run_overhead_ns;
-        // The overshoot (`run_overhead`) measured on the testbed is from ASSIGN to the
-        // end of the task, so it already holds the wait for a CPU: the wait moves the
-        // start, not the end.
-        self.q.after(run.max(cpu_wait), Event::Done { exec });
+        // The task runs from its start, after the wait for a CPU, for its duration and
+        // the executor's overshoot.
+        let run =
+            self.jobs.duration_us[tid as usize] as Nanos * 1000 + self.cfg.exec.run_overhead.sample(&mut self.rng);
+        self.q.after(cpu_wait + run, Event::Done { exec });
     }
 
     // ---- tier 1 (two-level Bolt) and MATRIX hosts ----
