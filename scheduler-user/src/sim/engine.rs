@@ -974,3 +974,5 @@ impl<'a> World<'a> {
 
 // The heap holds one event per executor and more: keep them small.
 const _: () = assert!(std::mem::size_of::<Event>() <= 12);
+// A round's PROBEs and LOADs are most of MATRIX's messages in flight.
+const _: () = assert!(std::mem::size_of::<StealMsg>() <= 28);
