@@ -26,6 +26,9 @@ pub enum SimCommand {
     Sweep(SweepArgs),
     /// One-level and two-level Bolt on the testbed's scale and workloads (SW1, trace).
     Validate(ValidateArgs),
+    /// Measure, on this machine, the wait for a CPU and the sleep overshoot of the
+    /// testbed's sleeping executor threads (the quantiles `validate` draws from).
+    Calibrate(CalibrateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -55,6 +58,10 @@ pub struct RunArgs {
     /// switch's; the fewer of it and the tasks the enqueue brought).
     #[arg(long, value_name = "N")]
     pub hint_fanout: Option<usize>,
+    /// MATRIX: every STEAL message its own event (default: those an event sends that
+    /// arrive at the same instant travel as one).
+    #[arg(long)]
+    pub unbatched_steals: bool,
     /// Print no progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -74,6 +81,10 @@ pub struct SweepArgs {
     /// Tier-2 pipeline passes per second (default: the thesis's measured 23 M/s).
     #[arg(long)]
     pub passes_per_sec: Option<f64>,
+    /// Simulated seconds of submissions for every point (default: by scale, about 5 M
+    /// tasks a point: 2 s up to 13,900 executors, 50 ms at 1,000,000).
+    #[arg(long)]
+    pub seconds: Option<f64>,
     /// Where the JSON lines, the table and the plots go.
     #[arg(long, default_value = "target/sim")]
     pub out: PathBuf,
@@ -83,6 +94,24 @@ pub struct SweepArgs {
 pub struct ValidateArgs {
     #[arg(long, default_value_t = 2021)]
     pub seed: u64,
+    #[arg(long, default_value = "target/sim")]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// Executor threads (the testbed's SW1 runs 40).
+    #[arg(long, default_value_t = 40)]
+    pub threads: usize,
+    /// Task length, ms (SW1's tasks: 10 ms).
+    #[arg(long, default_value_t = 10)]
+    pub task_ms: u64,
+    /// Utilisations to measure at, one after the other.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.4, 0.7, 0.9])]
+    pub utilisation: Vec<f64>,
+    /// Seconds per utilisation (SW1: 4 s per point).
+    #[arg(long, default_value_t = 4.0)]
+    pub seconds: f64,
     #[arg(long, default_value = "target/sim")]
     pub out: PathBuf,
 }
@@ -98,6 +127,7 @@ pub fn run_cli(args: SimArgs) -> anyhow::Result<()> {
             if let Some(n) = a.hint_fanout {
                 cfg.tofino.hint_fanout = n;
             }
+            cfg.batch_steals = !a.unbatched_steals;
             let r = run_with_bar(&cfg, !a.quiet)?;
             println!("{}", serde_json::to_string(&r)?);
             eprintln!("{}", summary(&r));
@@ -105,6 +135,7 @@ pub fn run_cli(args: SimArgs) -> anyhow::Result<()> {
         }
         SimCommand::Sweep(a) => sweep(&a),
         SimCommand::Validate(a) => validate(&a),
+        SimCommand::Calibrate(a) => calibrate(&a),
     }
 }
 
@@ -194,7 +225,7 @@ fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
     let mut lines = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
     for &n in &a.executors {
         for &system in &a.systems {
-            let cfg = scale_config(system, n, a.load, None, a.seed, a.passes_per_sec, None);
+            let cfg = scale_config(system, n, a.load, a.seconds, a.seed, a.passes_per_sec, None);
             let r = run_with_bar(&cfg, true)?;
             eprintln!("{}", summary(&r));
             writeln!(lines, "{}", serde_json::to_string(&r)?)?;
@@ -308,6 +339,22 @@ pub fn validation_configs(seed: u64) -> Vec<(String, SimConfig)> {
         out.push(("trace 70 %".into(), SimConfig::testbed(system, w, 32, 2, seed)));
     }
     out
+}
+
+fn calibrate(a: &CalibrateArgs) -> anyhow::Result<()> {
+    let mut lines = jsonl(&a.out, "calibrate")?;
+    let us = |q: &[(f64, super::clock::Nanos)]| {
+        q.iter().map(|(p, ns)| format!("p{}={:.0}", p * 100.0, *ns as f64 / 1e3)).collect::<Vec<_>>().join(" ")
+    };
+    for &u in &a.utilisation {
+        let c = super::calibrate::measure(a.threads, std::time::Duration::from_millis(a.task_ms), u, a.seconds)?;
+        writeln!(lines, "{}", serde_json::to_string(&c)?)?;
+        println!("utilisation {:.0} %, {} tasks, load average {:?}", u * 100.0, c.tasks, c.load_average);
+        println!("  wait for a CPU (µs): {}", us(&c.wait_ns));
+        println!("  sleep overshoot (µs): {}", us(&c.overshoot_ns));
+    }
+    eprintln!("results in {}", a.out.join("calibrate.jsonl").display());
+    Ok(())
 }
 
 fn off_by(sim_us: Option<f64>, testbed_ms: f64) -> String {

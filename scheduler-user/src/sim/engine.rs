@@ -74,8 +74,8 @@ pub enum Event {
         host: u32,
         want: u8,
     },
-    Steal {
-        to: u32,
+    /// STEAL messages reach their hosts (one, or a round's batch: `SimConfig::batch_steals`).
+    Steals {
         slot: u32,
     },
     /// MATRIX: a client's tasks reach a host.
@@ -113,11 +113,15 @@ enum Inbound {
     Return { host: u32, entries: ArrayVec<Entry, MAX_LIST> },
 }
 
+/// A STEAL message in flight. A GRANT's entries wait in `World::batches` (`grant`), so
+/// that the many PROBEs and LOADs stay small.
+#[derive(Clone, Copy)]
 struct StealMsg {
+    to: u32,
     from: u32,
     op: Op,
     body: StealBody,
-    entries: ArrayVec<Entry, MAX_LIST>,
+    grant: u32,
 }
 
 /// Values in flight, named by index so that events stay small; slots are reused.
@@ -165,7 +169,15 @@ pub struct World<'a> {
     answers: Vec<(Nanos, Answer)>,
     inbound: Slab<Inbound>,
     batches: Slab<ArrayVec<Entry, MAX_LIST>>,
-    steals: Slab<StealMsg>,
+    /// STEAL messages that reach their hosts at one instant, in the order sent.
+    deliveries: Slab<Vec<StealMsg>>,
+    /// Emptied delivery lists, reused.
+    spare_deliveries: Vec<Vec<StealMsg>>,
+    /// Batched steals: the STEAL messages the current event sent, with their arrival
+    /// times, scheduled when it ends (`flush_steals`).
+    outbox: Vec<(Nanos, StealMsg)>,
+    /// STEAL messages delivered.
+    steal_messages: u64,
     sparrow: Option<Sparrow>,
     cloudkon: Option<CloudKon>,
     rng: StdRng,
@@ -250,7 +262,10 @@ impl<'a> World<'a> {
             answers: Vec::new(),
             inbound: Slab::new(),
             batches: Slab::new(),
-            steals: Slab::new(),
+            deliveries: Slab::new(),
+            spare_deliveries: Vec::new(),
+            outbox: Vec::new(),
+            steal_messages: 0,
             sparrow,
             cloudkon,
             rng: StdRng::seed_from_u64(cfg.seed),
@@ -313,6 +328,7 @@ impl<'a> World<'a> {
                 self.window_passes.1 = Some(self.passes());
             }
             self.handle(event);
+            self.flush_steals();
             if self.q.processed() & 0xFFFF == 0 {
                 if let Some(pb) = progress {
                     pb.set_position(now / 1_000_000);
@@ -356,7 +372,14 @@ impl<'a> World<'a> {
                 self.stamp_best(host, now, best);
             }
             Event::Recall { host, want } => self.recall_arrives(host, want),
-            Event::Steal { to, slot } => self.steal_arrives(to, slot),
+            Event::Steals { slot } => {
+                let mut msgs = self.deliveries.take(slot);
+                for &m in &msgs {
+                    self.steal_arrives(m);
+                }
+                msgs.clear();
+                self.spare_deliveries.push(msgs);
+            }
             Event::Tasks { host, slot } => {
                 let entries = self.batches.take(slot);
                 for e in entries {
@@ -603,10 +626,7 @@ impl<'a> World<'a> {
     }
 
     fn start(&mut self, exec: u32, tid: u32) {
-        let cpu_wait = match self.cfg.exec.cpu_wait_mean_ns {
-            0 => 0,
-            mean => (-(mean as f64) * (1.0 - self.rng.gen::<f64>()).ln()) as Nanos,
-        };
+        let cpu_wait = self.cfg.exec.cpu_wait.sample(&mut self.rng);
         let now = self.q.now() + cpu_wait;
         let submitted = self.jobs.job_of(tid).at;
         if self.rec.in_window(submitted) {
@@ -615,11 +635,11 @@ impl<'a> World<'a> {
         if self.cfg.record_starts {
             self.starts.push((tid, exec, now));
         }
-        let run = self.jobs.duration_us[tid as usize] as Nanos * 1000 + self.cfg.exec.run_overhead_ns;
-        // The overshoot (`run_overhead`) measured on the testbed is from ASSIGN to the
-        // end of the task, so it already holds the wait for a CPU: the wait moves the
-        // start, not the end.
-        self.q.after(run.max(cpu_wait), Event::Done { exec });
+        // The task runs from its start, after the wait for a CPU, for its duration and
+        // the executor's overshoot.
+        let run =
+            self.jobs.duration_us[tid as usize] as Nanos * 1000 + self.cfg.exec.run_overhead.sample(&mut self.rng);
+        self.q.after(cpu_wait + run, Event::Done { exec });
     }
 
     // ---- tier 1 (two-level Bolt) and MATRIX hosts ----
@@ -814,12 +834,49 @@ impl<'a> World<'a> {
 
     fn send_steal(&mut self, from: u32, to: u32, op: Op, body: StealBody, entries: ArrayVec<Entry, MAX_LIST>) {
         let bytes = frame_bytes(entries.len()) + StealBody::LEN as u32;
-        let slot = self.steals.put(StealMsg { from, op, body, entries });
-        self.q.after(self.topo.host_host(from, to, bytes), Event::Steal { to, slot });
+        let grant = if entries.is_empty() { NONE } else { self.batches.put(entries) };
+        let msg = StealMsg { to, from, op, body, grant };
+        let at = self.q.now() + self.topo.host_host(from, to, bytes);
+        if self.cfg.batch_steals {
+            self.outbox.push((at, msg));
+        } else {
+            self.deliver_at(at, std::iter::once(msg));
+        }
     }
 
-    fn steal_arrives(&mut self, to: u32, slot: u32) {
-        let msg = self.steals.take(slot);
+    fn deliver_at(&mut self, at: Nanos, msgs: impl IntoIterator<Item = StealMsg>) {
+        let mut list = self.spare_deliveries.pop().unwrap_or_default();
+        list.extend(msgs);
+        let slot = self.deliveries.put(list);
+        self.q.at(at, Event::Steals { slot });
+    }
+
+    /// Batched steals: the STEAL messages an event sent that arrive at the same instant
+    /// become one event (a thief's probes to the hosts of other racks, their LOADs back
+    /// to it), handled in the order they were sent. Each message is handled exactly as
+    /// its own event would be, at the same time; only where another event falls on the
+    /// same nanosecond may the order between them differ.
+    fn flush_steals(&mut self) {
+        if self.outbox.is_empty() {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.outbox);
+        // Stable: messages arriving together keep the order they were sent in.
+        out.sort_by_key(|&(at, _)| at);
+        let mut rest = &out[..];
+        while let Some(&(at, _)) = rest.first() {
+            let n = rest.iter().take_while(|m| m.0 == at).count();
+            self.deliver_at(at, rest[..n].iter().map(|m| m.1));
+            rest = &rest[n..];
+        }
+        out.clear();
+        self.outbox = out;
+    }
+
+    fn steal_arrives(&mut self, msg: StealMsg) {
+        self.steal_messages += 1;
+        let to = msg.to;
+        let entries = if msg.grant == NONE { ArrayVec::new() } else { self.batches.take(msg.grant) };
         let now = self.instant();
         let mut out = std::mem::take(&mut self.scratch);
         let host = &mut self.hosts[to as usize];
@@ -827,7 +884,7 @@ impl<'a> World<'a> {
         let Host { rings, stealer, .. } = host;
         if let Some(stealer) = stealer.as_mut() {
             let mut take = |n: usize| Host::take_for_thief(rings, n);
-            stealer.on_message(now, msg.from, msg.op, &msg.body, &msg.entries, load, &mut take, &mut out);
+            stealer.on_message(now, msg.from, msg.op, &msg.body, &entries, load, &mut take, &mut out);
         }
         self.steal_actions(to, &mut out);
         self.scratch = out;
@@ -938,6 +995,7 @@ impl<'a> World<'a> {
             }),
             steal_attempts: attempts,
             stolen,
+            steal_messages: self.steal_messages,
             events,
             wall_s,
             events_per_s: events as f64 / wall_s.max(1e-9),
@@ -950,3 +1008,5 @@ impl<'a> World<'a> {
 
 // The heap holds one event per executor and more: keep them small.
 const _: () = assert!(std::mem::size_of::<Event>() <= 12);
+// A round's PROBEs and LOADs are most of MATRIX's messages in flight.
+const _: () = assert!(std::mem::size_of::<StealMsg>() <= 28);

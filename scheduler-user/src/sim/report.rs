@@ -131,6 +131,9 @@ pub struct Report {
     pub tier1: Option<Tier1Report>,
     pub steal_attempts: u64,
     pub stolen: u64,
+    /// MATRIX: STEAL messages delivered (PROBE, LOAD, REQ, GRANT, ACK, DONE).
+    #[serde(default)]
+    pub steal_messages: u64,
     pub events: u64,
     pub wall_s: f64,
     pub events_per_s: f64,
