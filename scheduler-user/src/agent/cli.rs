@@ -157,6 +157,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "CIDR", value_parser = crate::switch::parse_prefix)]
     pub executors: Option<Ipv4Prefix>,
 
+    /// Sources PIN is accepted from (clients placing tasks in this host's dedicated
+    /// ring): comma-separated IPv4 prefixes or addresses, as the switch's
+    /// --allow-clients for SUBMIT. Other PINs are dropped and counted (pin_foreign).
+    #[arg(long, value_name = "CIDR,...", value_delimiter = ',', default_value = "0.0.0.0/0",
+          value_parser = crate::switch::parse_prefix)]
+    pub allow_clients: Vec<Ipv4Prefix>,
+
     /// How often the rings are checked when no event arrives, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub check_interval_ms: u64,
@@ -301,6 +308,7 @@ impl AgentArgs {
             peers: self.peers.iter().map(|&p| v4(p, "--peers")).collect::<anyhow::Result<_>>()?,
             steal_max_interval: Duration::from_millis(self.steal_max_interval_ms),
             flds_tt: Duration::from_millis(self.flds_tt_ms),
+            clients: self.allow_clients.clone(),
         })
     }
 }

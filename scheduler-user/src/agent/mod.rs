@@ -42,7 +42,7 @@ use anyhow::Context as _;
 use scheduler_common::{
     decode, encode_assign, encode_refill_req,
     maps::{Counter, Tier2Hint, EVENT_BYPASS, RING_COUNT},
-    DecodeError, Entry, Message, RefillRequest, FLAG_WAIT, MAX_MESSAGE_LEN,
+    DecodeError, Entry, Ipv4Prefix, Message, RefillRequest, FLAG_WAIT, MAX_MESSAGE_LEN,
 };
 
 use policy::hint::{HintObservation, HintReaction, ReturnBelow};
@@ -95,6 +95,8 @@ pub struct AgentConfig {
     pub steal_max_interval: Duration,
     /// The FLDS monitor's starting `tt` for this host's dedicated ring.
     pub flds_tt: Duration,
+    /// Sources PIN is accepted from.
+    pub clients: Vec<Ipv4Prefix>,
 }
 
 /// How often the drain rate is sampled for the prefetch target.
@@ -185,6 +187,8 @@ pub struct AgentStats {
     pub flds_moved: u64,
     /// Pinned tasks sent back to their clients as QUEUE_FULL by the drain.
     pub pin_drained: u64,
+    /// PINs from sources outside `--allow-clients`, dropped.
+    pub pin_foreign: u64,
     /// STEAL messages from hosts that are not peers, dropped.
     pub steal_foreign: u64,
     /// STEAL messages the socket refused.
@@ -293,6 +297,7 @@ impl Agent {
             peers: Vec::new(),
             steal_max_interval: DEFAULT_STEAL_MAX_INTERVAL,
             flds_tt: pin::DEFAULT_FLDS_TT,
+            clients: vec![Ipv4Prefix::ANY],
         };
         Agent::with_tier1(cfg, tier1, sock)
     }
@@ -754,6 +759,10 @@ impl Agent {
                     tracing::debug!(%from, "GET_TASK from outside the executor prefix dropped");
                 }
                 Ok(msg) if msg.op().is_steal() => self.on_steal_message(Instant::now(), from, &msg),
+                Ok(Message::Pin { .. }) if !self.cfg.clients.iter().any(|p| p.contains(from.ip().octets())) => {
+                    self.stats.pin_foreign += 1;
+                    tracing::debug!(%from, "PIN from outside --allow-clients dropped");
+                }
                 Ok(Message::Pin { job, flags, tasks }) => self.on_pin(from, job, flags, tasks),
                 Ok(Message::Hint { best }) if from.ip() == self.cfg.switch.ip() => {
                     self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
@@ -1013,28 +1022,35 @@ impl Drop for AgentHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_common::{Message, Task};
+    use scheduler_common::{JobRef, Message, Task};
 
     /// An agent with memory rings on loopback, and the socket that plays its switch.
     fn agent_with_memory_rings() -> (Agent, UdpSocket) {
+        agent_with_memory_rings_and(&[])
+    }
+
+    /// The same, with `extra` arguments.
+    fn agent_with_memory_rings_and(extra: &[&str]) -> (Agent, UdpSocket) {
         let switch = UdpSocket::bind("127.0.0.2:0").expect("switch socket");
         let port = switch.local_addr().unwrap().port().to_string();
-        let cfg = config_from_args([
+        let switch_arg = format!("127.0.0.2:{port}");
+        let listen_arg = format!("127.0.0.1:{port}");
+        let args = [
             "bolt",
             "--iface",
             "lo",
             "--xdp",
             "off",
             "--switch",
-            &format!("127.0.0.2:{port}"),
+            &switch_arg,
             "--listen",
-            &format!("127.0.0.1:{port}"),
+            &listen_arg,
             "--node",
             "1",
             "--resources",
             "0xff",
-        ])
-        .expect("configuration");
+        ];
+        let cfg = config_from_args(args.iter().chain(extra).copied()).expect("configuration");
         switch.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         (Agent::start(cfg).expect("agent"), switch)
     }
@@ -1121,6 +1137,24 @@ mod tests {
         let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 4), 0).unwrap();
         deliver(&mut agent, &switch, &buf[..n]);
         assert_eq!((agent.stats.recalls, agent.stats.recalled), (5, 3), "nothing left to give");
+    }
+
+    #[test]
+    fn a_pin_from_outside_the_allowed_clients_is_dropped_and_counted() {
+        let (mut agent, _switch) = agent_with_memory_rings_and(&["--allow-clients", "127.0.0.9"]);
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = scheduler_common::encode_pin(&mut buf, JobRef::new(1, 1), 0, &[entry(7, 2).task]).unwrap();
+        for (client, pinned, foreign) in [("127.0.0.8:0", 0, 1), ("127.0.0.9:0", 1, 1)] {
+            let sock = UdpSocket::bind(client).expect("client socket");
+            sock.send_to(&buf[..n], agent.cfg.listen).expect("send the PIN");
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while agent.stats.pinned + agent.stats.pin_foreign < pinned + foreign && Instant::now() < deadline {
+                agent.receive();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!((agent.stats.pinned, agent.stats.pin_foreign), (pinned, foreign), "from {client}");
+        }
+        assert_eq!(agent.tier1.rings.dedicated_len(), Some(1), "only the allowed client's task");
     }
 
     #[test]
