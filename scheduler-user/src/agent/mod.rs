@@ -1140,6 +1140,21 @@ mod tests {
     }
 
     #[test]
+    fn a_refill_from_a_switch_on_loopback_reaches_a_userspace_agents_rings() {
+        let (mut agent, switch) = agent_with_memory_rings();
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = scheduler_common::encode_refill(&mut buf, &[entry(2, 2), entry(1, 1)], 1).unwrap();
+        switch.send_to(&buf[..n], agent.cfg.listen).expect("send the REFILL");
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while agent.socket_refills.frames + agent.stats.foreign_refill == 0 && Instant::now() < deadline {
+            agent.receive();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!((agent.socket_refills.frames, agent.stats.foreign_refill), (1, 0));
+        assert_eq!(agent.tier1.rings.occupancy()[..2], [1, 1]);
+    }
+
+    #[test]
     fn a_pin_from_outside_the_allowed_clients_is_dropped_and_counted() {
         let (mut agent, _switch) = agent_with_memory_rings_and(&["--allow-clients", "127.0.0.9"]);
         let mut buf = [0u8; MAX_MESSAGE_LEN];

@@ -473,8 +473,14 @@ fn covering_connected(table: &str, ifaces: &[String]) -> Option<Ipv4Prefix> {
     covering
 }
 
-/// Longest-prefix match over the text of /proc/net/route (lowest metric on ties).
+/// Longest-prefix match over the text of /proc/net/route (lowest metric on ties). A
+/// loopback destination leaves by `lo`: its route is in the local table, which
+/// /proc/net/route does not show (the default route would be taken instead, and an agent
+/// whose switch is on 127.0.0.x would refuse every REFILL as arriving off its uplink).
 fn best_route(table: &str, dst: Ipv4Addr) -> Option<String> {
+    if dst.is_loopback() {
+        return Some("lo".to_string());
+    }
     // Destination and mask are the kernel's u32 in host byte order, printed in hex.
     let dst = u32::from_ne_bytes(dst.octets());
     let mut best: Option<(u32, u32, String)> = None;
@@ -541,7 +547,9 @@ mod tests {
         assert_eq!(best_route(&table, Ipv4Addr::new(198, 51, 100, 1)).as_deref(), Some("eth0"));
         // A route that is down is never chosen.
         assert_eq!(best_route(&table, Ipv4Addr::new(10, 77, 1, 7)).as_deref(), Some("up3"));
-        assert_eq!(best_route("garbage\nnot a route\n", Ipv4Addr::LOCALHOST), None);
+        assert_eq!(best_route("garbage\nnot a route\n", Ipv4Addr::new(10, 0, 0, 1)), None);
+        // Not in the main table, whatever the default route.
+        assert_eq!(best_route(&table, Ipv4Addr::new(127, 0, 0, 2)).as_deref(), Some("lo"));
     }
 
     #[test]
