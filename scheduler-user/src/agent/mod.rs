@@ -759,7 +759,7 @@ impl Agent {
                     tracing::debug!(%from, "GET_TASK from outside the executor prefix dropped");
                 }
                 Ok(msg) if msg.op().is_steal() => self.on_steal_message(Instant::now(), from, &msg),
-                Ok(Message::Pin { .. }) if !self.cfg.clients.iter().any(|p| p.contains(from.ip().octets())) => {
+                Ok(Message::Pin { .. }) if !crate::switch::listed(&self.cfg.clients, from.ip().octets()) => {
                     self.stats.pin_foreign += 1;
                     tracing::debug!(%from, "PIN from outside --allow-clients dropped");
                 }

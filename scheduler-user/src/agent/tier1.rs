@@ -436,11 +436,32 @@ fn pinned_logger(pins: &PinDir) -> Option<EbpfLogger<&'static dyn log::Log>> {
     }
 }
 
-/// The interface the route to `dst` leaves by, from this thread's network namespace's
-/// main routing table: where REFILL from a switch at `dst` will arrive.
+/// The interface the route to `dst` leaves by, from this thread's network namespace:
+/// where REFILL from a switch at `dst` will arrive. A destination local to the namespace
+/// leaves by `lo`: its route is in the local table, which /proc/net/route does not show
+/// (the main table's default route would be taken instead, and an agent whose switch runs
+/// on this host would refuse every REFILL as arriving off its uplink).
 pub fn route_interface(dst: Ipv4Addr) -> Option<String> {
+    if is_local(dst) {
+        return Some("lo".to_string());
+    }
     let table = std::fs::read_to_string("/proc/thread-self/net/route").ok()?;
     best_route(&table, dst)
+}
+
+/// Whether the kernel delivers `dst` locally: a loopback address, or one of this
+/// namespace's own (a UDP socket connected to it is given it as its source; connecting
+/// sends nothing).
+fn is_local(dst: Ipv4Addr) -> bool {
+    dst.is_loopback() || is_own_address(dst)
+}
+
+/// Whether `dst` is an address of this namespace: the kernel picks it as the source of a
+/// UDP socket connected to it.
+fn is_own_address(dst: Ipv4Addr) -> bool {
+    let source = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+        .and_then(|s| s.connect((dst, scheduler_common::DEFAULT_PORT)).and_then(|()| s.local_addr()));
+    source.is_ok_and(|a| a.ip() == std::net::IpAddr::V4(dst))
 }
 
 /// The shortest prefix holding the connected subnets of `ifaces` (routes without a
@@ -473,14 +494,8 @@ fn covering_connected(table: &str, ifaces: &[String]) -> Option<Ipv4Prefix> {
     covering
 }
 
-/// Longest-prefix match over the text of /proc/net/route (lowest metric on ties). A
-/// loopback destination leaves by `lo`: its route is in the local table, which
-/// /proc/net/route does not show (the default route would be taken instead, and an agent
-/// whose switch is on 127.0.0.x would refuse every REFILL as arriving off its uplink).
+/// Longest-prefix match over the text of /proc/net/route (lowest metric on ties).
 fn best_route(table: &str, dst: Ipv4Addr) -> Option<String> {
-    if dst.is_loopback() {
-        return Some("lo".to_string());
-    }
     // Destination and mask are the kernel's u32 in host byte order, printed in hex.
     let dst = u32::from_ne_bytes(dst.octets());
     let mut best: Option<(u32, u32, String)> = None;
@@ -522,6 +537,16 @@ mod tests {
     }
 
     #[test]
+    fn local_destinations_leave_by_lo() {
+        assert_eq!(route_interface(Ipv4Addr::new(127, 0, 0, 2)).as_deref(), Some("lo"));
+        // The kernel's own answer, without the loopback rule: 127.0.0.1 is lo's address,
+        // 127.0.0.2 is reached from it, and a documentation address is nobody's here.
+        assert!(is_own_address(Ipv4Addr::LOCALHOST));
+        assert!(!is_own_address(Ipv4Addr::new(127, 0, 0, 2)));
+        assert!(!is_own_address(Ipv4Addr::new(192, 0, 2, 1)));
+    }
+
+    #[test]
     fn routes_pick_the_longest_prefix_then_the_lowest_metric() {
         let table = format!(
             "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n\
@@ -547,9 +572,7 @@ mod tests {
         assert_eq!(best_route(&table, Ipv4Addr::new(198, 51, 100, 1)).as_deref(), Some("eth0"));
         // A route that is down is never chosen.
         assert_eq!(best_route(&table, Ipv4Addr::new(10, 77, 1, 7)).as_deref(), Some("up3"));
-        assert_eq!(best_route("garbage\nnot a route\n", Ipv4Addr::new(10, 0, 0, 1)), None);
-        // Not in the main table, whatever the default route.
-        assert_eq!(best_route(&table, Ipv4Addr::new(127, 0, 0, 2)).as_deref(), Some("lo"));
+        assert_eq!(best_route("garbage\nnot a route\n", Ipv4Addr::LOCALHOST), None);
     }
 
     #[test]

@@ -30,7 +30,9 @@ impl Default for AccessRules {
     }
 }
 
-fn listed(list: &[Ipv4Prefix], addr: [u8; 4]) -> bool {
+/// Whether one of the prefixes of `list` holds `addr` (an access list: the switch's, and
+/// the agent's for PIN).
+pub fn listed(list: &[Ipv4Prefix], addr: [u8; 4]) -> bool {
     list.iter().any(|p| p.contains(addr))
 }
 

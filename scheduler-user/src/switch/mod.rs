@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::queue::{QueueConfig, QueueStats, Scheduler};
 
-pub use admission::{parse_prefix, AccessRules, GetTaskLimit};
+pub use admission::{listed, parse_prefix, AccessRules, GetTaskLimit};
 pub use credit::{ReturnCredit, CREDIT_SLOTS};
 pub use metrics::{run_stats, SwitchCli, SwitchCommand, SwitchStatsArgs};
 pub use park::ParkStats;
