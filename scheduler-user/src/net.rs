@@ -44,7 +44,7 @@ pub fn ifindex(name: &str) -> io::Result<u32> {
     }
 }
 
-/// Asks the kernel to tell [`recv_with_ifindex`] which interface each datagram arrived on.
+/// Asks the kernel to tell [`recv_msg`] which interface each datagram arrived on.
 pub fn enable_pktinfo(sock: &UdpSocket) -> io::Result<()> {
     let on: libc::c_int = 1;
     // SAFETY: valid fd; the option value is a c_int of the given size.
@@ -64,14 +64,48 @@ pub fn enable_pktinfo(sock: &UdpSocket) -> io::Result<()> {
     }
 }
 
-/// One datagram, its IPv4 source (None for another family) and the index of the
-/// interface it arrived on (None unless [`enable_pktinfo`] was called).
-pub fn recv_with_ifindex(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, Option<SocketAddrV4>, Option<u32>)> {
+/// Asks the kernel to stamp each datagram with the time it reached this host's stack
+/// (`SO_TIMESTAMPNS`, the wall clock), which [`recv_msg`] then returns: the time between
+/// that and the receive returning is how long the receiving thread took to run.
+pub fn enable_arrival_stamps(sock: &UdpSocket) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: valid fd; the option value is a c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// One datagram received by [`recv_msg`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Datagram {
+    pub len: usize,
+    /// The IPv4 source (None for another family).
+    pub from: Option<SocketAddrV4>,
+    /// The interface it arrived on (None unless [`enable_pktinfo`] was called).
+    pub ifindex: Option<u32>,
+    /// When it reached the stack, ns since the Unix epoch (None unless
+    /// [`enable_arrival_stamps`] was called).
+    pub arrived_unix_ns: Option<u64>,
+}
+
+/// Receives one datagram with what the kernel tells about it.
+pub fn recv_msg(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<Datagram> {
     // SAFETY: plain data; all-zero is valid.
     let mut name: libc::sockaddr_in = unsafe { zeroed() };
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    // Room for one in_pktinfo message, aligned as cmsghdr needs.
-    let mut control = [0u64; 8];
+    // Room for an in_pktinfo and a timespec message, aligned as cmsghdr needs.
+    let mut control = [0u64; 12];
     // SAFETY: plain data; all-zero is valid.
     let mut msg: libc::msghdr = unsafe { zeroed() };
     msg.msg_name = (&mut name as *mut libc::sockaddr_in).cast();
@@ -85,21 +119,30 @@ pub fn recv_with_ifindex(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize,
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut ifindex = None;
+    let (mut ifindex, mut arrived_unix_ns) = (None, None);
     // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
-    // msg_controllen; the payload is read unaligned.
+    // msg_controllen; the payloads are read unaligned.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
-                let info: libc::in_pktinfo = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                ifindex = Some(info.ipi_ifindex as u32);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                    let info: libc::in_pktinfo = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    ifindex = Some(info.ipi_ifindex as u32);
+                }
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                    let t: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    arrived_unix_ns = u64::try_from(t.tv_sec)
+                        .ok()
+                        .and_then(|s| s.checked_mul(1_000_000_000)?.checked_add(u64::try_from(t.tv_nsec).ok()?));
+                }
+                _ => {}
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
     let from = (msg.msg_namelen as usize >= size_of::<libc::sockaddr_in>()).then(|| from_sockaddr(&name)).flatten();
-    Ok((n as usize, from, ifindex))
+    Ok(Datagram { len: n as usize, from, ifindex, arrived_unix_ns })
 }
 
 /// Asks for `bytes` of send and receive buffer; the kernel caps it at its rmem/wmem
@@ -282,18 +325,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_datagram_says_which_interface_it_came_in_on() {
+    fn a_datagram_says_which_interface_it_came_in_on_and_when_it_arrived() {
         let a = bind_udp("127.0.0.1:0".parse().unwrap(), Some(Duration::from_millis(500))).unwrap();
         let b = UdpSocket::bind("127.0.0.1:0").unwrap();
         b.send_to(b"one", a.local_addr().unwrap()).unwrap();
         let mut buf = [0u8; 16];
-        let (n, from, ifindex) = recv_with_ifindex(&a, &mut buf).unwrap();
-        assert_eq!((&buf[..n], from.map(SocketAddr::V4)), (&b"one"[..], Some(b.local_addr().unwrap())));
-        assert_eq!(ifindex, None, "no interface without IP_PKTINFO");
+        let d = recv_msg(&a, &mut buf).unwrap();
+        assert_eq!((&buf[..d.len], d.from.map(SocketAddr::V4)), (&b"one"[..], Some(b.local_addr().unwrap())));
+        assert_eq!((d.ifindex, d.arrived_unix_ns), (None, None), "nothing asked for, nothing told");
         enable_pktinfo(&a).unwrap();
+        enable_arrival_stamps(&a).unwrap();
+        let before = crate::executor::unix_now_ns();
         b.send_to(b"two", a.local_addr().unwrap()).unwrap();
-        let (n, _, ifindex) = recv_with_ifindex(&a, &mut buf).unwrap();
-        assert_eq!((&buf[..n], ifindex), (&b"two"[..], Some(super::ifindex("lo").unwrap())));
+        let d = recv_msg(&a, &mut buf).unwrap();
+        let after = crate::executor::unix_now_ns();
+        assert_eq!((&buf[..d.len], d.ifindex), (&b"two"[..], Some(super::ifindex("lo").unwrap())));
+        let arrived = d.arrived_unix_ns.expect("stamped");
+        assert!((before..=after).contains(&arrived), "{before} <= {arrived} <= {after}");
     }
 
     #[test]

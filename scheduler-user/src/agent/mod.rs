@@ -207,10 +207,12 @@ pub struct AgentStats {
     pub hint_reactions: u64,
     pub hint_returned: u64,
     /// RECALLs from tier 2 (an executor waits there; give back a prefetched task), those
-    /// naming another node (ignored), and the tasks RETURNed for them.
+    /// naming another node (ignored), the tasks RETURNed for them, and RECALLs that waited
+    /// their hold (`policy::recall`) without being answered in full.
     pub recalls: u64,
     pub recall_other_node: u64,
     pub recalled: u64,
+    pub recalls_expired: u64,
     /// Tasks this host's executors got from the XDP program, and from tier 2 directly
     /// (ASSIGNs passing through the host or relayed by the agent), since the agent
     /// started.
@@ -225,6 +227,8 @@ pub struct Agent {
     sock: UdpSocket,
     refill: RefillController,
     returner: Returner,
+    /// RECALLs the rings could not answer in full yet (agent/recall.rs).
+    pending_recalls: policy::recall::PendingRecalls,
     proxies: Proxies,
     /// REFILL that came through the socket (the XDP counters cover the rest).
     socket_refills: Progress,
@@ -325,6 +329,7 @@ impl Agent {
             lease,
             dedicated: pin::Dedicated::new(cfg.flds_tt, Instant::now()),
             returner: Returner::new(cfg.switch),
+            pending_recalls: policy::recall::PendingRecalls::default(),
             proxies: Proxies::new(cfg.switch),
             cfg,
             tier1,
@@ -390,6 +395,7 @@ impl Agent {
             self.return_overflow(1024);
             let now = Instant::now();
             self.step_steal(now);
+            self.retry_recalls();
             self.scan_leases(now);
             self.step_flds(now);
             // Rings drained while tier 2 has said it has nothing: steal without waiting for
@@ -426,6 +432,10 @@ impl Agent {
                 self.stealer.next_deadline(),
                 self.lease.next_deadline(now),
                 Some(self.dedicated.next_deadline()),
+                {
+                    let now_ms = rings::monotonic_ms();
+                    self.pending_recalls.next_retry_ms(now_ms).map(|t| now + Duration::from_millis(t - now_ms))
+                },
             ];
             for d in deadlines.into_iter().flatten() {
                 wake = wake.min(d);
@@ -718,8 +728,8 @@ impl Agent {
         let mut unplaced = Vec::new();
         // Bounded so that the refill logic runs even under a flood.
         for _ in 0..512 {
-            let (n, from, ifindex) = match crate::net::recv_with_ifindex(&self.sock, &mut buf) {
-                Ok(r) => r,
+            let crate::net::Datagram { len: n, from, ifindex, .. } = match crate::net::recv_msg(&self.sock, &mut buf) {
+                Ok(d) => d,
                 Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => break,
                 Err(e) => {
                     // ICMP errors from an unreachable switch surface here; they pass.
@@ -1115,7 +1125,7 @@ mod tests {
         let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 3), 0).unwrap();
         deliver(&mut agent, &switch, &buf[..n]);
         assert_eq!((agent.stats.recalls, agent.stats.recalled), (1, 0));
-        std::thread::sleep(Duration::from_millis(2 * recall::RECALL_MIN_AGE_MS as u64));
+        std::thread::sleep(Duration::from_millis(2 * policy::recall::RECALL_MIN_AGE_MS as u64));
         // A RECALL for another node is ignored.
         let n = scheduler_common::encode_recall(&mut buf, 0b01, RefillRequest::new(9, 1), 1).unwrap();
         deliver(&mut agent, &switch, &buf[..n]);
@@ -1137,6 +1147,27 @@ mod tests {
         let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 4), 0).unwrap();
         deliver(&mut agent, &switch, &buf[..n]);
         assert_eq!((agent.stats.recalls, agent.stats.recalled), (5, 3), "nothing left to give");
+    }
+
+    #[test]
+    fn a_recall_that_came_too_early_is_answered_once_the_heads_are_old_enough() {
+        let (mut agent, switch) = agent_with_memory_rings();
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let mut unplaced = Vec::new();
+        for e in [entry(1, 1), entry(2, 2)] {
+            agent.tier1.rings.push_or_hand_back(&e, &mut unplaced, &mut agent.stats.ring_errors);
+        }
+        agent.socket_refills.tasks += 2;
+        let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 1), 0).unwrap();
+        deliver(&mut agent, &switch, &buf[..n]);
+        assert_eq!((agent.stats.recalled, agent.pending_recalls.len()), (0, 1), "too young: it waits");
+        std::thread::sleep(Duration::from_millis(2 * policy::recall::RECALL_MIN_AGE_MS as u64));
+        agent.retry_recalls();
+        assert_eq!((agent.stats.recalled, agent.pending_recalls.len(), agent.stats.recalls_expired), (1, 0, 0));
+        let n = switch.recv(&mut buf).expect("a RETURN at the switch");
+        let Ok(Message::Return(entries)) = decode(&buf[..n]) else { panic!("not a RETURN") };
+        assert_eq!(entries.iter().map(|e| e.task.tid()).collect::<Vec<_>>(), [1], "the highest priority first");
+        assert_eq!(agent.tier1.rings.total(), 1);
     }
 
     #[test]

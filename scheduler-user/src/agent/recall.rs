@@ -1,30 +1,19 @@
 //! RECALL from tier 2: an executor waits there with nothing to run while this host, sent
 //! a REFILL a moment ago, may still hold its tasks behind busy executors
 //! (switch/recall.rs). The agent gives back up to the asked number of ring heads the
-//! waiting executor can run and that have waited here at least [`RECALL_MIN_AGE_MS`],
+//! waiting executor can run and that have waited here at least `RECALL_MIN_AGE_MS`,
 //! highest priority first, as it gives a thief (`Rings::take_heads_where`), and RETURNs
 //! them; tier 2 hands them to the parked executor. Never more than the host's RETURN
 //! credit (what tier 2 REFILLed to it less what it RETURNed): tier 2 would refuse the rest.
+//!
+//! A RECALL the rings cannot answer in full yet waits and is tried again
+//! (`policy::recall::PendingRecalls`).
 
-use scheduler_common::{maps::lease_expired, RefillRequest};
+use scheduler_common::RefillRequest;
 
+use super::policy::recall::recallable;
 use super::rings::monotonic_ms;
 use super::Agent;
-
-/// A task RECALL may take has waited in the rings at least this long (milliseconds of the
-/// lease stamp, so between 1 and 2 ms). A task that has just arrived is about to be
-/// taken by this host's executors; called back, it would go to the tail of its level at
-/// tier 2 and, when the executor it was called back for got another task first, into
-/// the next host's REFILL and be called back from there again: with every executor of
-/// the demo parking between tasks, priority-1 tasks went round that loop until their
-/// median delay was ten times priority 2's.
-pub const RECALL_MIN_AGE_MS: u16 = 2;
-
-/// Whether a ring entry stamped `stamp` may be recalled at `now_ms` (one rule for the
-/// agent and the simulator).
-pub fn recallable(stamp: [u8; 2], now_ms: u64) -> bool {
-    lease_expired(stamp, now_ms, RECALL_MIN_AGE_MS)
-}
 
 impl Agent {
     /// A RECALL from the switch for `req.want` tasks `exec_rsrc` covers.
@@ -35,19 +24,41 @@ impl Agent {
             tracing::debug!(node = req.node(), "RECALL for another node ignored");
             return;
         }
-        let n = (req.want as u64).min(self.return_credit()) as usize;
-        if n == 0 {
+        let mut pending = std::mem::take(&mut self.pending_recalls);
+        pending.recall(exec_rsrc, req.want, monotonic_ms(), |n, rsrc| self.recall_heads(n, rsrc));
+        self.stats.recalls_expired = pending.expired;
+        self.pending_recalls = pending;
+        tracing::trace!(want = req.want, waiting = self.pending_recalls.len(), "RECALL answered");
+    }
+
+    /// Tries the RECALLs still waiting again (their heads may be old enough now).
+    pub(super) fn retry_recalls(&mut self) {
+        if self.pending_recalls.is_empty() {
             return;
+        }
+        let mut pending = std::mem::take(&mut self.pending_recalls);
+        pending.retry(monotonic_ms(), |n, rsrc| self.recall_heads(n, rsrc));
+        self.stats.recalls_expired = pending.expired;
+        self.pending_recalls = pending;
+    }
+
+    /// RETURNs up to `n` ring heads `exec_rsrc` covers that are old enough to recall,
+    /// within the RETURN credit; says how many.
+    fn recall_heads(&mut self, n: usize, exec_rsrc: u8) -> usize {
+        let n = n.min(self.return_credit() as usize);
+        if n == 0 {
+            return 0;
         }
         let mut unplaced = Vec::new();
         let now_ms = monotonic_ms();
         let take = |e: &scheduler_common::Entry| e.task.runs_on(exec_rsrc) && recallable(e.pad, now_ms);
         let back = self.tier1.rings.take_heads_where(n, take, &mut unplaced, &mut self.stats.ring_errors);
-        self.stats.recalled += back.len() as u64;
+        let got = back.len();
+        self.stats.recalled += got as u64;
         for entry in back.into_iter().chain(unplaced) {
             self.returner.add(&self.sock, entry);
         }
         self.returner.flush(&self.sock);
-        tracing::trace!(want = req.want, "RECALL answered");
+        got
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::cluster::{Level, NodeSpec, Site};
 use super::plot::{self, Chart, Scale, Series};
 use super::suite::{markdown_table, Context, LevelFields, Outcome};
-use super::trace::{measure, Quantiles, TaskTiming};
+use super::trace::{measure, Measured, Quantiles, TaskTiming};
 use super::workload::{Trace, TraceParams, Work};
 
 const CDF_POINTS: usize = 200;
@@ -45,7 +45,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         let mut p90 = Vec::new();
         for (mode, trace) in [("priorities", &prioritized), ("fifo", &fifo)] {
             ctx.progress("priority", format_args!("{}, {mode}: {} tasks", level.name(), trace.tasks()));
-            let (fields, r, t) = measure(&site, level, trace, Work::Sleep, 120)?;
+            let Measured { fields, replayed: r, timings: t, .. } = measure(&site, level, trace, Work::Sleep, 120)?;
             out.note_fallback(&fields.fallback);
             out.submitted += r.summary.submitted;
             out.completed += r.summary.completed;

@@ -16,6 +16,7 @@ use super::plot::{self, Chart, Scale, Series};
 use super::suite::{markdown_table, Context, LevelFields, Outcome};
 use super::workload::{bench_client_config, replay, TimedJob};
 use crate::client::TaskSpec;
+use crate::sim::calibrate::ThreadTimes;
 
 pub const TASK_MS: u32 = 10;
 pub const INTERVAL_MS: u64 = 10;
@@ -40,6 +41,9 @@ struct Line {
     p99_job_ms: f64,
     p50_sched_delay_ms: f64,
     p99_sched_delay_ms: f64,
+    /// The executors' wait for a CPU and sleep overshoot in this run (`bolt sim
+    /// validate --testbed` draws from them).
+    executor_threads: ThreadTimes,
 }
 
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
@@ -65,7 +69,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             .collect();
         for level in Level::BOTH {
             ctx.progress("sw1", format_args!("{} at {:.0} % ({tasks_per_job} tasks per job)", level.name(), u * 100.0));
-            let d = site.deploy(level, &DeployOptions::default())?;
+            let d = site.deploy(level, &DeployOptions { record_assignments: true })?;
             let (a, b) = (jobs.clone(), jobs.clone());
             let (r1, r2) = d.run_clients(move |switch| async move {
                 let drain = Duration::from_secs(30);
@@ -74,8 +78,11 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                     replay(bench_client_config(switch), &b, drain)
                 )
             })?;
+            let assignments = d.take_assignments();
             let mut level_fields = LevelFields::of(&d);
             level_fields.stop(d)?;
+            let executor_threads =
+                ThreadTimes::of_run([(r1.uid, &r1.records[..]), (r2.uid, &r2.records[..])], &assignments);
             out.note_fallback(&level_fields.fallback);
             let job_ms: Vec<f64> = r1.job_ms.iter().chain(&r2.job_ms).copied().collect();
             let sched_ms: Vec<f64> =
@@ -92,6 +99,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 p99_job_ms: plot::quantile(&job_ms, 0.99),
                 p50_sched_delay_ms: plot::quantile(&sched_ms, 0.5),
                 p99_sched_delay_ms: plot::quantile(&sched_ms, 0.99),
+                executor_threads,
             };
             out.submitted += line.submitted;
             out.completed += line.completed;

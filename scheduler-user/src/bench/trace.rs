@@ -17,6 +17,7 @@ use super::plot::{self, Chart, Scale, Series};
 use super::suite::{markdown_table, Context, LevelFields, Outcome};
 use super::workload::{bench_client_config, replay, Replayed, Trace, TraceParams, Work};
 use crate::executor::AssignmentRecord;
+use crate::sim::calibrate::ThreadTimes;
 
 /// Points per CDF written to the JSON lines and plots.
 const CDF_POINTS: usize = 200;
@@ -50,15 +51,17 @@ pub(crate) fn timings(r: &Replayed, assignments: &[AssignmentRecord]) -> Vec<Tas
         .collect()
 }
 
-/// Replays `jobs` on a fresh deployment at `level` and returns the client's outcome and
-/// per-task timings.
-pub(crate) fn measure(
-    site: &Site,
-    level: Level,
-    trace: &Trace,
-    work: Work,
-    drain_s: u64,
-) -> anyhow::Result<(LevelFields, Replayed, Vec<TaskTiming>)> {
+/// One replay's results.
+pub(crate) struct Measured {
+    pub fields: LevelFields,
+    pub replayed: Replayed,
+    pub timings: Vec<TaskTiming>,
+    pub threads: ThreadTimes,
+}
+
+/// Replays `jobs` on a fresh deployment at `level` and returns the client's outcome,
+/// per-task timings and what the executors' threads added.
+pub(crate) fn measure(site: &Site, level: Level, trace: &Trace, work: Work, drain_s: u64) -> anyhow::Result<Measured> {
     let d: Deployment = site.deploy(level, &DeployOptions { record_assignments: true })?;
     let jobs = trace.timed_jobs(work)?;
     let r = d.run_clients(move |switch| async move {
@@ -67,8 +70,9 @@ pub(crate) fn measure(
     let assignments = d.take_assignments();
     let mut fields = LevelFields::of(&d);
     fields.stop(d)?;
-    let t = timings(&r, &assignments);
-    Ok((fields, r, t))
+    let timings = timings(&r, &assignments);
+    let threads = ThreadTimes::of_run([(r.uid, &r.records[..])], &assignments);
+    Ok(Measured { fields, replayed: r, timings, threads })
 }
 
 #[derive(Serialize)]
@@ -85,6 +89,9 @@ struct SummaryLine<'a> {
     sched_delay_ms: Quantiles,
     get_rtt_ms: Quantiles,
     queue_ms: Quantiles,
+    /// The executors' wait for a CPU and sleep overshoot in this run (`bolt sim
+    /// validate --testbed` draws from them).
+    executor_threads: ThreadTimes,
 }
 
 #[derive(Serialize)]
@@ -136,7 +143,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                     trace.tasks()
                 ),
             );
-            let (fields, r, t) = measure(&site, level, &trace, work, 60)?;
+            let Measured { fields, replayed: r, timings: t, threads } = measure(&site, level, &trace, work, 60)?;
             out.note_fallback(&fields.fallback);
             out.submitted += r.summary.submitted;
             out.completed += r.summary.completed;
@@ -154,6 +161,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 sched_delay_ms: Quantiles::of(&sched),
                 get_rtt_ms: Quantiles::of(&get),
                 queue_ms: Quantiles::of(&queue),
+                executor_threads: threads,
             };
             lines.write(&line)?;
             let (s, g, q) = (line.sched_delay_ms, line.get_rtt_ms, line.queue_ms);

@@ -65,7 +65,7 @@ pub struct ExecutorConfig {
     /// Local address to bind the sockets to; `None` picks loopback for a loopback switch
     /// and the unspecified address otherwise.
     pub bind: Option<IpAddr>,
-    /// Keep an [`AssignmentRecord`] (the GET_TASK round trip) of every task assigned,
+    /// Keep an [`AssignmentRecord`] (the GET_TASK round trip, the arrival stamp) of every task assigned,
     /// for benchmarks; at most [`MAX_ASSIGNMENT_RECORDS`] per executor.
     pub record_assignments: bool,
     /// This host's object store, as other hosts reach it: SPEC tasks run only with one
@@ -160,6 +160,10 @@ pub fn spawn(cfg: ExecutorConfig) -> anyhow::Result<ExecutorPool> {
     for index in 0..cfg.executors {
         let socket = UdpSocket::bind(bind).with_context(|| format!("binding an executor socket to {bind}"))?;
         socket.set_read_timeout(Some(cfg.get_timeout)).context("setting the receive timeout")?;
+        if cfg.record_assignments {
+            // The record says when each ASSIGN reached the host, not only when it was read.
+            crate::net::enable_arrival_stamps(&socket).context("asking for arrival stamps")?;
+        }
         pool.addrs.push(socket.local_addr()?);
         let counters = Arc::new(ExecutorCounters::default());
         pool.counters.push(counters.clone());

@@ -39,6 +39,13 @@ pub struct AssignmentRecord {
     pub node: u16,
     /// The latest GET_TASK sent → this ASSIGN received, ns.
     pub get_rtt_ns: u64,
+    /// When the ASSIGN reached this host's stack, ns since the Unix epoch (the kernel's
+    /// stamp; 0 if there was none). The task's start less this is how long the
+    /// executor's thread took to run once its task had arrived.
+    pub arrived_unix_ns: u64,
+    /// How long the task asked to sleep, ns, for a sleep task (its run time less this
+    /// is the sleep's overshoot).
+    pub sleep_ns: Option<u64>,
 }
 
 /// GET timeouts in a row after which the executor warns that the scheduler is silent.
@@ -101,8 +108,10 @@ impl LateAnswer {
 /// would allocate per ASSIGN.
 #[allow(clippy::large_enum_variant)]
 enum Received {
-    /// Tasks to run, in order (copied out of the receive buffer): one, or a bundle.
-    Assign(ArrayVec<Entry, MAX_LIST>),
+    /// Tasks to run, in order (copied out of the receive buffer): one, or a bundle; and
+    /// when the ASSIGN reached the stack (ns since the Unix epoch; 0 unless assignments
+    /// are recorded).
+    Assign(ArrayVec<Entry, MAX_LIST>, u64),
     /// A NOOP for this executor, with the sequence number it echoes.
     Noop(u32),
     /// Something this executor does not take; counted already.
@@ -183,13 +192,13 @@ impl Worker {
             // Wait only for what is left of this GET's time.
             self.set_read_timeout(request.deadline - now);
             match self.receive(&mut rx) {
-                Received::Assign(entries) => {
+                Received::Assign(entries, arrived_unix_ns) => {
                     self.heard_from_switch(&mut silent);
                     if late.take() {
                         bump(&self.counters.late_assigns);
                     } else {
                         let rtt = request.sent.elapsed();
-                        entries.iter().for_each(|e| self.record_assignment(e, rtt));
+                        entries.iter().for_each(|e| self.record_assignment(e, rtt, arrived_unix_ns));
                         current = None;
                     }
                     let answers = self.execute_all(&entries, &mut tx);
@@ -250,7 +259,7 @@ impl Worker {
             }
             self.set_read_timeout(quiet_until - now);
             match self.receive(rx) {
-                Received::Assign(entries) => {
+                Received::Assign(entries, _) => {
                     unanswered -= 1;
                     let answers = self.execute_all(&entries, tx);
                     unanswered = unanswered.saturating_sub(answers);
@@ -262,7 +271,7 @@ impl Worker {
         }
     }
 
-    fn record_assignment(&self, entry: &Entry, rtt: Duration) {
+    fn record_assignment(&self, entry: &Entry, rtt: Duration, arrived_unix_ns: u64) {
         let Some(log) = &self.assignments else { return };
         let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
         if log.len() < MAX_ASSIGNMENT_RECORDS {
@@ -273,6 +282,11 @@ impl Worker {
                 priority: entry.task.prio,
                 node: self.node,
                 get_rtt_ns: rtt.as_nanos() as u64,
+                arrived_unix_ns,
+                sleep_ns: match Handler::decode(&entry.task.desc) {
+                    Ok(Handler::Sleep { micros }) => Some(u64::from(micros) * 1_000),
+                    _ => None,
+                },
             });
         }
     }
@@ -331,8 +345,19 @@ impl Worker {
     }
 
     fn receive(&self, rx: &mut [u8]) -> Received {
-        let (n, from) = match self.socket.recv_from(rx) {
-            Ok(r) => r,
+        // Only a recording executor asked for arrival stamps (pool set-up); the others
+        // keep the plain receive.
+        let received = if self.assignments.is_some() {
+            crate::net::recv_msg(&self.socket, rx).map(|d| (d.len, d.from.map(SocketAddr::V4), d.arrived_unix_ns))
+        } else {
+            self.socket.recv_from(rx).map(|(n, from)| (n, Some(from), None))
+        };
+        let (n, from, arrived_unix_ns) = match received {
+            Ok((n, Some(from), arrived)) => (n, from, arrived.unwrap_or(0)),
+            Ok((_, None, _)) => {
+                bump(&self.counters.ignored);
+                return Received::Ignored;
+            }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
                 return Received::Nothing
             }
@@ -351,7 +376,7 @@ impl Worker {
             return Received::Ignored;
         }
         match decode(&rx[..n]) {
-            Ok(Message::Assign { entries, .. }) => Received::Assign(entries.iter().copied().collect()),
+            Ok(Message::Assign { entries, .. }) => Received::Assign(entries.iter().copied().collect(), arrived_unix_ns),
             Ok(Message::Noop { to: r, .. }) if r.node() == self.node && r.executor() == self.index => {
                 Received::Noop(r.seq())
             }

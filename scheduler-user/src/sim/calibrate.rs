@@ -10,14 +10,24 @@
 //! an ASSIGN reaching the executor and the task starting), and the **overshoot**, how
 //! much longer than the task the sleep took, from the thread running to its end.
 //! Queueing is not measured here: a task finding no idle thread is not sent.
+//!
+//! [`ThreadTimes::of_run`] measures the same two things in place, in a testbed run, from
+//! the executors' records: the wait from the kernel's arrival stamp on each ASSIGN to
+//! the task starting (with the software switch, the agents and the clients sharing the
+//! CPUs, which this stand-alone measurement does not run), and the overshoot of each
+//! sleep task's run time past its length. `bolt sim validate --testbed` draws from those.
 
 use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
 
 use super::clock::Nanos;
+use crate::client::TaskRecord;
+use crate::executor::AssignmentRecord;
 
 /// The cumulative probabilities the quantile tables are given at.
 pub const QUANTILE_POINTS: [f64; 14] =
@@ -50,6 +60,56 @@ pub fn quantiles(samples: &mut [Nanos]) -> Vec<(f64, Nanos)> {
             (p, samples[i])
         })
         .collect()
+}
+
+/// What the executors' threads added to the tasks of one testbed run, measured there:
+/// quantiles (at `QUANTILE_POINTS`, ns) of the wait from an ASSIGN reaching the
+/// executor's host to the task starting, and of the sleep tasks' overshoot.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadTimes {
+    /// Tasks with an arrival stamp (the wait's sample).
+    pub waits: usize,
+    /// Sleep tasks (the overshoot's sample).
+    pub sleeps: usize,
+    pub wait_ns: Vec<(f64, Nanos)>,
+    pub overshoot_ns: Vec<(f64, Nanos)>,
+    /// The client's first send → the ASSIGN's arrival stamp: the scheduler's part of the
+    /// delay, before the executor's thread. Reported beside the simulator's, never drawn.
+    #[serde(default)]
+    pub before_arrival_ns: Vec<(f64, Nanos)>,
+}
+
+impl ThreadTimes {
+    /// Joins one client's task records (`uid`) with the executors' assignment records.
+    /// A task without an arrival stamp, or whose start precedes it (clocks stepped),
+    /// adds no wait; a task that is not a sleep adds no overshoot.
+    pub fn of_run<'a>(
+        runs: impl IntoIterator<Item = (u32, &'a [TaskRecord])>,
+        assignments: &[AssignmentRecord],
+    ) -> ThreadTimes {
+        let by_task: HashMap<(u32, u32, u32), &AssignmentRecord> =
+            assignments.iter().map(|a| ((a.uid, a.jid, a.tid), a)).collect();
+        let (mut waits, mut overshoots, mut before) = (Vec::new(), Vec::new(), Vec::new());
+        for (uid, records) in runs {
+            for t in records {
+                let Some(a) = by_task.get(&(uid, t.jid, t.tid)) else { continue };
+                if a.arrived_unix_ns > 0 && t.start_unix_ns >= a.arrived_unix_ns {
+                    waits.push(t.start_unix_ns - a.arrived_unix_ns);
+                    before.push(a.arrived_unix_ns.saturating_sub(t.first_sent_unix_ns));
+                }
+                if let Some(sleep) = a.sleep_ns {
+                    overshoots.push(u64::from(t.run_ns).saturating_sub(sleep));
+                }
+            }
+        }
+        ThreadTimes {
+            waits: waits.len(),
+            sleeps: overshoots.len(),
+            wait_ns: quantiles(&mut waits),
+            overshoot_ns: quantiles(&mut overshoots),
+            before_arrival_ns: quantiles(&mut before),
+        }
+    }
 }
 
 fn load_average() -> Option<f64> {
@@ -125,4 +185,50 @@ pub fn measure(threads: usize, task: Duration, utilisation: f64, seconds: f64) -
         overshoot_ns: quantiles(&mut overshoots),
         load_average: load_average(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(jid: u32, tid: u32, first_sent: u64, start: u64, run_ns: u32) -> TaskRecord {
+        TaskRecord {
+            jid,
+            tid,
+            priority: 1,
+            resources: 0,
+            first_sent_unix_ns: first_sent,
+            start_unix_ns: start,
+            run_ns,
+            node: 1,
+            executor: 0,
+            completed_unix_ns: start + run_ns as u64,
+            output_len: 0,
+        }
+    }
+
+    fn assignment(uid: u32, jid: u32, tid: u32, arrived: u64, sleep_ns: Option<u64>) -> AssignmentRecord {
+        AssignmentRecord { uid, jid, tid, priority: 1, node: 1, get_rtt_ns: 0, arrived_unix_ns: arrived, sleep_ns }
+    }
+
+    #[test]
+    fn thread_times_join_each_clients_tasks_with_their_assignments() {
+        // Client 7's task 1: sent at 1,000, arrived at 5,000, started at 8,000, asked to
+        // sleep 10 µs and ran 12 µs. Task 2: no arrival stamp, not a sleep. Client 8 has a
+        // task of the same job and task ids, arrived at 2,000 and started at 2,500.
+        let runs = [record(1, 1, 1_000, 8_000, 12_000), record(1, 2, 1_000, 9_000, 500)];
+        let other = [record(1, 1, 1_000, 2_500, 10_100)];
+        let assignments = [
+            assignment(7, 1, 1, 5_000, Some(10_000)),
+            assignment(7, 1, 2, 0, None),
+            assignment(8, 1, 1, 2_000, Some(10_000)),
+            assignment(9, 1, 1, 1, Some(1)),
+        ];
+        let t = ThreadTimes::of_run([(7, &runs[..]), (8, &other[..])], &assignments);
+        assert_eq!((t.waits, t.sleeps), (2, 2));
+        let at = |q: &[(f64, Nanos)], p: f64| q.iter().find(|(x, _)| *x == p).map(|(_, v)| *v);
+        assert_eq!((at(&t.wait_ns, 0.0), at(&t.wait_ns, 1.0)), (Some(500), Some(3_000)));
+        assert_eq!((at(&t.overshoot_ns, 0.0), at(&t.overshoot_ns, 1.0)), (Some(100), Some(2_000)));
+        assert_eq!((at(&t.before_arrival_ns, 0.0), at(&t.before_arrival_ns, 1.0)), (Some(1_000), Some(4_000)));
+    }
 }

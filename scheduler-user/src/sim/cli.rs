@@ -8,9 +8,8 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::report::fmt_us;
-use super::{run, Report, SimConfig, System, WorkloadSpec};
+use super::{run, Report, SimConfig, System};
 use crate::bench::plot::{self, Chart, Scale, Series};
-use crate::bench::workload::TraceParams;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -24,10 +23,12 @@ pub enum SimCommand {
     Run(RunArgs),
     /// Median and p99 scheduling delay of all five systems against the executor count.
     Sweep(SweepArgs),
-    /// One-level and two-level Bolt on the testbed's scale and workloads (SW1, trace).
+    /// One-level and two-level Bolt on the testbed's scale and workloads (SW1, trace),
+    /// against a testbed run's delays, drawing the executors' thread times from that run.
     Validate(ValidateArgs),
-    /// Measure, on this machine, the wait for a CPU and the sleep overshoot of the
-    /// testbed's sleeping executor threads (the quantiles `validate` draws from).
+    /// Measure, on this machine, the wait for a CPU and the sleep overshoot of sleeping
+    /// executor threads alone (the simulator's testbed defaults; `validate` draws from
+    /// those measured in the testbed runs themselves).
     Calibrate(CalibrateArgs),
 }
 
@@ -92,6 +93,13 @@ pub struct SweepArgs {
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
+    /// A `bolt bench all --only sw1 --only trace` results directory (its sw1.jsonl and
+    /// trace.jsonl) to validate against (repeat for several runs; points are compared
+    /// as medians over runs); default: the three runs committed in
+    /// docs/bench-results/sim-validate-testbed/.
+    #[arg(long, value_name = "DIR")]
+    pub testbed: Vec<PathBuf>,
+    /// Seed of the simulator's own draws (the trace's seed is the testbed run's).
     #[arg(long, default_value_t = 2021)]
     pub seed: u64,
     #[arg(long, default_value = "target/sim")]
@@ -310,37 +318,6 @@ fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The testbed's scheduling delay p50 / p99 (ms) for the configurations of
-/// [`validation_configs`], in the same order: docs/benchmarks.md, "Two levels against
-/// one after tuning tier 1" (`bolt bench all --only sw1`, `--only trace`). The
-/// simulator's figures are compared with these.
-pub const TESTBED_MS: [(f64, f64); 8] = [
-    (0.292, 1.15),
-    (0.517, 2.16),
-    (1.402, 3.54),
-    (1.849, 74.58),
-    (0.320, 1.27),
-    (0.561, 1.83),
-    (1.000, 10.21),
-    (2.181, 77.66),
-];
-
-/// The testbed's configurations of docs/benchmarks.md: SW1 on 40 executors of 2 hosts
-/// (4 s per point), the trace on 32 sleep executors of 2 hosts at 70 % (20 s).
-pub fn validation_configs(seed: u64) -> Vec<(String, SimConfig)> {
-    let mut out = Vec::new();
-    for system in [System::OneLevel, System::TwoLevel] {
-        for u in [0.4, 0.7, 0.9] {
-            let w = WorkloadSpec::Sw1 { utilization: u, seconds: 4.0 };
-            out.push((format!("SW1 {:.0} %", u * 100.0), SimConfig::testbed(system, w, 40, 2, seed)));
-        }
-        let params = TraceParams::new(seed, 20.0, 32, 0.7);
-        let w = WorkloadSpec::Trace { params, clients: 1 };
-        out.push(("trace 70 %".into(), SimConfig::testbed(system, w, 32, 2, seed)));
-    }
-    out
-}
-
 fn calibrate(a: &CalibrateArgs) -> anyhow::Result<()> {
     let mut lines = jsonl(&a.out, "calibrate")?;
     let us = |q: &[(f64, super::clock::Nanos)]| {
@@ -362,20 +339,64 @@ fn off_by(sim_us: Option<f64>, testbed_ms: f64) -> String {
 }
 
 fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
+    let runs = super::validate::load(&a.testbed, a.seed)?;
     let mut lines = jsonl(&a.out, "validate")?;
-    println!("| workload | level | testbed p50 / p99 | simulated p50 / p99 | p50 off by | p99 off by |");
-    println!("|---|---|---:|---:|---:|---:|");
-    for ((name, cfg), (p50, p99)) in validation_configs(a.seed).into_iter().zip(TESTBED_MS) {
-        let r = run_with_bar(&cfg, true)?;
-        writeln!(lines, "{}", serde_json::to_string(&r)?)?;
+    // Per point (in the first run's order): the testbed's and the simulator's p50 and p99
+    // of every run, ms.
+    let mut rows: Vec<(String, &'static str, [Vec<f64>; 4])> = Vec::new();
+    for run in &runs {
+        for p in &run.points {
+            let r = run_with_bar(&p.cfg, true)?;
+            writeln!(
+                lines,
+                "{}",
+                serde_json::to_string(
+                    &serde_json::json!({ "testbed_run": run.name, "testbed_p50_ms": p.p50_ms, "testbed_p99_ms": p.p99_ms, "simulated": r })
+                )?
+            )?;
+            let at = match rows.iter().position(|(n, s, _)| *n == p.name && *s == p.cfg.system.name()) {
+                Some(i) => i,
+                None => {
+                    rows.push((p.name.clone(), p.cfg.system.name(), Default::default()));
+                    rows.len() - 1
+                }
+            };
+            let v = &mut rows[at].2;
+            let ms = |us: Option<f64>| us.map_or(f64::INFINITY, |us| us / 1000.0);
+            v[0].push(p.p50_ms);
+            v[1].push(p.p99_ms);
+            v[2].push(ms(r.p50_us));
+            v[3].push(ms(r.p99_us));
+        }
+    }
+    println!("Medians over {} testbed runs and the simulator driven by each run's measured threads.\n", runs.len());
+    println!(
+        "| workload | level | testbed p50 / p99 | runs' p50 range | simulated p50 / p99 | p50 off by | p99 off by |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let (mut p50_ok, mut p99_ok) = (0, 0);
+    for (name, system, v) in &rows {
+        // The middle run (the lower of the middle two for an even count); a saturated
+        // simulation is infinite and sorts last.
+        let mid = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v[(v.len() - 1) / 2]
+        };
+        let [t50, t99, s50, s99] = [0, 1, 2, 3].map(|i| mid(&v[i]));
+        let us = |ms: f64| ms.is_finite().then_some(ms * 1000.0);
+        let (lo, hi) = v[0].iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let within = |s: f64, t: f64| ((s / t - 1.0).abs() <= 0.25) as u32;
+        p50_ok += within(s50, t50);
+        p99_ok += within(s99, t99);
         println!(
-            "| {name} | {} | {p50:.3} / {p99:.2} ms | {} / {} | {} | {} |",
-            r.system,
-            fmt_us(r.p50_us),
-            fmt_us(r.p99_us),
-            off_by(r.p50_us, p50),
-            off_by(r.p99_us, p99)
+            "| {name} | {system} | {t50:.3} / {t99:.2} ms | {lo:.3} – {hi:.3} ms | {} / {} | {} | {} |",
+            fmt_us(us(s50)),
+            fmt_us(us(s99)),
+            off_by(us(s50), t50),
+            off_by(us(s99), t99)
         );
     }
+    println!("\nWithin 25 %: medians {p50_ok} of {n}, p99s {p99_ok} of {n}.", n = rows.len());
     Ok(())
 }

@@ -22,8 +22,8 @@ use super::{SimConfig, System};
 use crate::agent::hint::local_best;
 use crate::agent::policy::hint::{HintObservation, ReturnBelow};
 use crate::agent::policy::prefetch::PrefetchSizer;
+use crate::agent::policy::recall::recallable;
 use crate::agent::policy::steal::{StealAction, StealConfig, Stealer};
-use crate::agent::recall::recallable;
 use crate::agent::refill::{Action, Outcome, RefillController};
 use crate::client::TrackerConfig;
 use crate::switch::Answer;
@@ -73,6 +73,10 @@ pub enum Event {
     Recall {
         host: u32,
         want: u8,
+    },
+    /// A host tries its waiting RECALLs again.
+    RecallRetry {
+        host: u32,
     },
     /// STEAL messages reach their hosts (one, or a round's batch: `SimConfig::batch_steals`).
     Steals {
@@ -371,7 +375,13 @@ impl<'a> World<'a> {
                 let now = self.q.now();
                 self.stamp_best(host, now, best);
             }
-            Event::Recall { host, want } => self.recall_arrives(host, want),
+            Event::Recall { host, want } => self.recall_step(host, Some(want)),
+            Event::RecallRetry { host } => {
+                if self.hosts[host as usize].recall_retry <= self.q.now() {
+                    self.hosts[host as usize].recall_retry = Nanos::MAX;
+                    self.recall_step(host, None);
+                }
+            }
             Event::Steals { slot } => {
                 let mut msgs = self.deliveries.take(slot);
                 for &m in &msgs {
@@ -493,7 +503,10 @@ impl<'a> World<'a> {
             }
         };
         let tofino = self.tofino.as_mut().expect("a Bolt run has tier 2");
-        if !tofino.arrive(now, req, src) {
+        // A message that finds tier 2's thread idle waits for it to run; those behind it
+        // wait in the ingress.
+        let ready = if tofino.idle(now) { now + self.cfg.switch_cpu_wait.sample(&mut self.rng) } else { now };
+        if !tofino.arrive(ready, req, src) {
             // Dropped at the ingress: the sender's timeout sends it again.
             match inbound {
                 Inbound::Submit { .. } | Inbound::Return { .. } => {
@@ -764,25 +777,43 @@ impl<'a> World<'a> {
         }
     }
 
-    /// The agent's answer to a RECALL: up to `want` ring heads old enough to recall
-    /// (`agent::recall::recallable`), highest level first, as `Rings::take_heads_where`
-    /// takes them, RETURNed to tier 2 (the simulated tasks need no resources).
-    fn recall_arrives(&mut self, h: u32, want: u8) {
-        let now_ms = self.q.now() / 1_000_000;
+    /// The agent's answer to a RECALL (`want`) or its retry of the RECALLs waiting (None),
+    /// through the agent's `PendingRecalls`: ring heads old enough to recall
+    /// (`agent::policy::recall::recallable`), highest level first, as
+    /// `Rings::take_heads_where` takes them, RETURNed to tier 2 (the simulated tasks need
+    /// no resources).
+    fn recall_step(&mut self, h: u32, want: Option<u8>) {
+        let now = self.q.now();
+        let now_ms = now / 1_000_000;
         let host = &mut self.hosts[h as usize];
-        let mut back: Vec<Entry> = Vec::with_capacity(want as usize);
-        for ring in host.rings.iter_mut() {
-            while back.len() < want as usize && ring.front().is_some_and(|e| recallable(e.pad, now_ms)) {
-                back.extend(ring.pop_front());
+        let mut pending = std::mem::take(&mut host.pending_recalls);
+        let mut back: Vec<Entry> = Vec::new();
+        let rings = &mut host.rings;
+        let mut take = |n: usize, _exec_rsrc: u8| {
+            let before = back.len();
+            for ring in rings.iter_mut() {
+                while back.len() - before < n && ring.front().is_some_and(|e| recallable(e.pad, now_ms)) {
+                    back.extend(ring.pop_front());
+                }
             }
-        }
-        if back.is_empty() {
-            return;
-        }
+            back.len() - before
+        };
+        match want {
+            Some(want) => pending.recall(0, want, now_ms, &mut take),
+            None => pending.retry(now_ms, &mut take),
+        };
+        let retry = pending.next_retry_ms(now_ms).map(|ms| ms * 1_000_000);
+        host.pending_recalls = pending;
         host.recalled += back.len() as u64;
-        let entries = back.iter().map(Entry::unstamped).collect();
-        let slot = self.inbound.put(Inbound::Return { host: h, entries });
-        self.q.after(self.topo.host_switch(frame_bytes(back.len())), Event::ToSwitch { slot });
+        if let Some(at) = retry.filter(|&at| at < host.recall_retry) {
+            host.recall_retry = at;
+            self.q.at(at, Event::RecallRetry { host: h });
+        }
+        for chunk in back.chunks(MAX_LIST) {
+            let entries = chunk.iter().map(Entry::unstamped).collect();
+            let slot = self.inbound.put(Inbound::Return { host: h, entries });
+            self.q.after(self.topo.host_switch(frame_bytes(chunk.len())), Event::ToSwitch { slot });
+        }
     }
 
     fn wake_at(&mut self, h: u32, deadline: Option<Instant>) {

@@ -61,7 +61,8 @@ pub struct ExecParams {
     /// executor thread waiting for a CPU (0: a CPU is always free). On the testbed 40
     /// executor threads, the switch, the agents and the clients share two cores;
     /// `SimConfig::testbed` draws it, and `run_overhead`, from `bolt sim calibrate`'s
-    /// measurements (`TESTBED_THREADS`).
+    /// measurements (`TESTBED_THREADS`); `bolt sim validate` from those of the testbed
+    /// run it compares with (`sim::validate`).
     pub cpu_wait: Draw,
 }
 

@@ -12,6 +12,7 @@ use super::clock::Nanos;
 use crate::agent::policy::hint::{HintReaction, DEFAULT_PERSIST};
 use crate::agent::policy::lease::LeaseKeeper;
 use crate::agent::policy::prefetch::PrefetchSizer;
+use crate::agent::policy::recall::PendingRecalls;
 use crate::agent::policy::steal::Stealer;
 use crate::agent::refill::{Progress, RefillController};
 
@@ -36,8 +37,11 @@ pub struct Host {
     pub hint_reaction: HintReaction,
     /// Tasks RETURNed by the hint reaction.
     pub hint_returned: u64,
-    /// Tasks RETURNed in answer to tier 2's RECALLs.
+    /// Tasks RETURNed in answer to tier 2's RECALLs, the RECALLs still waiting for ring
+    /// heads old enough, and when they are tried again (`Nanos::MAX`: not scheduled).
     pub recalled: u64,
+    pub pending_recalls: PendingRecalls,
+    pub recall_retry: Nanos,
     pub lease: LeaseKeeper,
     /// Tasks RETURNed because their lease expired in a ring.
     pub lease_returned: u64,
@@ -64,6 +68,8 @@ impl Host {
             hint_reaction: HintReaction::new(DEFAULT_PERSIST),
             hint_returned: 0,
             recalled: 0,
+            pending_recalls: PendingRecalls::default(),
+            recall_retry: Nanos::MAX,
             lease: LeaseKeeper::new(DEFAULT_LEASE_MS),
             lease_returned: 0,
             stealer: None,

@@ -22,6 +22,7 @@ pub mod report;
 #[cfg(test)]
 mod tests;
 pub mod tofino;
+pub mod validate;
 pub mod workload;
 
 use serde::Serialize;
@@ -94,6 +95,10 @@ pub struct SimConfig {
     /// MATRIX: the STEAL messages an event sends that arrive at the same instant travel
     /// as one event (engine.rs, `flush_steals`); off, each message is its own event.
     pub batch_steals: bool,
+    /// The wait of tier 2's thread for a CPU when a message finds it idle (0 at scale: a
+    /// Tofino has no thread). On the testbed the software switch is one more thread on
+    /// the two cores the executors share.
+    pub switch_cpu_wait: Draw,
 }
 
 impl WorkloadSpec {
@@ -270,6 +275,7 @@ impl SimConfig {
             cloudkon: CloudKonParams::default(),
             record_starts: false,
             batch_steals: true,
+            switch_cpu_wait: Draw::Fixed(0),
         }
     }
 
@@ -308,6 +314,7 @@ impl SimConfig {
             cloudkon: CloudKonParams::default(),
             record_starts: false,
             batch_steals: true,
+            switch_cpu_wait: Draw::Fixed(0),
         }
     }
 }

@@ -106,8 +106,9 @@ fn the_whole_one_level_run_stays_within_the_pipeline_rate() {
 }
 
 /// The scenario below: two executors on one host, one-level, a 1-µs stack, 100-ns passes
-/// at 1 G passes/s, no run overhead, and a wait for a CPU of the given mean.
-fn hand_scenario(cpu_wait_mean_ns: super::clock::Nanos) -> Report {
+/// at 1 G passes/s, no run overhead, a wait for a CPU of the given mean, and tier 2's
+/// thread's wait when a message finds it idle.
+fn hand_scenario(cpu_wait_mean_ns: super::clock::Nanos, switch_wait_ns: super::clock::Nanos) -> Report {
     let w = WorkloadSpec::Sw1 { utilization: 1.0, seconds: 0.01 };
     let mut cfg = SimConfig::testbed(System::OneLevel, w, 2, 1, 1);
     cfg.net =
@@ -115,6 +116,7 @@ fn hand_scenario(cpu_wait_mean_ns: super::clock::Nanos) -> Report {
     cfg.tofino = TofinoParams { passes_per_sec: 1e9, pass_ns: 100, ..TofinoParams::thesis() };
     cfg.exec.run_overhead = Draw::Fixed(0);
     cfg.exec.cpu_wait = Draw::Exponential(cpu_wait_mean_ns);
+    cfg.switch_cpu_wait = Draw::Fixed(switch_wait_ns);
     cfg.drain_s = 0.001;
     run(&cfg, None).unwrap()
 }
@@ -135,7 +137,7 @@ fn hand_scenario(cpu_wait_mean_ns: super::clock::Nanos) -> Report {
 /// 3 requests parked, 1 answered from the park table.
 #[test]
 fn a_small_scenario_has_the_delays_computed_by_hand() {
-    let r = hand_scenario(0);
+    let r = hand_scenario(0, 0);
     assert_eq!((r.tasks_measured, r.tasks_started), (2, 2));
     let (p50, p99) = (r.p50_us.unwrap(), r.p99_us.unwrap());
     // The histogram keeps 3 significant digits.
@@ -151,12 +153,25 @@ fn a_small_scenario_has_the_delays_computed_by_hand() {
 /// executors never ask again: the 9 passes up to the second ASSIGN, not 17.
 #[test]
 fn a_wait_for_a_cpu_moves_the_start_and_the_end() {
-    let r = hand_scenario(1_000_000);
+    let r = hand_scenario(1_000_000, 0);
     assert_eq!((r.tasks_measured, r.tasks_started), (2, 2));
     // The two waits drawn with this seed: about 1.18 and 3.66 ms (2.1 and 2.3 µs without).
     let (p50, p99) = (r.p50_us.unwrap(), r.p99_us.unwrap());
     assert!(p50 > 1_000.0 && p99 > 3_000.0 && p99 < 10_000.0, "{p50} {p99}");
     assert_eq!(r.switch.unwrap().counters.passes, 9);
+}
+
+/// Tier 2's thread waits when a message finds it idle, and the messages behind wait in
+/// the ingress: in the scenario above with a 5-µs wait, the four messages arriving at
+/// 1000 start from 6000, so both delays grow by exactly 5 µs and the passes stay 17.
+#[test]
+fn a_wait_of_tier_2s_thread_delays_what_finds_it_idle_and_what_queues_behind() {
+    let r = hand_scenario(0, 5_000);
+    assert_eq!((r.tasks_measured, r.tasks_started), (2, 2));
+    let (p50, p99) = (r.p50_us.unwrap(), r.p99_us.unwrap());
+    assert!((p50 - 7.101).abs() < 0.01, "p50 {p50} µs");
+    assert!((p99 - 7.306).abs() < 0.01, "p99 {p99} µs");
+    assert_eq!(r.switch.unwrap().counters.passes, 17);
 }
 
 /// Two-level Bolt on one host of `executors`, the scripted `jobs` (ms, prio, tasks of

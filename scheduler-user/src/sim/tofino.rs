@@ -205,6 +205,11 @@ impl Tofino {
         self.queue_stats().cost.iter().map(|c| c.passes).sum()
     }
 
+    /// Whether nothing is queued or being processed at `now`.
+    pub fn idle(&self, now: Nanos) -> bool {
+        self.ingress.is_empty() && self.free_ps.div_ceil(1000) <= now
+    }
+
     /// A message arriving at `now`, queued at the ingress. False when the ingress buffer
     /// is full (dropped).
     pub fn arrive(&mut self, now: Nanos, req: Request, src: SocketAddrV4) -> bool {

@@ -7,9 +7,12 @@
 //! - [`steal`]: MATRIX's adaptive work stealing between hosts, with a two-phase hand-over;
 //! - [`lease`]: when a prefetched task goes back to tier 2;
 //! - [`hint`]: giving back lower-priority prefetched tasks while tier 2 holds
-//!   higher-priority work.
+//!   higher-priority work;
+//! - [`recall`]: which prefetched tasks a RECALL may call back, and RECALLs that wait
+//!   until some may.
 
 pub mod hint;
 pub mod lease;
 pub mod prefetch;
+pub mod recall;
 pub mod steal;

@@ -1,0 +1,218 @@
+//! `bolt sim validate`: the simulator against the namespace testbed, point by point.
+//!
+//! The testbed's figures come from `bolt bench all --only sw1 --only trace` runs (each a
+//! directory with `sw1.jsonl` and `trace.jsonl`): per point, the scheduling delay's
+//! median and p99, and what the executors' threads added to each task in that same run
+//! (`ThreadTimes`: the wait from the ASSIGN's arrival stamp to the task starting, the
+//! sleep's overshoot). For each run the simulator is configured with the point's
+//! workload and scale and draws each task's wait and overshoot, and tier 2's thread's
+//! wait for a CPU, from that run's measurements; the delays themselves are never an
+//! input. A single testbed run moves from the next by tens of per cent at some SW1
+//! points (tasks as long as the interval between jobs: whether an executor is free at
+//! the next submission turns on its overshoot), so points are compared as the median
+//! over runs. Without directories, the three runs committed in
+//! docs/bench-results/sim-validate-testbed/ are used.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+use super::calibrate::ThreadTimes;
+use super::executors::Draw;
+use super::{SimConfig, System, WorkloadSpec};
+use crate::bench::workload::TraceParams;
+
+/// Worker hosts of the testbed's SW1 and trace experiments (`bench::sw1`, `bench::trace`).
+pub const TESTBED_HOSTS: u32 = 2;
+
+/// The committed runs: (name, sw1.jsonl, trace.jsonl).
+const COMMITTED: [(&str, &str, &str); 3] = [
+    (
+        "run1",
+        include_str!("../../../docs/bench-results/sim-validate-testbed/run1/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-testbed/run1/trace.jsonl"),
+    ),
+    (
+        "run2",
+        include_str!("../../../docs/bench-results/sim-validate-testbed/run2/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-testbed/run2/trace.jsonl"),
+    ),
+    (
+        "run3",
+        include_str!("../../../docs/bench-results/sim-validate-testbed/run3/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-testbed/run3/trace.jsonl"),
+    ),
+];
+
+/// One testbed measurement and the simulator's configuration for it.
+pub struct TestbedPoint {
+    pub name: String,
+    pub cfg: SimConfig,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+#[derive(Deserialize)]
+struct Sw1Line {
+    level: String,
+    ran: String,
+    fallback: Option<String>,
+    utilization: f64,
+    executors: u32,
+    p50_sched_delay_ms: f64,
+    p99_sched_delay_ms: f64,
+    executor_threads: Option<ThreadTimes>,
+}
+
+#[derive(Deserialize)]
+struct TraceLine {
+    kind: String,
+    #[serde(default)]
+    level: String,
+    #[serde(default)]
+    ran: String,
+    fallback: Option<String>,
+    work: Option<String>,
+    executors: Option<u32>,
+    trace: Option<TraceShape>,
+    sched_delay_ms: Option<Percentiles>,
+    executor_threads: Option<ThreadTimes>,
+}
+
+#[derive(Deserialize)]
+struct TraceShape {
+    seed: u64,
+    seconds: f64,
+    load: f64,
+}
+
+#[derive(Deserialize)]
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+}
+
+fn system(level: &str, ran: &str, fallback: &Option<String>) -> anyhow::Result<System> {
+    anyhow::ensure!(
+        level == ran && fallback.is_none(),
+        "a point ran {ran} instead of {level} ({}): not the testbed",
+        fallback.as_deref().unwrap_or("no reason given")
+    );
+    match level {
+        "one-level" => Ok(System::OneLevel),
+        "two-level" => Ok(System::TwoLevel),
+        other => anyhow::bail!("unknown level {other:?}"),
+    }
+}
+
+fn with_threads(mut cfg: SimConfig, threads: Option<ThreadTimes>, point: &str) -> anyhow::Result<SimConfig> {
+    let t = threads
+        .filter(|t| !t.wait_ns.is_empty() && !t.overshoot_ns.is_empty())
+        .with_context(|| format!("{point}: the run recorded no executor thread times (made before they were)"))?;
+    // The software switch is one more thread woken on the cores the executors share: its
+    // wait is drawn from theirs (the switch's own is not recorded per packet).
+    cfg.switch_cpu_wait = Draw::Quantiles(t.wait_ns.clone());
+    cfg.exec.cpu_wait = Draw::Quantiles(t.wait_ns);
+    cfg.exec.run_overhead = Draw::Quantiles(t.overshoot_ns);
+    Ok(cfg)
+}
+
+/// The points of one testbed run: every SW1 line, and the trace's sleep-executor lines
+/// (the simulator's executors sleep). `seed` seeds the simulator's own draws.
+pub fn testbed_points(sw1: &str, trace: &str, seed: u64) -> anyhow::Result<Vec<TestbedPoint>> {
+    let mut points = Vec::new();
+    for (i, line) in sw1.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        let l: Sw1Line = serde_json::from_str(line).with_context(|| format!("sw1.jsonl line {}", i + 1))?;
+        let name = format!("SW1 {:.0} %", l.utilization * 100.0);
+        let system = system(&l.level, &l.ran, &l.fallback)?;
+        let w = WorkloadSpec::Sw1 { utilization: l.utilization, seconds: 4.0 };
+        let cfg =
+            with_threads(SimConfig::testbed(system, w, l.executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
+        points.push(TestbedPoint { name, cfg, p50_ms: l.p50_sched_delay_ms, p99_ms: l.p99_sched_delay_ms });
+    }
+    for (i, line) in trace.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        let l: TraceLine = serde_json::from_str(line).with_context(|| format!("trace.jsonl line {}", i + 1))?;
+        if l.kind != "summary" || l.work.as_deref() != Some("sleep") {
+            continue;
+        }
+        let (Some(executors), Some(shape), Some(delay)) = (l.executors, l.trace, l.sched_delay_ms) else {
+            anyhow::bail!("trace.jsonl line {}: a summary without executors, trace or sched_delay_ms", i + 1);
+        };
+        let name = format!("trace {:.0} %", shape.load * 100.0);
+        let system = system(&l.level, &l.ran, &l.fallback)?;
+        let params = TraceParams::new(shape.seed, shape.seconds, executors, shape.load);
+        let w = WorkloadSpec::Trace { params, clients: 1 };
+        let cfg =
+            with_threads(SimConfig::testbed(system, w, executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
+        points.push(TestbedPoint { name, cfg, p50_ms: delay.p50, p99_ms: delay.p99 });
+    }
+    anyhow::ensure!(!points.is_empty(), "no SW1 or sleep-trace points to validate against");
+    // One-level first, then two-level, each in the order run.
+    points.sort_by_key(|p| p.cfg.system != System::OneLevel);
+    Ok(points)
+}
+
+/// One testbed run's points.
+pub struct Run {
+    pub name: String,
+    pub points: Vec<TestbedPoint>,
+}
+
+/// The runs in `dirs` (each with sw1.jsonl and trace.jsonl), or the committed runs if
+/// there are none. Run `i` seeds the simulator with `seed + i`.
+pub fn load(dirs: &[PathBuf], seed: u64) -> anyhow::Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    if dirs.is_empty() {
+        for (i, (name, sw1, trace)) in COMMITTED.iter().enumerate() {
+            runs.push(Run { name: name.to_string(), points: testbed_points(sw1, trace, seed + i as u64)? });
+        }
+    }
+    for (i, dir) in dirs.iter().enumerate() {
+        let read = |f: &str| {
+            let p = dir.join(f);
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))
+        };
+        let points = testbed_points(&read("sw1.jsonl")?, &read("trace.jsonl")?, seed + i as u64)
+            .with_context(|| format!("in {}", dir.display()))?;
+        runs.push(Run { name: dir.display().to_string(), points });
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_runs_give_sw1_and_trace_points_at_both_levels_with_their_own_thread_times() {
+        let runs = load(&[], 1).unwrap();
+        assert_eq!(runs.len(), 3);
+        let points = &runs[0].points;
+        assert!(runs.iter().all(|r| r.points.len() == points.len()), "every run has the same points");
+        for system in [System::OneLevel, System::TwoLevel] {
+            let of: Vec<&TestbedPoint> = points.iter().filter(|p| p.cfg.system == system).collect();
+            assert!(of.iter().any(|p| p.name.starts_with("SW1")), "{system:?} has SW1");
+            assert!(of.iter().any(|p| p.name.starts_with("trace")), "{system:?} has the trace");
+            for p in of {
+                assert!(p.p50_ms > 0.0 && p.p99_ms >= p.p50_ms, "{}: {} / {}", p.name, p.p50_ms, p.p99_ms);
+                assert!(matches!(p.cfg.exec.cpu_wait, Draw::Quantiles(ref q) if q.len() > 2), "{}", p.name);
+                assert!(matches!(p.cfg.switch_cpu_wait, Draw::Quantiles(ref q) if q.len() > 2), "{}", p.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_point_that_fell_back_to_loopback_or_has_no_thread_times_is_refused() {
+        let good = r#"{"level":"one-level","ran":"one-level","fallback":null,"utilization":0.4,"executors":40,"p50_sched_delay_ms":0.3,"p99_sched_delay_ms":1.2,"executor_threads":{"waits":2,"sleeps":2,"wait_ns":[[0.0,1000],[1.0,2000]],"overshoot_ns":[[0.0,5000],[1.0,9000]]}}"#;
+        let points = testbed_points(good, "", 1).unwrap();
+        assert_eq!((points.len(), points[0].name.as_str()), (1, "SW1 40 %"));
+        let fell_back =
+            good.replace(r#""ran":"one-level","fallback":null"#, r#""ran":"one-level","fallback":"not root""#);
+        let e = testbed_points(&fell_back, "", 1).err().expect("refused");
+        assert!(e.to_string().contains("not the testbed"), "{e}");
+        let old = good.split(r#","executor_threads""#).next().unwrap().to_string() + "}";
+        let e = testbed_points(&old, "", 1).err().expect("refused");
+        assert!(e.to_string().contains("no executor thread times"), "{e}");
+    }
+}
