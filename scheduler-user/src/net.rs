@@ -44,15 +44,15 @@ pub fn ifindex(name: &str) -> io::Result<u32> {
     }
 }
 
-/// Asks the kernel to tell [`recv_msg`] which interface each datagram arrived on.
-pub fn enable_pktinfo(sock: &UdpSocket) -> io::Result<()> {
+/// Turns on a boolean socket option.
+fn switch_on(sock: &UdpSocket, level: libc::c_int, option: libc::c_int) -> io::Result<()> {
     let on: libc::c_int = 1;
     // SAFETY: valid fd; the option value is a c_int of the given size.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_PKTINFO,
+            level,
+            option,
             (&on as *const libc::c_int).cast(),
             size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -64,26 +64,16 @@ pub fn enable_pktinfo(sock: &UdpSocket) -> io::Result<()> {
     }
 }
 
+/// Asks the kernel to tell [`recv_msg`] which interface each datagram arrived on.
+pub fn enable_pktinfo(sock: &UdpSocket) -> io::Result<()> {
+    switch_on(sock, libc::IPPROTO_IP, libc::IP_PKTINFO)
+}
+
 /// Asks the kernel to stamp each datagram with the time it reached this host's stack
 /// (`SO_TIMESTAMPNS`, the wall clock), which [`recv_msg`] then returns: the time between
 /// that and the receive returning is how long the receiving thread took to run.
 pub fn enable_arrival_stamps(sock: &UdpSocket) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: valid fd; the option value is a c_int of the given size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    switch_on(sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS)
 }
 
 /// One datagram received by [`recv_msg`].
