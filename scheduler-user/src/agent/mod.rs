@@ -395,7 +395,7 @@ impl Agent {
             self.return_overflow(1024);
             let now = Instant::now();
             self.step_steal(now);
-            self.retry_recalls();
+            self.retry_recalls(rings::monotonic_ms());
             self.scan_leases(now);
             self.step_flds(now);
             // Rings drained while tier 2 has said it has nothing: steal without waiting for
@@ -1158,16 +1158,23 @@ mod tests {
             agent.tier1.rings.push_or_hand_back(&e, &mut unplaced, &mut agent.stats.ring_errors);
         }
         agent.socket_refills.tasks += 2;
-        let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 1), 0).unwrap();
-        deliver(&mut agent, &switch, &buf[..n]);
+        // Stamped at `now` or the millisecond before: at `now` too young to recall, two
+        // milliseconds later old enough, and the RECALL still held (3 ms).
+        let now = rings::monotonic_ms();
+        agent.recall_at(0xff, RefillRequest::new(1, 1), now);
         assert_eq!((agent.stats.recalled, agent.pending_recalls.len()), (0, 1), "too young: it waits");
-        std::thread::sleep(Duration::from_millis(2 * policy::recall::RECALL_MIN_AGE_MS as u64));
-        agent.retry_recalls();
+        agent.retry_recalls(now + 1);
+        agent.retry_recalls(now + 2);
         assert_eq!((agent.stats.recalled, agent.pending_recalls.len(), agent.stats.recalls_expired), (1, 0, 0));
         let n = switch.recv(&mut buf).expect("a RETURN at the switch");
         let Ok(Message::Return(entries)) = decode(&buf[..n]) else { panic!("not a RETURN") };
         assert_eq!(entries.iter().map(|e| e.task.tid()).collect::<Vec<_>>(), [1], "the highest priority first");
         assert_eq!(agent.tier1.rings.total(), 1);
+        // A RECALL its hold ends before it is answered is counted (the level-2 task is
+        // too young at `now`, and the hold is over at the first retry).
+        agent.recall_at(0xff, RefillRequest::new(1, 1), now);
+        agent.retry_recalls(now + policy::recall::RECALL_HOLD_MS);
+        assert_eq!((agent.pending_recalls.len(), agent.stats.recalls_expired), (0, 1));
     }
 
     #[test]

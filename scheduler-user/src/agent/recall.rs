@@ -18,6 +18,11 @@ use super::Agent;
 impl Agent {
     /// A RECALL from the switch for `req.want` tasks `exec_rsrc` covers.
     pub(super) fn on_recall(&mut self, exec_rsrc: u8, req: RefillRequest) {
+        self.recall_at(exec_rsrc, req, monotonic_ms());
+    }
+
+    /// `on_recall` at `now_ms` (the lease stamps' clock).
+    pub(super) fn recall_at(&mut self, exec_rsrc: u8, req: RefillRequest, now_ms: u64) {
         self.stats.recalls += 1;
         if req.node() != self.cfg.node {
             self.stats.recall_other_node += 1;
@@ -25,32 +30,32 @@ impl Agent {
             return;
         }
         let mut pending = std::mem::take(&mut self.pending_recalls);
-        pending.recall(exec_rsrc, req.want, monotonic_ms(), |n, rsrc| self.recall_heads(n, rsrc));
+        pending.recall(exec_rsrc, req.want, now_ms, |n, rsrc| self.recall_heads(n, rsrc, now_ms));
         self.stats.recalls_expired = pending.expired;
         self.pending_recalls = pending;
         tracing::trace!(want = req.want, waiting = self.pending_recalls.len(), "RECALL answered");
     }
 
-    /// Tries the RECALLs still waiting again (their heads may be old enough now).
-    pub(super) fn retry_recalls(&mut self) {
+    /// Tries the RECALLs still waiting again at `now_ms` (their heads may be old enough
+    /// now).
+    pub(super) fn retry_recalls(&mut self, now_ms: u64) {
         if self.pending_recalls.is_empty() {
             return;
         }
         let mut pending = std::mem::take(&mut self.pending_recalls);
-        pending.retry(monotonic_ms(), |n, rsrc| self.recall_heads(n, rsrc));
+        pending.retry(now_ms, |n, rsrc| self.recall_heads(n, rsrc, now_ms));
         self.stats.recalls_expired = pending.expired;
         self.pending_recalls = pending;
     }
 
-    /// RETURNs up to `n` ring heads `exec_rsrc` covers that are old enough to recall,
-    /// within the RETURN credit; says how many.
-    fn recall_heads(&mut self, n: usize, exec_rsrc: u8) -> usize {
+    /// RETURNs up to `n` ring heads `exec_rsrc` covers that are old enough to recall at
+    /// `now_ms`, within the RETURN credit; says how many.
+    fn recall_heads(&mut self, n: usize, exec_rsrc: u8, now_ms: u64) -> usize {
         let n = n.min(self.return_credit() as usize);
         if n == 0 {
             return 0;
         }
         let mut unplaced = Vec::new();
-        let now_ms = monotonic_ms();
         let take = |e: &scheduler_common::Entry| e.task.runs_on(exec_rsrc) && recallable(e.pad, now_ms);
         let back = self.tier1.rings.take_heads_where(n, take, &mut unplaced, &mut self.stats.ring_errors);
         let got = back.len();
