@@ -102,6 +102,8 @@ pub struct ValidateArgs {
     /// Seed of the simulator's own draws (the trace's seed is the testbed run's).
     #[arg(long, default_value_t = 2021)]
     pub seed: u64,
+    /// Directory for validate.jsonl: one line per run and point, the testbed's delays
+    /// beside the simulator's report.
     #[arg(long, default_value = "target/sim")]
     pub out: PathBuf,
 }
