@@ -394,8 +394,10 @@ impl Agent {
             self.relay();
             self.return_overflow(1024);
             let now = Instant::now();
+            // The lease stamps' clock, for the RECALLs that wait.
+            let now_ms = rings::monotonic_ms();
             self.step_steal(now);
-            self.retry_recalls(rings::monotonic_ms());
+            self.retry_recalls(now_ms);
             self.scan_leases(now);
             self.step_flds(now);
             // Rings drained while tier 2 has said it has nothing: steal without waiting for
@@ -432,10 +434,7 @@ impl Agent {
                 self.stealer.next_deadline(),
                 self.lease.next_deadline(now),
                 Some(self.dedicated.next_deadline()),
-                {
-                    let now_ms = rings::monotonic_ms();
-                    self.pending_recalls.next_retry_ms(now_ms).map(|t| now + Duration::from_millis(t - now_ms))
-                },
+                self.pending_recalls.next_retry_ms(now_ms).map(|t| now + Duration::from_millis(t - now_ms)),
             ];
             for d in deadlines.into_iter().flatten() {
                 wake = wake.min(d);

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::agent::{self, AgentHandle, StopMode};
 use crate::executor::{self, AssignmentRecord, CounterSnapshot, ExecutorConfig, ExecutorPool};
@@ -26,7 +26,7 @@ use crate::testbed::{services::agent_args_offering, Layout, Testbed};
 
 /// One-level: executors ask tier 2 directly. Two-level: the XDP tier answers them on
 /// their host from rings its agent refills from tier 2 in batches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Level {
     #[serde(rename = "one-level")]
     OneLevel,

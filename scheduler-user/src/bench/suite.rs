@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::cluster::{Deployment, DeploymentReport, Level};
 use super::output::ResultsDir;
@@ -110,7 +110,7 @@ impl Outcome {
 }
 
 /// The level fields every JSON line of a measurement carries.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LevelFields {
     /// The level asked for.
     pub level: Level,

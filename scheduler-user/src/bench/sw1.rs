@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use scheduler_common::descriptor::Handler;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::cluster::{DeployOptions, Level, NodeSpec, Site};
 use super::plot::{self, Chart, Scale, Series};
@@ -27,23 +27,26 @@ pub fn tasks_per_job(utilization: f64, executors: u32) -> u32 {
     ((utilization * executors as f64 * INTERVAL_MS as f64) / (CLIENTS as f64 * TASK_MS as f64)).round() as u32
 }
 
-#[derive(Serialize)]
-struct Line {
+/// One JSON line of sw1.jsonl: one utilisation at one level (`bolt sim validate` reads
+/// them back).
+#[derive(Serialize, Deserialize)]
+pub struct Line {
     #[serde(flatten)]
-    level: LevelFields,
-    utilization: f64,
-    executors: u32,
-    tasks_per_job: u32,
-    jobs: u64,
-    submitted: u64,
-    completed: u64,
-    p50_job_ms: f64,
-    p99_job_ms: f64,
-    p50_sched_delay_ms: f64,
-    p99_sched_delay_ms: f64,
+    pub level: LevelFields,
+    pub utilization: f64,
+    pub executors: u32,
+    pub tasks_per_job: u32,
+    pub jobs: u64,
+    pub submitted: u64,
+    pub completed: u64,
+    pub p50_job_ms: f64,
+    pub p99_job_ms: f64,
+    pub p50_sched_delay_ms: f64,
+    pub p99_sched_delay_ms: f64,
     /// The executors' wait for a CPU and sleep overshoot in this run (`bolt sim
-    /// validate --testbed` draws from them).
-    executor_threads: ThreadTimes,
+    /// validate --testbed` draws from them; empty in lines made before they were).
+    #[serde(default)]
+    pub executor_threads: ThreadTimes,
 }
 
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::cluster::{DeployOptions, Deployment, Level, NodeSpec, Site};
 use super::plot::{self, Chart, Scale, Series};
@@ -75,23 +75,27 @@ pub(crate) fn measure(site: &Site, level: Level, trace: &Trace, work: Work, drai
     Ok(Measured { fields, replayed: r, timings, threads })
 }
 
-#[derive(Serialize)]
-struct SummaryLine<'a> {
-    kind: &'static str,
+/// The summary JSON line of one replay (trace.jsonl's lines of kind "summary"; `bolt
+/// sim validate` reads them back).
+#[derive(Serialize, Deserialize)]
+pub struct SummaryLine {
+    #[serde(skip_deserializing)]
+    pub kind: &'static str,
     #[serde(flatten)]
-    level: LevelFields,
-    work: Work,
-    executors: u32,
-    trace: &'a TraceParams,
-    submitted: u64,
-    completed: u64,
-    measured_tasks: usize,
-    sched_delay_ms: Quantiles,
-    get_rtt_ms: Quantiles,
-    queue_ms: Quantiles,
+    pub level: LevelFields,
+    pub work: Work,
+    pub executors: u32,
+    pub trace: TraceParams,
+    pub submitted: u64,
+    pub completed: u64,
+    pub measured_tasks: usize,
+    pub sched_delay_ms: Quantiles,
+    pub get_rtt_ms: Quantiles,
+    pub queue_ms: Quantiles,
     /// The executors' wait for a CPU and sleep overshoot in this run (`bolt sim
-    /// validate --testbed` draws from them).
-    executor_threads: ThreadTimes,
+    /// validate --testbed` draws from them; empty in lines made before they were).
+    #[serde(default)]
+    pub executor_threads: ThreadTimes,
 }
 
 #[derive(Serialize)]
@@ -106,8 +110,8 @@ struct CdfLine {
 }
 
 /// Median, 90th and 99th percentile.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub(crate) struct Quantiles {
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct Quantiles {
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
@@ -154,7 +158,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 level: fields.clone(),
                 work,
                 executors: site.executors(),
-                trace: &params,
+                trace: params.clone(),
                 submitted: r.summary.submitted,
                 completed: r.summary.completed,
                 measured_tasks: t.len(),

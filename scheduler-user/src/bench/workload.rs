@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use scheduler_common::descriptor::Handler;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, ClientConfig, Summary, TaskRecord, TaskSpec};
 
@@ -19,7 +19,7 @@ pub struct TimedJob {
 }
 
 /// What the handler of every task of a trace does for its duration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Work {
     /// Integer arithmetic (occupies a CPU), as the thesis's CPU-intensive executors.
@@ -49,7 +49,7 @@ impl Work {
 /// shape `sigma`, clamped to `min_task_ms..=max_task_ms`. A job's priority is drawn
 /// from `priority_shares` (percent for levels 1..=4). The arrival rate is set so the
 /// offered work is `load` × `executors` over the trace.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TraceParams {
     pub seed: u64,
     pub seconds: f64,

@@ -16,11 +16,14 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use serde::Deserialize;
 
 use super::calibrate::ThreadTimes;
 use super::executors::Draw;
 use super::{SimConfig, System, WorkloadSpec};
+use crate::bench::cluster::Level;
+use crate::bench::suite::LevelFields;
+use crate::bench::sw1;
+use crate::bench::trace::SummaryLine;
 use crate::bench::workload::TraceParams;
 
 /// Worker hosts of the testbed's SW1 and trace experiments (`bench::sw1`, `bench::trace`).
@@ -53,63 +56,25 @@ pub struct TestbedPoint {
     pub p99_ms: f64,
 }
 
-#[derive(Deserialize)]
-struct Sw1Line {
-    level: String,
-    ran: String,
-    fallback: Option<String>,
-    utilization: f64,
-    executors: u32,
-    p50_sched_delay_ms: f64,
-    p99_sched_delay_ms: f64,
-    executor_threads: Option<ThreadTimes>,
-}
-
-#[derive(Deserialize)]
-struct TraceLine {
-    kind: String,
-    #[serde(default)]
-    level: String,
-    #[serde(default)]
-    ran: String,
-    fallback: Option<String>,
-    work: Option<String>,
-    executors: Option<u32>,
-    trace: Option<TraceShape>,
-    sched_delay_ms: Option<Percentiles>,
-    executor_threads: Option<ThreadTimes>,
-}
-
-#[derive(Deserialize)]
-struct TraceShape {
-    seed: u64,
-    seconds: f64,
-    load: f64,
-}
-
-#[derive(Deserialize)]
-struct Percentiles {
-    p50: f64,
-    p99: f64,
-}
-
-fn system(level: &str, ran: &str, fallback: &Option<String>) -> anyhow::Result<System> {
+fn system(level: &LevelFields) -> anyhow::Result<System> {
     anyhow::ensure!(
-        level == ran && fallback.is_none(),
-        "a point ran {ran} instead of {level} ({}): not the testbed",
-        fallback.as_deref().unwrap_or("no reason given")
+        level.level == level.ran && level.fallback.is_none(),
+        "a point ran {} instead of {} ({}): not the testbed",
+        level.ran.name(),
+        level.level.name(),
+        level.fallback.as_deref().unwrap_or("no reason given")
     );
-    match level {
-        "one-level" => Ok(System::OneLevel),
-        "two-level" => Ok(System::TwoLevel),
-        other => anyhow::bail!("unknown level {other:?}"),
-    }
+    Ok(match level.level {
+        Level::OneLevel => System::OneLevel,
+        Level::TwoLevel => System::TwoLevel,
+    })
 }
 
-fn with_threads(mut cfg: SimConfig, threads: Option<ThreadTimes>, point: &str) -> anyhow::Result<SimConfig> {
-    let t = threads
-        .filter(|t| !t.wait_ns.is_empty() && !t.overshoot_ns.is_empty())
-        .with_context(|| format!("{point}: the run recorded no executor thread times (made before they were)"))?;
+fn with_threads(mut cfg: SimConfig, t: ThreadTimes, point: &str) -> anyhow::Result<SimConfig> {
+    anyhow::ensure!(
+        !t.wait_ns.is_empty() && !t.overshoot_ns.is_empty(),
+        "{point}: the run recorded no executor thread times (made before they were)"
+    );
     // The software switch is one more thread woken on the cores the executors share: its
     // wait is drawn from theirs (the switch's own is not recorded per packet).
     cfg.switch_cpu_wait = Draw::Quantiles(t.wait_ns.clone());
@@ -123,29 +88,28 @@ fn with_threads(mut cfg: SimConfig, threads: Option<ThreadTimes>, point: &str) -
 pub fn testbed_points(sw1: &str, trace: &str, seed: u64) -> anyhow::Result<Vec<TestbedPoint>> {
     let mut points = Vec::new();
     for (i, line) in sw1.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        let l: Sw1Line = serde_json::from_str(line).with_context(|| format!("sw1.jsonl line {}", i + 1))?;
+        let l: sw1::Line = serde_json::from_str(line).with_context(|| format!("sw1.jsonl line {}", i + 1))?;
         let name = format!("SW1 {:.0} %", l.utilization * 100.0);
-        let system = system(&l.level, &l.ran, &l.fallback)?;
+        let system = system(&l.level)?;
         let w = WorkloadSpec::Sw1 { utilization: l.utilization, seconds: 4.0 };
         let cfg =
             with_threads(SimConfig::testbed(system, w, l.executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
         points.push(TestbedPoint { name, cfg, p50_ms: l.p50_sched_delay_ms, p99_ms: l.p99_sched_delay_ms });
     }
     for (i, line) in trace.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        let l: TraceLine = serde_json::from_str(line).with_context(|| format!("trace.jsonl line {}", i + 1))?;
-        if l.kind != "summary" || l.work.as_deref() != Some("sleep") {
+        let at = || format!("trace.jsonl line {}", i + 1);
+        let v: serde_json::Value = serde_json::from_str(line).with_context(at)?;
+        if v["kind"] != "summary" || v["work"] != "sleep" {
             continue;
         }
-        let (Some(executors), Some(shape), Some(delay)) = (l.executors, l.trace, l.sched_delay_ms) else {
-            anyhow::bail!("trace.jsonl line {}: a summary without executors, trace or sched_delay_ms", i + 1);
-        };
-        let name = format!("trace {:.0} %", shape.load * 100.0);
-        let system = system(&l.level, &l.ran, &l.fallback)?;
-        let params = TraceParams::new(shape.seed, shape.seconds, executors, shape.load);
+        let l: SummaryLine = serde_json::from_value(v).with_context(at)?;
+        let name = format!("trace {:.0} %", l.trace.load * 100.0);
+        let system = system(&l.level)?;
+        let params = TraceParams::new(l.trace.seed, l.trace.seconds, l.executors, l.trace.load);
         let w = WorkloadSpec::Trace { params, clients: 1 };
         let cfg =
-            with_threads(SimConfig::testbed(system, w, executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
-        points.push(TestbedPoint { name, cfg, p50_ms: delay.p50, p99_ms: delay.p99 });
+            with_threads(SimConfig::testbed(system, w, l.executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
+        points.push(TestbedPoint { name, cfg, p50_ms: l.sched_delay_ms.p50, p99_ms: l.sched_delay_ms.p99 });
     }
     anyhow::ensure!(!points.is_empty(), "no SW1 or sleep-trace points to validate against");
     // One-level first, then two-level, each in the order run.
@@ -204,7 +168,7 @@ mod tests {
 
     #[test]
     fn a_point_that_fell_back_to_loopback_or_has_no_thread_times_is_refused() {
-        let good = r#"{"level":"one-level","ran":"one-level","fallback":null,"utilization":0.4,"executors":40,"p50_sched_delay_ms":0.3,"p99_sched_delay_ms":1.2,"executor_threads":{"waits":2,"sleeps":2,"wait_ns":[[0.0,1000],[1.0,2000]],"overshoot_ns":[[0.0,5000],[1.0,9000]]}}"#;
+        let good = r#"{"level":"one-level","ran":"one-level","fallback":null,"xdp_share":null,"tier1_returned":null,"stolen":null,"utilization":0.4,"executors":40,"tasks_per_job":8,"jobs":800,"submitted":6400,"completed":6400,"p50_job_ms":10.4,"p99_job_ms":11.2,"p50_sched_delay_ms":0.3,"p99_sched_delay_ms":1.2,"executor_threads":{"waits":2,"sleeps":2,"wait_ns":[[0.0,1000],[1.0,2000]],"overshoot_ns":[[0.0,5000],[1.0,9000]]}}"#;
         let points = testbed_points(good, "", 1).unwrap();
         assert_eq!((points.len(), points[0].name.as_str()), (1, "SW1 40 %"));
         let fell_back =
