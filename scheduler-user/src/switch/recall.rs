@@ -11,11 +11,12 @@
 //! host's REFILL_REQ has waited out its park time (10 ms).
 //!
 //! What bounds it: a RECALL goes only to a host REFILLed with tasks within the window
-//! ([`RECALL_WINDOW`] unless configured; `bolt switch --recall-window-ms`), never to the parked executor's own host (its rings were empty when
-//! its request passed them), and tier 2 recalls no more tasks from a REFILL than that
-//! REFILL carried, so recalls never exceed the tasks prefetched in the window. The
-//! candidates are the last [`RECALL_CANDIDATES`] REFILLs, newest first: the newest is
-//! the likeliest still to be in a ring.
+//! ([`RECALL_WINDOW`] unless configured; `bolt switch --recall-window-ms`), never to the
+//! parked executor's own host (its rings were empty when its request passed them), and
+//! tier 2 recalls no more tasks from a REFILL than that REFILL carried, so recalls never
+//! exceed the tasks prefetched in the window. The candidates are the last
+//! [`RECALL_CANDIDATES`] REFILLs, newest first: the newest is the likeliest still to be
+//! in a ring.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
