@@ -272,11 +272,12 @@ header bundle_h {
     bit<24> pad;
 }
 
-/* RefillRequest (4 B): REFILL_REQ body */
+/* RefillRequest (4 B): REFILL_REQ body (and RECALL's, with waiting 0). waiting: the
+ * host's executors waiting there; bolt.p4 parks nothing and does not read it. */
 header refill_request_h {
     bit<16> node;
     bit<8>  want;
-    bit<8>  pad;
+    bit<8>  waiting;
 }
 
 /* SwapState (48 B) = swap_state_h (8 B) followed by the held Entry (entry_h) */

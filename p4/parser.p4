@@ -222,8 +222,8 @@ parser BoltIngressParser(packet_in pkt,
     }
 
     /* REFILL_REQ: want 1..255 and a zero pad. */
-    /* RECALL: BEST in the header's prio, then REFILL_REQ's body (node, want 1 .. 255, pad
-     * 0). In a state of its own: check_header_bytes's arms fill its 32 TCAM rows. */
+    /* RECALL: BEST in the header's prio, then REFILL_REQ's body (node, want 1 .. 255,
+     * waiting 0). In a state of its own: check_header_bytes's arms fill its 32 TCAM rows. */
     state check_recall_best {
         transition select(hdr.bolt.prio) {
             0 .. MAX_PRIORITIES : parse_refill_request_first;
@@ -233,9 +233,11 @@ parser BoltIngressParser(packet_in pkt,
 
     state parse_refill_request_first {
         pkt.extract(hdr.refill_request);
-        transition select(hdr.refill_request.want, hdr.refill_request.pad) {
-            (1 .. 255, 0) : accept;
-            default       : bad_field;
+        /* REFILL_REQ: any waiting count; RECALL: waiting 0. */
+        transition select(hdr.bolt.op, hdr.refill_request.want, hdr.refill_request.waiting) {
+            (OP_REFILL_REQ, 1 .. 255, _) : accept;
+            (OP_RECALL, 1 .. 255, 0)     : accept;
+            default                      : bad_field;
         }
     }
 

@@ -159,12 +159,14 @@ fn tasks_complete_through_xdp_hits() {
     let stats: AgentStats = agent.stop(StopMode::Drain).expect("agent stops");
     eprintln!("XDP hits {}, switch ASSIGNs {}, agent {stats:?}", c.total_hits(), sw.queue.assigns);
     assert!(c.total_hits() > 0, "no GET_TASK was answered by XDP: {c}");
-    // Every task run was handed out exactly once: by the XDP program or by the switch.
+    // Every task run was handed out exactly once: by the XDP program, by the agent to an
+    // executor waiting at the host, or by the switch.
     assert_eq!(
-        c.total_hits() + sw.queue.assigns,
+        c.total_hits() + stats.waiters_served + sw.queue.assigns,
         run.tasks_run,
-        "hits {}, switch ASSIGNs {}",
+        "hits {}, agent {}, switch ASSIGNs {}",
         c.total_hits(),
+        stats.waiters_served,
         sw.queue.assigns
     );
     assert_eq!(run.tasks_run, tasks as u64);
@@ -483,4 +485,42 @@ fn an_executor_waiting_at_tier_2_gets_tasks_recalled_from_another_hosts_rings_an
     assert!(records.iter().all(|r| r.node == idle.node));
     assert_eq!(stats1.recalled, 8, "{stats1:?}");
     assert!(sw.stats().hints.recalls_sent >= 8, "{:?}", sw.stats().hints);
+}
+
+#[test]
+fn idle_executors_wait_at_their_host_get_tasks_from_tier_1_and_lose_nothing() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(1);
+    let agent = rig.agent_in_process(&["--host-wait-ms", "10"]);
+    let executors = rig.executors(0, 4);
+    // Nothing queued anywhere: the four wait at their host, not at tier 2.
+    wait_for_counter(&rig, Counter::ParkedHere, 4);
+    assert_eq!(rig.switch_stats().park.parked, 0, "an executor waited at tier 2");
+    // Past the host wait the agent answers them NOOP, as tier 2's park would: they ask
+    // again at once and never time out.
+    std::thread::sleep(Duration::from_millis(35));
+    // Four tasks for four idle executors: tier 2 sends them to the host, whose program
+    // hands each REFILL frame to a waiting executor (or, should the host's request have
+    // been between two parks, the agent hands them out from the rings): none is
+    // assigned by the switch.
+    assert_all_completed(join(rig.client(4)), 4);
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(rig.switch_stats().queue.assigns, 0, "tier 2 assigned a task to an executor directly");
+    let tasks = 400;
+    assert_all_completed(join(rig.client(tasks)), tasks as u64);
+    let run = executors.shutdown();
+    std::thread::sleep(Duration::from_millis(250));
+    let sw = rig.switch_stats();
+    let c = rig.counters();
+    let stats: AgentStats = agent.stop(StopMode::Drain).expect("agent stops");
+    eprintln!("counters {c}, agent {stats:?}, executors {run:?}");
+    assert!(c.get(Counter::Handoffs) + stats.waiters_served >= 4, "{c} {stats:?}");
+    assert!(stats.waiters_expired >= 4, "{stats:?}");
+    assert!(run.noops >= 4 && run.get_timeouts == 0, "{run:?}");
+    // Each task was handed out once: by the program (hits count its hand-offs), by the
+    // agent to a waiting executor, or by the switch.
+    assert_eq!(c.total_hits() + stats.waiters_served + sw.queue.assigns, run.tasks_run);
+    assert_eq!(run.tasks_run, tasks as u64 + 4);
 }

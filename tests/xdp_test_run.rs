@@ -21,7 +21,7 @@ use scheduler_common::{
     encode_assign, encode_assign_list, encode_get_bundle, encode_get_task, encode_hint, encode_noop, encode_refill,
     encode_return, encode_submit,
     frame::Endpoint,
-    maps::{Counter, EVENT_BYPASS, EVENT_EMPTY, EVENT_LOW_WATERMARK},
+    maps::{Counter, EVENT_BYPASS, EVENT_EMPTY, EVENT_LOW_WATERMARK, EVENT_WAITING},
     Entry, Header, Ipv4Prefix, JobRef, Message, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
 };
 use scheduler_user::agent::StopMode;
@@ -1871,4 +1871,99 @@ fn pin_passes_to_the_agent_untouched() {
     assert_eq!(rig.run(&frame), (Verdict::Pass, frame.clone()));
     assert_eq!(rig.counters().get(Counter::OtherOp), 1);
     assert_eq!(rig.counters().get(Counter::DedicatedHit), 0);
+}
+
+fn waiting_get_task_frame(exec: &Endpoints, rsrc: u8, executor: u16, seq: u32) -> Vec<u8> {
+    let mut buf = [0u8; 16];
+    let n = encode_get_task(&mut buf, 1, rsrc, Requester::new(NODE, executor, seq), true).unwrap();
+    udp_frame(exec, Ipv4Fields::default(), &buf[..n])
+}
+
+#[test]
+fn an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| s.host_wait_ns = 10_000_000);
+    let mut events = rig.maps().take_events().expect("event reader");
+    // Rings empty, no word from tier 2: the GET_TASK with WAIT waits here (dropped).
+    let (verdict, _) = rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 7, 5));
+    assert_eq!(verdict, Verdict::Drop);
+    let w = rig.maps().peek_waiter().unwrap().expect("queued");
+    assert_eq!((w.executor, w.seq, w.rtrv_prio, w.rsrc, w.ifindex), (7, 5, 1, 0b01, LOOPBACK_IFINDEX));
+    assert_eq!((w.exec_mac, w.host_mac), (rig.exec.src_mac, rig.exec.dst_mac));
+    assert_eq!((w.exec_ip, w.switch_ip), (rig.exec.src.ip().octets(), rig.exec.dst.ip().octets()));
+    assert_eq!((w.exec_port, w.switch_port), (rig.exec.src.port().to_be_bytes(), rig.exec.dst.port().to_be_bytes()));
+    assert!(events.drain(8).iter().any(|e| e.kind == EVENT_WAITING), "the agent hears of it");
+
+    // A one-task REFILL the executor can run leaves as its ASSIGN, byte for byte what
+    // tier 2 would have sent it, redirected to the interface the request came from.
+    let e = entry(1, 2, 0b01);
+    let (verdict, out) = rig.run(&rig.refill_frame(&[e]));
+    assert_eq!(verdict, Verdict::Redirect);
+    let mut assign = [0u8; 48];
+    encode_assign(&mut assign, &e, 0).unwrap();
+    assert_eq!(out, udp_frame(&rig.exec.reversed(), Ipv4Fields::default(), &assign));
+    assert_eq!(rig.maps().peek_waiter().unwrap(), None);
+    assert_eq!(rig.maps().occupancy().iter().sum::<i64>(), 0, "the task never touched a ring");
+    let c = rig.counters();
+    assert_eq!(
+        (c.get(Counter::ParkedHere), c.get(Counter::Handoffs), c.hits(2), c.get(Counter::RefillFrames)),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(c.get(Counter::Miss), 0);
+
+    // An executor that asked again replaced its record: the older one is skipped, the
+    // newer one answered, and the executor is answered once.
+    rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 7, 6));
+    rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 7, 7));
+    let (verdict, _) = rig.run(&rig.refill_frame(&[entry(2, 1, 0)]));
+    assert_eq!(verdict, Verdict::Redirect);
+    assert_eq!(rig.maps().peek_waiter().unwrap(), None);
+    assert_eq!(rig.counters().get(Counter::StaleWaiters), 1);
+
+    // A task the waiter cannot run is stored as any REFILL's, and the waiter keeps
+    // waiting for one it can.
+    rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 8, 1));
+    let (verdict, _) = rig.run(&rig.refill_frame(&[entry(3, 1, 0b10)]));
+    assert_eq!(verdict, Verdict::Drop);
+    assert_eq!(rig.maps().reserved(1), 1);
+    assert_eq!(rig.maps().peek_waiter().unwrap().map(|w| (w.executor, w.seq)), Some((8, 1)));
+    // A REFILL of several tasks is stored: the agent answers waiters from the rings.
+    let (verdict, _) = rig.run(&rig.refill_frame(&[entry(4, 1, 0), entry(5, 1, 0)]));
+    assert_eq!(verdict, Verdict::Drop);
+    assert_eq!(rig.maps().reserved(1), 3);
+    assert_eq!(rig.counters().get(Counter::Handoffs), 2);
+}
+
+#[test]
+fn a_get_task_waits_at_tier_2_while_its_fresh_stamp_says_work_is_there() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(|s| {
+        s.host_wait_ns = 10_000_000;
+        s.hint_ttl_ns = 2_000_000_000;
+    });
+    // Tier 2 stamped level 2 as its best: a request searching from level 1 goes there.
+    let mut msg = [0u8; MAX_MESSAGE_LEN];
+    let n = encode_hint(&mut msg, 2).unwrap();
+    rig.run(&from_switch(&rig, PORT, &msg[..n]));
+    let request = waiting_get_task_frame(&rig.exec, 0, 7, 1);
+    let (verdict, out) = rig.run(&request);
+    assert_eq!((verdict, out), (Verdict::Pass, request));
+    // Tier 2 says it is empty: the request waits here.
+    let n = encode_hint(&mut msg, 0).unwrap();
+    rig.run(&from_switch(&rig, PORT, &msg[..n]));
+    let (verdict, _) = rig.run(&waiting_get_task_frame(&rig.exec, 0, 7, 2));
+    assert_eq!(verdict, Verdict::Drop);
+    // Without WAIT, or with waiting at the host off, nothing waits here.
+    let (verdict, _) = rig.run(&rig.get_task_frame(1, 0, 3));
+    assert_eq!(verdict, Verdict::Pass);
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::ParkedHere), c.get(Counter::Miss)), (1, 2));
+    let mut off = Rig::new(|_| {});
+    let (verdict, _) = off.run(&waiting_get_task_frame(&off.exec, 0, 7, 1));
+    assert_eq!(verdict, Verdict::Pass);
+    assert_eq!(off.maps().peek_waiter().unwrap(), None);
 }

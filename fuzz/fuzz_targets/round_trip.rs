@@ -264,7 +264,7 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
         Input::Noop { node, executor, seq, best } => encode_noop(buf, Requester::new(*node, *executor, *seq), *best),
         Input::Hint { best } => encode_hint(buf, *best),
         Input::Recall { rsrc, node, want, pad, best } => {
-            encode_recall(buf, *rsrc, RefillRequest { pad: *pad, ..RefillRequest::new(*node, *want) }, *best)
+            encode_recall(buf, *rsrc, RefillRequest { waiting: *pad, ..RefillRequest::new(*node, *want) }, *best)
         }
         Input::Complete { ids, status, pad, node, executor, pad2, run_ns, start, output_len } => {
             let mut c = Completion { status: *status, pad: *pad, pad2: *pad2, ..Completion::default() };
@@ -287,7 +287,7 @@ fn encode_input(input: &Input, buf: &mut [u8]) -> Result<usize, EncodeError> {
             encode_pin(buf, JobRef::new(*uid, *jid), *flags, &ts)
         }
         Input::RefillReq { rsrc, node, want, pad } => {
-            encode_refill_req(buf, *rsrc, RefillRequest { pad: *pad, ..RefillRequest::new(*node, *want) })
+            encode_refill_req(buf, *rsrc, RefillRequest { waiting: *pad, ..RefillRequest::new(*node, *want) })
         }
         Input::Refill { entries, best } => encode_refill(buf, &entries.iter().map(entry).collect::<Vec<_>>(), *best),
         Input::Return(es) => encode_return(buf, &es.iter().map(entry).collect::<Vec<_>>()),

@@ -490,20 +490,28 @@ impl Claim {
 }
 
 /// REFILL_REQ body: a host asks for up to `want` tasks its node can run
-/// (the header's rsrc carries the node's resources).
+/// (the header's rsrc carries the node's resources); `waiting` of its executors wait at
+/// the host for a task (docs/xdp.md, "Waiting at the host"), which a switch that parks
+/// the request serves before hosts that only prefetch. RECALL has the same body with
+/// `waiting` zero.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RefillRequest {
     pub node: [u8; 2],
     pub want: u8,
-    pub pad: u8,
+    pub waiting: u8,
 }
 
 impl RefillRequest {
     pub const LEN: usize = 4;
     be_field!(node, set_node, node, u16);
     pub fn new(node: u16, want: u8) -> RefillRequest {
-        RefillRequest { node: node.to_be_bytes(), want, pad: 0 }
+        RefillRequest { node: node.to_be_bytes(), want, waiting: 0 }
+    }
+
+    /// This request from a host where `waiting` executors wait.
+    pub fn with_waiting(self, waiting: u8) -> RefillRequest {
+        RefillRequest { waiting, ..self }
     }
 }
 

@@ -46,8 +46,28 @@ pub const CONFIG_MAP: &str = "BOLT_CONFIG";
 /// client PINned to this host. GET_TASK takes from it before the per-priority rings.
 pub const DEDICATED_MAP: &str = "BOLT_DEDICATED";
 
+/// Queue of [`HostWaiter`]: executors whose GET_TASK with WAIT found nothing here and
+/// wait at this host for the next REFILL (docs/xdp.md, "Waiting at the host").
+pub const WAITERS_MAP: &str = "BOLT_WAITERS";
+
+/// Array of u32 with [`MAX_HOST_WAITERS`] entries, indexed by executor index: the seq of
+/// each executor's newest GET_TASK parked here. A queued [`HostWaiter`] whose seq differs
+/// was replaced by a newer request of its executor and is skipped.
+pub const WAIT_SEQ_MAP: &str = "BOLT_WAIT_SEQ";
+
+/// Executor indices below this may wait at their host; others wait at tier 2.
+pub const MAX_HOST_WAITERS: u32 = 256;
+
+/// Waiter records [`WAITERS_MAP`] holds: every executor index once, and room for
+/// replaced records not yet skipped.
+pub const WAITERS_CAPACITY: u32 = 4 * MAX_HOST_WAITERS;
+
+/// How long an executor waits at its host before the agent answers it NOOP, unless
+/// configured otherwise: tier 2's default park time.
+pub const DEFAULT_HOST_WAIT_NS: u64 = 10_000_000;
+
 /// Every map whose contents must survive an agent restart; pinned together.
-pub const STATE_MAPS: [&str; RING_COUNT + 6] = [
+pub const STATE_MAPS: [&str; RING_COUNT + 8] = [
     RING_MAPS[0],
     RING_MAPS[1],
     RING_MAPS[2],
@@ -62,6 +82,8 @@ pub const STATE_MAPS: [&str; RING_COUNT + 6] = [
     COUNTERS_MAP,
     EVENTS_MAP,
     DEDICATED_MAP,
+    WAITERS_MAP,
+    WAIT_SEQ_MAP,
 ];
 
 /// Where the loader pins a program and its maps: `PIN_ROOT/<interface>/`.
@@ -176,6 +198,12 @@ pub struct XdpConfig {
     /// How long a BEST stamp read from tier 2 ([`RingStates::tier2_hint`]) stays
     /// believed; 0 turns the bypass rule off.
     pub hint_ttl_ns: u64,
+    /// Waiting at the host: a GET_TASK with WAIT that finds nothing, while no fresh
+    /// stamp says tier 2 holds work it searches, is queued in [`WAITERS_MAP`] and
+    /// answered by the next REFILL (the frame becomes its ASSIGN) or by the agent: with
+    /// a task, or with NOOP once it has waited this long. 0: such requests pass on to
+    /// tier 2 and wait there.
+    pub host_wait_ns: u64,
 }
 
 /// Most uplink interfaces one program accepts REFILL on.
@@ -196,6 +224,7 @@ impl XdpConfig {
             event_interval_ns: DEFAULT_EVENT_INTERVAL_NS,
             uplink_ifindex: [0; MAX_UPLINKS],
             hint_ttl_ns: DEFAULT_HINT_TTL_NS,
+            host_wait_ns: 0,
         }
     }
 
@@ -294,6 +323,44 @@ pub struct RescuedTask {
 /// hint named a higher level ([`Counter::Bypass`]).
 pub const EVENT_BYPASS: u8 = 4;
 
+/// An executor's GET_TASK was queued to wait at this host ([`Counter::ParkedHere`]): the
+/// agent makes sure a REFILL_REQ is on its way. `prio` is the request's RTRV_PRIO.
+pub const EVENT_WAITING: u8 = 5;
+
+/// A REFILL arrived while executors wait at this host: the agent hands stored tasks to
+/// those the frame did not answer, and asks tier 2 again for the rest at once rather than
+/// at its next poll. `prio` is the ring of the task handed off, or 0.
+pub const EVENT_REFILLED_WAITERS: u8 = 6;
+
+/// An executor waiting at this host: where its GET_TASK came from, so that the REFILL
+/// that answers it (or the agent's NOOP) can be addressed as tier 2's answer would be.
+/// Addresses and ports are as on the wire (network byte order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostWaiter {
+    /// The executor's MAC address (the GET_TASK's source).
+    pub exec_mac: [u8; 6],
+    /// This host's MAC address on the executor's link (the GET_TASK's destination).
+    pub host_mac: [u8; 6],
+    pub exec_ip: [u8; 4],
+    /// The switch address the GET_TASK was sent to: the answer's source.
+    pub switch_ip: [u8; 4],
+    pub exec_port: [u8; 2],
+    pub switch_port: [u8; 2],
+    /// The interface the GET_TASK arrived on, where its answer leaves.
+    pub ifindex: u32,
+    /// The request's seq (host byte order), echoed by a NOOP.
+    pub seq: u32,
+    /// The executor's index (host byte order); below [`MAX_HOST_WAITERS`].
+    pub executor: u16,
+    /// The request's RTRV_PRIO and EXEC_RSRC.
+    pub rtrv_prio: u8,
+    pub rsrc: u8,
+    pub pad: u32,
+    /// bpf_ktime_get_coarse_ns() when it was queued.
+    pub parked_ns: u64,
+}
+
 /// What the program tells the agent through [`EVENTS_MAP`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -382,10 +449,14 @@ counters! {
     Tier2AssignP8 = 47, "tier2_assign_p8", "ASSIGN of a priority-8 task from the switch passing through to an executor of this host.";
     DedicatedHit = 48, "dedicated_hit", "GET_TASK answered with a task from the dedicated ring (a PINned task).";
     DedicatedRequeued = 49, "dedicated_requeued", "Task popped from the dedicated ring that the requesting executor cannot run, put back at its tail.";
+    ParkedHere = 50, "parked_here", "GET_TASK with WAIT that found nothing, queued to wait at this host (dropped).";
+    Handoffs = 51, "handoffs", "REFILL frames turned into the ASSIGN of a waiting executor (also counted as hits).";
+    StaleWaiters = 52, "stale_waiters", "Waiter records skipped because their executor had asked again since.";
+    WaitersFull = 53, "waiters_full", "GET_TASK that would have waited here, passed on to tier 2 because the waiter queue was full.";
 }
 
 /// Number of counters.
-pub const COUNTER_COUNT: usize = 50;
+pub const COUNTER_COUNT: usize = 54;
 
 /// The value of [`COUNTERS_MAP`]: one per CPU, summed by userspace.
 #[repr(C)]
@@ -424,9 +495,10 @@ impl Counters {
 }
 
 const _: () = {
-    assert!(Counter::DedicatedRequeued as usize + 1 == COUNTER_COUNT);
+    assert!(Counter::WaitersFull as usize + 1 == COUNTER_COUNT);
     assert!(Counter::Tier2AssignP1 as usize + RING_COUNT == Counter::DedicatedHit as usize);
-    assert!(core::mem::size_of::<XdpConfig>() == 48);
+    assert!(core::mem::size_of::<XdpConfig>() == 56);
+    assert!(core::mem::size_of::<HostWaiter>() == 48);
     assert!(MAX_UPLINKS == 2, "XdpConfig::is_uplink compares every slot");
     assert!(core::mem::size_of::<RingState>() == 16);
     assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT + 8);
@@ -443,6 +515,7 @@ mod pod {
     unsafe impl aya::Pod for super::RingStates {}
     unsafe impl aya::Pod for super::RingEvent {}
     unsafe impl aya::Pod for super::Counters {}
+    unsafe impl aya::Pod for super::HostWaiter {}
 }
 
 #[cfg(test)]

@@ -350,7 +350,7 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
         }
         Op::RefillReq => {
             let req = *view::<RefillRequest>(fixed).ok_or_else(bad)?;
-            if req.want == 0 || req.pad != 0 {
+            if req.want == 0 {
                 return Err(DecodeError::BadField);
             }
             Message::RefillReq { node_rsrc: h.rsrc, req }
@@ -383,7 +383,7 @@ fn decode_external<'a>(h: &Header, op: Op, f: &Framed<'a>) -> Result<Message<'a>
         Op::Hint => Message::Hint { best: h.prio },
         Op::Recall => {
             let req = *view::<RefillRequest>(fixed).ok_or_else(bad)?;
-            if req.want == 0 || req.pad != 0 {
+            if req.want == 0 || req.waiting != 0 {
                 return Err(DecodeError::BadField);
             }
             Message::Recall { exec_rsrc: h.rsrc, req, best: h.prio }
@@ -787,9 +787,11 @@ mod tests {
         assert_eq!(decode(&buf[..n]), Err(DecodeError::BadField));
         let c = Completion { pad2: [0, 1], ..Completion::default() };
         assert_eq!(encode_complete(&mut buf, &c), Err(EncodeError::Invalid(DecodeError::BadField)));
-        let mut r = RefillRequest::new(1, 4);
-        r.pad = 1;
-        assert_eq!(encode_refill_req(&mut buf, 0, r), Err(EncodeError::Invalid(DecodeError::BadField)));
+        // RECALL's last body byte is a pad; REFILL_REQ's is how many executors wait.
+        let r = RefillRequest::new(1, 4).with_waiting(1);
+        assert_eq!(encode_recall(&mut buf, 0, r, 0), Err(EncodeError::Invalid(DecodeError::BadField)));
+        let n = encode_refill_req(&mut buf, 0, r).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Message::RefillReq { node_rsrc: 0, req: r }));
     }
 
     #[test]

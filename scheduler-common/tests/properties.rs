@@ -92,8 +92,10 @@ fn owned() -> impl Strategy<Value = Owned> {
         (job(), prop::collection::vec(task(), 1..=MAX_LIST)).prop_map(|(job, tasks)| Owned::QueueFull { job, tasks }),
         (job(), any::<u8>().prop_map(|f| f & PIN_FLAGS), prop::collection::vec(task(), 1..=MAX_LIST))
             .prop_map(|(job, flags, tasks)| Owned::Pin { job, flags, tasks }),
-        (any::<u8>(), any::<u16>(), 1..=u8::MAX)
-            .prop_map(|(node_rsrc, node, want)| Owned::RefillReq { node_rsrc, req: RefillRequest::new(node, want) }),
+        (any::<u8>(), any::<u16>(), 1..=u8::MAX).prop_map(|(node_rsrc, node, want)| Owned::RefillReq {
+            node_rsrc,
+            req: RefillRequest::new(node, want).with_waiting(want / 2),
+        }),
         (prop::collection::vec(entry(), 0..=MAX_LIST), 0..=MAX_PRIORITIES)
             .prop_map(|(entries, best)| Owned::Refill { entries, best }),
         prop::collection::vec(entry(), 1..=MAX_LIST).prop_map(Owned::Return),

@@ -201,7 +201,7 @@ fn fields_json(p: &Packet<'_>) -> Value {
             json!({ "uid": job.uid(), "jid": job.jid(), "flags": flags, "tasks": tasks(ts) })
         }
         Packet::External(Message::RefillReq { node_rsrc, req }) => {
-            json!({ "node_rsrc": node_rsrc, "node": req.node(), "want": req.want })
+            json!({ "node_rsrc": node_rsrc, "node": req.node(), "want": req.want, "waiting": req.waiting })
         }
         Packet::External(Message::Refill { entries: es, best }) => json!({ "entries": entries(es), "best": best }),
         Packet::External(Message::Return(es)) => json!({ "entries": entries(es) }),
@@ -286,7 +286,7 @@ fn owned_from_json(op: &str, v: &Value) -> Owned {
         "PIN" => Owned::Pin { job: job(v), flags: u8f(v, "flags"), tasks: tasks(v) },
         "REFILL_REQ" => Owned::RefillReq {
             node_rsrc: u8f(v, "node_rsrc"),
-            req: RefillRequest::new(u16f(v, "node"), u8f(v, "want")),
+            req: RefillRequest::new(u16f(v, "node"), u8f(v, "want")).with_waiting(u8f(v, "waiting")),
         },
         "REFILL" => Owned::Refill { entries: entries(v), best: u8f(v, "best") },
         "RETURN" => Owned::Return(entries(v)),
@@ -495,6 +495,10 @@ fn valid_messages() -> Vec<(&'static str, Owned)> {
         ("pin_two_tasks", Owned::Pin { job: JobRef::new(42, 7), flags: 0, tasks: submit_tasks }),
         ("refill_req", Owned::RefillReq { node_rsrc: 0b0000_0011, req: RefillRequest::new(7, 16) }),
         ("refill_req_want_max", Owned::RefillReq { node_rsrc: 0, req: RefillRequest::new(7, 255) }),
+        (
+            "refill_req_waiting",
+            Owned::RefillReq { node_rsrc: 0b0000_0001, req: RefillRequest::new(7, 3).with_waiting(3) },
+        ),
         ("recall", Owned::Recall { exec_rsrc: 0b0000_0011, req: RefillRequest::new(7, 1), best: 2 }),
         ("recall_want_max_best_0", Owned::Recall { exec_rsrc: 0, req: RefillRequest::new(7, 255), best: 0 }),
         ("refill_empty", Owned::Refill { entries: vec![], best: 0 }),
@@ -639,10 +643,9 @@ fn invalid_messages() -> Vec<(&'static str, &'static str, Vec<u8>, DecodeError)>
         ("claim_pad_set", ext, with("claim", &[(H + 19, 1)]), BadField),
         ("claim_reply_cut_short", ext, cut("claim_granted", 27), Truncated),
         ("refill_req_want_0", ext, with("refill_req", &[(H + 2, 0)]), BadField),
-        ("refill_req_pad_set", ext, with("refill_req", &[(H + 3, 1)]), BadField),
         ("refill_req_prio_set", ext, with("refill_req", &[(5, 1)]), BadField),
         ("recall_want_0", ext, with("recall", &[(H + 2, 0)]), BadField),
-        ("recall_pad_set", ext, with("recall", &[(H + 3, 1)]), BadField),
+        ("recall_waiting_set", ext, with("recall", &[(H + 3, 1)]), BadField),
         ("recall_best_9", ext, with("recall", &[(5, 9)]), BadPriority(9)),
         ("recall_flags_set", ext, with("recall", &[(7, 4)]), UnknownFlags(4)),
         ("recall_cut_short", ext, cut("recall", 11), Truncated),

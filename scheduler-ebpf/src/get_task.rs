@@ -16,7 +16,7 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use scheduler_common::{
-    maps::{lease_expired, Counter, XdpConfig, EVENT_BYPASS, EVENT_EMPTY, RING_COUNT},
+    maps::{lease_expired, Counter, Tier2Hint, XdpConfig, EVENT_BYPASS, EVENT_EMPTY, RING_COUNT},
     message_len, prefix, resources_match, BundleRequest, Entry, Header, Op, Requester, FLAG_WAIT, GET_TASK_FLAGS,
     MAX_BUNDLE, MAX_PRIORITIES, MIN_BUNDLE,
 };
@@ -26,18 +26,18 @@ use crate::{
     dedicated,
     frame::{at, BoltFrame, Ipv4Hdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN, UDP_OFF},
     rings::{self, Rings, Slot},
-    words,
+    waiters, words,
 };
 
 const GET_TASK_LEN: usize = message_len(Op::GetTask, 0);
 const GET_BUNDLE_LEN: usize = message_len(Op::GetBundle, 0);
 /// Where a GET_BUNDLE's `want` and pad start in the message.
 const BUNDLE_WANT_OFF: usize = Header::LEN + core::mem::offset_of!(BundleRequest, want);
-const ASSIGN_LEN: usize = message_len(Op::Assign, 1);
+pub const ASSIGN_LEN: usize = message_len(Op::Assign, 1);
 /// The whole reply frame.
-const REPLY_LEN: usize = BOLT_OFF + ASSIGN_LEN;
+pub const REPLY_LEN: usize = BOLT_OFF + ASSIGN_LEN;
 /// The ASSIGN header's bytes (one entry, no priority, resources or flags).
-const ASSIGN_HEADER: [u8; 8] = {
+pub const ASSIGN_HEADER: [u8; 8] = {
     let h = Header::new(Op::Assign, 1, 0, 0, 0);
     [h.magic[0], h.magic[1], h.version, h.op, h.count, h.prio, h.rsrc, h.flags]
 };
@@ -116,6 +116,47 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
         }
     }
     let mut slot = Slot::new();
+    let prio = take(&rings, cfg, first, h.rsrc, &mut slot, tally);
+    if prio != 0 {
+        return assign(ctx, cfg, &rings, prio, &slot, tally);
+    }
+    // Nothing here. With WAIT, and unless tier 2's fresh stamp says it holds work this
+    // request searches, the executor waits at this host for the next REFILL rather than
+    // at tier 2 (docs/xdp.md, "Waiting at the host").
+    if op == Op::GetTask && h.flags & FLAG_WAIT != 0 && cfg.host_wait_ns != 0 {
+        // SAFETY: the helper has no preconditions.
+        let now = unsafe { bpf_ktime_get_coarse_ns() };
+        if !tier2_holds_work(hint, h.prio, cfg.hint_ttl_ns, now) {
+            // SAFETY: `at` checked the bounds.
+            let req = unsafe { *req };
+            if waiters::park(ctx, &rings, h, req, now, tally) {
+                return xdp_action::XDP_DROP;
+            }
+        }
+    }
+    tally.add(Counter::Miss);
+    if first <= last {
+        rings.notify(first, EVENT_EMPTY, cfg, tally);
+    }
+    xdp_action::XDP_PASS
+}
+
+/// Whether tier 2's stamp, younger than `ttl_ns`, names a level a request searching
+/// from `rtrv_prio` would take from. With no fresh stamp, tier 2 is taken to be empty:
+/// the REFILL_REQ the waiting starts finds out at once.
+#[inline(always)]
+fn tier2_holds_work(hint: Tier2Hint, rtrv_prio: u8, ttl_ns: u64, now: u64) -> bool {
+    let best = hint.best();
+    best != 0 && best >= rtrv_prio && now.wrapping_sub(hint.read_at_ns()) < ttl_ns
+}
+
+/// Pops the first task a request searching from level `first` with resources `rsrc`
+/// can run into `slot` and returns its ring (0: none). One pop per level: a task the
+/// resources do not cover goes back to its ring's tail; one past its lease goes to the
+/// overflow queue for the agent to RETURN.
+#[inline(always)]
+pub fn take(rings: &Rings, cfg: &XdpConfig, first: u32, rsrc: u8, slot: &mut Slot, tally: &mut Tally) -> u32 {
+    let last = rings::levels(cfg);
     // The lease clock, read once per request and only when leases are on.
     let now_ms = if cfg.lease_ms != 0 {
         // SAFETY: the helper has no preconditions.
@@ -127,26 +168,22 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
         if prio < first || prio > last {
             continue;
         }
-        if !rings.pop(prio, &mut slot, tally) {
+        if !rings.pop(prio, slot, tally) {
             continue;
         }
         // A task past its lease is not served here: it goes back to tier 2 (through the
         // overflow queue and the agent), where any host can get it.
         if lease_expired(slot.stamp(), now_ms, cfg.lease_ms) {
-            rings.expire(prio, &slot, cfg, tally);
+            rings.expire(prio, slot, cfg, tally);
             continue;
         }
-        if resources_match(slot.task_rsrc(), h.rsrc) {
-            return assign(ctx, cfg, &rings, prio, &slot, tally);
+        if resources_match(slot.task_rsrc(), rsrc) {
+            return prio;
         }
-        rings.put_back(prio, &slot, tally);
+        rings.put_back(prio, slot, tally);
         tally.add(Counter::Requeued);
     }
-    tally.add(Counter::Miss);
-    if first <= last {
-        rings.notify(first, EVENT_EMPTY, cfg, tally);
-    }
-    xdp_action::XDP_PASS
+    0
 }
 
 /// Clears WAIT on a bypassed GET_TASK: should tier 2 have nothing for it after all (its

@@ -37,6 +37,7 @@ mod maps;
 mod refill;
 mod rings;
 mod stamp;
+mod waiters;
 mod words;
 
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
@@ -64,11 +65,13 @@ pub fn bolt_xdp(ctx: XdpContext) -> u32 {
         }
         Classified::Bolt(bolt) => dispatch(&ctx, cfg, bolt, &mut tally),
     };
-    tally.add(match verdict {
-        xdp_action::XDP_TX => Counter::Transmitted,
-        xdp_action::XDP_DROP => Counter::Dropped,
-        _ => Counter::Passed,
-    });
+    match verdict {
+        xdp_action::XDP_TX => tally.add(Counter::Transmitted),
+        xdp_action::XDP_DROP => tally.add(Counter::Dropped),
+        // A REFILL handed to a waiting executor: counted as `handoffs`.
+        xdp_action::XDP_REDIRECT => {}
+        _ => tally.add(Counter::Passed),
+    }
     verdict
 }
 

@@ -8,8 +8,8 @@ use aya_ebpf::{
 };
 use scheduler_common::{
     maps::{
-        Counters, RingStates, XdpConfig, DEDICATED_CAPACITY, DEFAULT_OVERFLOW_CAPACITY, DEFAULT_RING_CAPACITY,
-        EVENTS_BYTES,
+        Counters, HostWaiter, RingStates, XdpConfig, DEDICATED_CAPACITY, DEFAULT_OVERFLOW_CAPACITY,
+        DEFAULT_RING_CAPACITY, EVENTS_BYTES, MAX_HOST_WAITERS, WAITERS_CAPACITY,
     },
     Entry,
 };
@@ -39,6 +39,12 @@ pub static BOLT_DEDICATED: Queue<Entry> = Queue::with_max_entries(DEDICATED_CAPA
 
 #[map]
 pub static BOLT_OVERFLOW: Queue<Entry> = Queue::with_max_entries(DEFAULT_OVERFLOW_CAPACITY, 0);
+
+// Executors waiting at this host, oldest first, and each one's newest request.
+#[map]
+pub static BOLT_WAITERS: Queue<HostWaiter> = Queue::with_max_entries(WAITERS_CAPACITY, 0);
+#[map]
+pub static BOLT_WAIT_SEQ: Array<u32> = Array::with_max_entries(MAX_HOST_WAITERS, 0);
 
 #[map]
 pub static BOLT_RING_STATE: Array<RingStates> = Array::with_max_entries(1, BPF_F_MMAPABLE);

@@ -28,6 +28,7 @@ use crate::{
     frame::{at, BoltFrame, EthHdr, Ipv4Hdr, UdpHdr, BOLT_OFF, IPV4_LEN, IP_OFF, UDP_LEN},
     get_task::ipv4_checksum,
     rings::{self, Pushed, Rings},
+    waiters,
 };
 
 #[inline(always)]
@@ -59,7 +60,10 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     let h = bolt.header;
     // Exactly one encoding per message: header bytes REFILL does not use are zero.
     // Header prio is tier 2's BEST stamp.
-    if n > MAX_LIST || bolt.message_len != Header::LEN + n * Entry::LEN || h.prio > MAX_PRIORITIES || h.rsrc | h.flags != 0
+    if n > MAX_LIST
+        || bolt.message_len != Header::LEN + n * Entry::LEN
+        || h.prio > MAX_PRIORITIES
+        || h.rsrc | h.flags != 0
     {
         tally.add(Counter::Malformed);
         return xdp_action::XDP_DROP;
@@ -90,6 +94,18 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     tally.add(Counter::RefillFrames);
     rings.record_hint(h.prio);
     tally.add(Counter::Tier2Stamps);
+    // A one-task frame goes straight to an executor waiting here, if one can run it.
+    // Otherwise the agent hands the stored tasks to those waiting (told now, before the
+    // stores: after the loop below, one more branch costs the verifier too many states;
+    // the stores take far less than the agent takes to wake).
+    if cfg.host_wait_ns != 0 {
+        if n == 1 {
+            if let Some(verdict) = waiters::hand_off(ctx, cfg, &rings, tally) {
+                return verdict;
+            }
+        }
+        waiters::tell_agent_if_waiting(&rings, tally);
+    }
     let mut granted = Lanes(0);
     for r in 0..RING_COUNT {
         let want = wanted.get(r);

@@ -14,7 +14,8 @@ use aya_ebpf::{
 };
 use scheduler_common::{
     maps::{
-        Counter, RescuedTask, RingEvent, RingStates, Tier2Hint, XdpConfig, EVENT_LOW_WATERMARK, EVENT_RESCUED, RING_COUNT,
+        Counter, RescuedTask, RingEvent, RingStates, Tier2Hint, XdpConfig, EVENT_LOW_WATERMARK, EVENT_RESCUED,
+        RING_COUNT,
     },
     Entry,
 };
@@ -168,7 +169,9 @@ impl Rings {
         // SAFETY: the helper has no preconditions.
         let now = unsafe { bpf_ktime_get_coarse_ns() };
         // SAFETY: valid map value, aligned 8-byte store.
-        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.states).tier2_hint), Tier2Hint::new(now, best).0) }
+        unsafe {
+            core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.states).tier2_hint), Tier2Hint::new(now, best).0)
+        }
     }
 
     /// The highest level in `first..=last` whose ring holds a task (reserved > 0), or 0.
@@ -297,6 +300,12 @@ impl Rings {
             }
             *last = now;
         }
+        self.event(prio, kind, now, tally);
+    }
+
+    /// Sends an event about ring `prio` now, whatever the rate limit.
+    #[inline(always)]
+    pub fn event(&self, prio: u32, kind: u8, now: u64, tally: &mut Tally) {
         let event = RingEvent {
             ktime_ns: now,
             // SAFETY: valid map value.

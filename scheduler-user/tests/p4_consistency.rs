@@ -280,7 +280,7 @@ fn message_bodies_match_scheduler_common() {
         &[
             field!(RefillRequest, node, 2, [("node", 16)]),
             field!(RefillRequest, want, 1, [("want", 8)]),
-            field!(RefillRequest, pad, 1, [("pad", 8)]),
+            field!(RefillRequest, waiting, 1, [("waiting", 8)]),
         ],
         "refill_request_h",
     );

@@ -188,6 +188,16 @@ pub struct AgentArgs {
     #[arg(long, value_name = "MS", default_value_t = scheduler_common::maps::DEFAULT_HINT_TTL_NS / 1_000_000)]
     pub hint_ttl_ms: u64,
 
+    /// How long an executor whose GET_TASK finds nothing waits at this host, in
+    /// milliseconds. It waits here rather than at tier 2 while tier 2 is not known to
+    /// hold work for it: the next REFILL frame becomes its ASSIGN in the XDP program,
+    /// so tier 2 sends the host batches and the host picks the executor. After this
+    /// long the agent answers it NOOP and it asks again. 0: executors wait at tier 2.
+    /// Needs a switch that parks REFILL_REQ (`bolt switch`; bolt.p4 does not).
+    #[arg(long, value_name = "MS", default_value_t = scheduler_common::maps::DEFAULT_HOST_WAIT_NS / 1_000_000,
+          value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub host_wait_ms: u64,
+
     /// Nice value of the agent's loop (-20..=19). Negative values keep the rings filled
     /// while executors keep every CPU busy (needs CAP_SYS_NICE).
     #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
@@ -279,6 +289,7 @@ impl AgentArgs {
             executors,
             lease_ms: self.lease_ms,
             hint_ttl_ns: self.hint_ttl_ms.saturating_mul(1_000_000),
+            host_wait_ns: self.host_wait_ms * 1_000_000,
             ..XdpSettings::default()
         };
         let policy = RefillPolicy {

@@ -29,6 +29,7 @@ pub mod returns;
 pub mod rings;
 mod stealing;
 pub mod tier1;
+pub mod waiting;
 
 use std::io::ErrorKind;
 use std::net::{SocketAddrV4, UdpSocket};
@@ -218,6 +219,15 @@ pub struct AgentStats {
     /// started.
     pub xdp_served: u64,
     pub tier2_served: u64,
+    /// Executors waiting at this host (docs/xdp.md, "Waiting at the host") that the
+    /// agent answered with a task from the rings, answered NOOP after the host wait, and
+    /// whose records it skipped because they had asked again since. The program's own
+    /// hand-offs are its `handoffs` counter.
+    pub waiters_served: u64,
+    pub waiters_expired: u64,
+    pub waiters_stale: u64,
+    /// Executors waiting at this host at the last look (estimated from the counters).
+    pub waiters_now: u32,
 }
 
 /// The agent: tier 1 up, its socket bound, and the refill state.
@@ -255,6 +265,10 @@ pub struct Agent {
     steal_actions: Vec<StealAction<SocketAddrV4>>,
     lease: LeaseKeeper,
     dedicated: pin::Dedicated,
+    /// Answers executors waiting at this host; None when they wait at tier 2.
+    waiting: Option<waiting::HostWaiting>,
+    /// When the next waiting executor has waited the host wait.
+    next_waiter_expiry: Option<Instant>,
 }
 
 impl Agent {
@@ -306,7 +320,7 @@ impl Agent {
         Agent::with_tier1(cfg, tier1, sock)
     }
 
-    fn with_tier1(cfg: AgentConfig, tier1: Tier1, sock: UdpSocket) -> anyhow::Result<Agent> {
+    fn with_tier1(cfg: AgentConfig, mut tier1: Tier1, sock: UdpSocket) -> anyhow::Result<Agent> {
         let refill = RefillController::new(cfg.policy.clone(), tier1.rings.capacity(), tier1.rings.levels());
         let kernel_base = tier1.rings.kernel_refills()?;
         let stats = AgentStats { mode: tier1.mode.name().to_string(), ..AgentStats::default() };
@@ -317,7 +331,10 @@ impl Agent {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let stealer = Stealer::new(steal_cfg, cfg.peers.clone(), seed);
         let lease = LeaseKeeper::new(cfg.tier1.settings.lease_ms);
+        let waiting = open_host_waiting(&cfg, &mut tier1);
         Ok(Agent {
+            waiting,
+            next_waiter_expiry: None,
             sizer,
             next_rate_sample: Instant::now(),
             served_per_level: [0; RING_COUNT],
@@ -392,6 +409,7 @@ impl Agent {
             let mut poke = self.read_events();
             poke |= self.receive();
             self.relay();
+            self.answer_waiters();
             self.return_overflow(1024);
             let now = Instant::now();
             // The lease stamps' clock, for the RECALLs that wait.
@@ -435,6 +453,9 @@ impl Agent {
                 self.lease.next_deadline(now),
                 Some(self.dedicated.next_deadline()),
                 self.pending_recalls.next_retry_ms(now_ms).map(|t| now + Duration::from_millis(t - now_ms)),
+                self.next_waiter_expiry,
+                // Executors waiting here shorten the pause after an empty REFILL.
+                self.refill.pause_end_with_waiters().filter(|_| self.stats.waiters_now > 0),
             ];
             for d in deadlines.into_iter().flatten() {
                 wake = wake.min(d);
@@ -658,7 +679,8 @@ impl Agent {
         self.size_prefetch(now)?;
         let occupancy = self.tier1.rings.occupancy();
         let progress = self.progress()?;
-        let action = self.refill.poll(now, &occupancy, progress);
+        self.stats.waiters_now = self.waiters_now();
+        let action = self.refill.poll_with_waiters(now, &occupancy, progress, self.stats.waiters_now);
         match self.refill.take_outcome() {
             Some(Outcome::Tasks { tasks, round_trip }) => {
                 self.stats.refill_answers += 1;
@@ -687,9 +709,51 @@ impl Agent {
         Ok(())
     }
 
+    /// Answers what the REFILL frames did not of the executors waiting at this host:
+    /// with the rings' tasks, or NOOP after the host wait.
+    fn answer_waiters(&mut self) {
+        let Some(waiting) = &mut self.waiting else { return };
+        let mut unplaced = Vec::new();
+        let levels = self.tier1.rings.levels();
+        for prio in waiting.serve(&mut self.tier1.rings, &mut unplaced, &mut self.stats.ring_errors) {
+            self.served_per_level[(prio.clamp(1, levels) - 1) as usize] += 1;
+        }
+        for entry in unplaced {
+            self.returner.add(&self.sock, entry);
+        }
+        let now_ns = hint::coarse_now_ns();
+        let hint = self.tier1.rings.tier2_hint();
+        let fresh = now_ns.wrapping_sub(hint.read_at_ns()) < self.cfg.tier1.settings.hint_ttl_ns;
+        let best = if fresh { hint.best() } else { 0 };
+        self.next_waiter_expiry = waiting
+            .expire(&mut self.tier1.rings, now_ns, best, &mut self.stats.ring_errors)
+            .map(|left| Instant::now() + left);
+        let c = waiting.counts;
+        (self.stats.waiters_served, self.stats.waiters_expired, self.stats.waiters_stale) =
+            (c.served, c.expired, c.stale);
+    }
+
+    /// Executors waiting at this host now: those the program queued, less those the
+    /// program and the agent answered or skipped. A replaced record not yet skipped
+    /// counts too, so this errs high by the few executors that asked twice.
+    fn waiters_now(&self) -> u32 {
+        if self.waiting.is_none() {
+            return 0;
+        }
+        let Ok(k) = self.tier1.rings.kernel_counters() else { return 0 };
+        let taken = k.get(Counter::Handoffs)
+            + k.get(Counter::StaleWaiters)
+            + self.stats.waiters_served
+            + self.stats.waiters_expired
+            + self.stats.waiters_stale;
+        k.get(Counter::ParkedHere).saturating_sub(taken).min(u32::MAX as u64) as u32
+    }
+
     fn send_refill_req(&mut self, want: u8) {
         let mut buf = [0u8; 16];
-        let n = match encode_refill_req(&mut buf, self.cfg.resources, RefillRequest::new(self.cfg.node, want)) {
+        let waiting = self.stats.waiters_now.min(u8::MAX as u32) as u8;
+        let req = RefillRequest::new(self.cfg.node, want).with_waiting(waiting);
+        let n = match encode_refill_req(&mut buf, self.cfg.resources, req) {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(error = %e, want, "encoding REFILL_REQ failed");
@@ -927,6 +991,29 @@ fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The answers to executors waiting at this host, when the program queues them there:
+/// XDP attached and a host wait configured. Should the socket that answers as the switch
+/// not open, the program is told to send them to tier 2 instead.
+fn open_host_waiting(cfg: &AgentConfig, tier1: &mut Tier1) -> Option<waiting::HostWaiting> {
+    let wait_ns = cfg.tier1.settings.host_wait_ns;
+    if wait_ns == 0 || !tier1.mode.is_xdp() {
+        return None;
+    }
+    match waiting::HostWaiting::open(cfg.node, Duration::from_nanos(wait_ns)) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(error = format!("{e:#}"), "executors cannot wait at this host; they wait at tier 2");
+            if let rings::Rings::Bpf(maps) = &mut tier1.rings {
+                let off = maps.config().map(|c| scheduler_common::maps::XdpConfig { host_wait_ns: 0, ..c });
+                if let Err(e) = off.and_then(|c| maps.write_config(&c)) {
+                    tracing::error!(error = format!("{e:#}"), "turning waiting at the host off failed");
+                }
+            }
+            None
+        }
+    }
 }
 
 fn bind(listen: SocketAddrV4) -> anyhow::Result<UdpSocket> {

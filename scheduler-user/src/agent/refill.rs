@@ -81,6 +81,9 @@ enum State {
     },
     BackingOff {
         until: Instant,
+        /// When the pause began (the request's time): with executors waiting at the
+        /// host it ends `min_backoff` after this.
+        since: Instant,
     },
 }
 
@@ -126,6 +129,9 @@ pub struct RefillController {
     /// Lost answers in a row (sets the answer timeout).
     losses: u32,
     last_outcome: Option<Outcome>,
+    /// Executors waiting at the host when the request in flight was sent (it told tier
+    /// 2 so).
+    announced_waiters: u32,
 }
 
 impl RefillController {
@@ -139,6 +145,7 @@ impl RefillController {
             empties: 0,
             losses: 0,
             last_outcome: None,
+            announced_waiters: 0,
         }
     }
 
@@ -174,13 +181,27 @@ impl RefillController {
     /// How many tasks to ask for with rings at `occupancy`: 0 when the node holds its
     /// target or has no room.
     pub fn want(&self, occupancy: &[i64; RING_COUNT]) -> u8 {
+        self.want_with_waiters(occupancy, 0)
+    }
+
+    /// [`RefillController::want`] with `waiters` executors waiting at this host: one task
+    /// each (as far as a request and the rings' room go), whatever the rings hold, since
+    /// what they hold is nothing those executors can run; and no more. While executors
+    /// here are idle there is nothing to prefetch for, and asking for more would take
+    /// tasks to these rings that idle executors of other hosts could start at once (tier
+    /// 2 answers the oldest parked request first). The prefetch target is asked for once
+    /// no executor waits.
+    pub fn want_with_waiters(&self, occupancy: &[i64; RING_COUNT], waiters: u32) -> u8 {
         let rings = &occupancy[..self.levels];
         let total: i64 = rings.iter().map(|&r| r.max(0)).sum();
+        let fullest = rings.iter().copied().max().unwrap_or(0).max(0);
+        let room = (self.capacity as i64 - fullest).max(0);
+        if waiters > 0 {
+            return room.min(waiters as i64).min(self.policy.batch as i64).min(u8::MAX as i64) as u8;
+        }
         if total >= self.target as i64 {
             return 0;
         }
-        let fullest = rings.iter().copied().max().unwrap_or(0).max(0);
-        let room = (self.capacity as i64 - fullest).max(0);
         // Up to one target's worth: the depth then moves between the target and twice it,
         // one request per drained target rather than one per task.
         room.min(self.target as i64).min(self.policy.batch as i64).min(u8::MAX as i64) as u8
@@ -188,14 +209,41 @@ impl RefillController {
 
     /// Advances the state machine: `progress` is the REFILL tally now.
     pub fn poll(&mut self, now: Instant, occupancy: &[i64; RING_COUNT], progress: Progress) -> Action {
+        self.poll_with_waiters(now, occupancy, progress, 0)
+    }
+
+    /// [`RefillController::poll`] with `waiters` executors waiting at this host. While
+    /// any wait, a request is always on its way or parked at tier 2: after an empty
+    /// answer the pause is the shortest one (`min_backoff`, less the time the answer was
+    /// parked), not the doubled one, since tier 2's next task should reach them at once.
+    pub fn poll_with_waiters(
+        &mut self,
+        now: Instant,
+        occupancy: &[i64; RING_COUNT],
+        progress: Progress,
+        waiters: u32,
+    ) -> Action {
         match self.state {
-            State::BackingOff { until } if now < until => return Action::Nothing,
+            State::BackingOff { since, .. } if waiters > 0 && now >= since + self.policy.min_backoff => {
+                self.state = State::Idle
+            }
+            State::BackingOff { until, .. } if now < until => return Action::Nothing,
             State::BackingOff { .. } => self.state = State::Idle,
             State::Waiting { sent_at, first_frame_at, want, base, seen, changed_at } => {
                 let (frames, tasks) =
                     (progress.frames.wrapping_sub(base.frames), progress.tasks.wrapping_sub(base.tasks));
                 let changed_at = if progress != seen { now } else { changed_at };
                 if frames == 0 {
+                    // More executors wait than the request parked at tier 2 says: a new
+                    // one replaces it there, so that tier 2 serves this host among those
+                    // with waiting executors, and sends it as many tasks.
+                    if waiters > self.announced_waiters {
+                        let want = self.want_with_waiters(occupancy, waiters);
+                        if want > 0 {
+                            self.announced_waiters = waiters;
+                            return self.ask(now, want, progress, false);
+                        }
+                    }
                     if now.duration_since(sent_at) < self.answer_timeout() {
                         self.state = State::Waiting { sent_at, first_frame_at, want, base, seen: progress, changed_at };
                         return Action::Nothing;
@@ -203,11 +251,12 @@ impl RefillController {
                     // Lost: ask again (for what is needed now) with a longer timeout.
                     self.losses = self.losses.saturating_add(1);
                     self.last_outcome = Some(Outcome::Lost);
-                    let want = self.want(occupancy);
+                    let want = self.want_with_waiters(occupancy, waiters);
                     if want == 0 {
                         self.state = State::Idle;
                         return Action::Nothing;
                     }
+                    self.announced_waiters = waiters;
                     return self.ask(now, want, progress, true);
                 }
                 let first_frame_at = first_frame_at.unwrap_or(now);
@@ -227,10 +276,16 @@ impl RefillController {
                     // The time parked at tier 2 counts towards the pause.
                     let pause = self.backoff().saturating_sub(waited);
                     if !pause.is_zero() {
-                        self.state = State::BackingOff { until: now + pause };
-                        return Action::Nothing;
+                        // Waiters shorten the pause to what is left of `min_backoff`.
+                        let since = now.checked_sub(waited).unwrap_or(now);
+                        self.state = State::BackingOff { until: now + pause, since };
+                        if waiters == 0 || now < since + self.policy.min_backoff {
+                            return Action::Nothing;
+                        }
+                        self.state = State::Idle;
+                    } else {
+                        self.state = State::Idle;
                     }
-                    self.state = State::Idle;
                 } else {
                     self.empties = 0;
                     self.last_outcome = Some(Outcome::Tasks { tasks, round_trip: waited });
@@ -239,10 +294,11 @@ impl RefillController {
             }
             State::Idle => {}
         }
-        let want = self.want(occupancy);
+        let want = self.want_with_waiters(occupancy, waiters);
         if want == 0 {
             return Action::Nothing;
         }
+        self.announced_waiters = waiters;
         self.ask(now, want, progress, false)
     }
 
@@ -263,7 +319,8 @@ impl RefillController {
     /// Stops asking: an answer still on its way is not waited for by the controller (the
     /// agent's drain waits for it separately).
     pub fn halt(&mut self) {
-        self.state = State::BackingOff { until: Instant::now() + Duration::from_secs(3600) };
+        let forever = Instant::now() + Duration::from_secs(3600);
+        self.state = State::BackingOff { until: forever, since: forever };
     }
 
     /// When [`RefillController::poll`] next needs to run even if nothing happens: the end
@@ -271,7 +328,7 @@ impl RefillController {
     pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
         match self.state {
             State::Idle => None,
-            State::BackingOff { until } => Some(until),
+            State::BackingOff { until, .. } => Some(until),
             State::Waiting { sent_at, base, seen, changed_at, .. } => {
                 if seen.frames == base.frames {
                     // No frame yet: the counters must be polled to see one arrive.
@@ -280,6 +337,15 @@ impl RefillController {
                     Some((now + POLL_WHILE_WAITING).min(changed_at + self.policy.settle))
                 }
             }
+        }
+    }
+
+    /// When a pause ends early because executors wait at the host (see
+    /// [`RefillController::poll_with_waiters`]); None when not pausing.
+    pub fn pause_end_with_waiters(&self) -> Option<Instant> {
+        match self.state {
+            State::BackingOff { since, until } => Some(until.min(since + self.policy.min_backoff)),
+            _ => None,
         }
     }
 
@@ -345,6 +411,49 @@ mod tests {
         assert_eq!(small.want(&[40, 0, 0, 0, 0, 0, 0, 0]), 0);
         // Rings past the levels in use do not count.
         assert_eq!(small.want(&[0, 0, 0, 0, 99, 0, 0, 0]), 40);
+    }
+
+    #[test]
+    fn executors_waiting_at_the_host_are_asked_for_one_task_each_and_no_more() {
+        let c = controller();
+        // Rings at the target, three executors waiting: three tasks, not the target.
+        assert_eq!(c.want_with_waiters(&occ(64), 3), 3);
+        assert_eq!(c.want_with_waiters(&occ(0), 3), 3);
+        assert_eq!(c.want_with_waiters(&occ(0), 0), 64);
+        // Bounded by the batch and by the room left.
+        assert_eq!(c.want_with_waiters(&occ(0), 300), 64);
+        assert_eq!(c.want_with_waiters(&occ(4090), 30), 6);
+    }
+
+    #[test]
+    fn with_executors_waiting_a_request_is_always_parked_at_tier_2() {
+        let mut c = controller();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis(1);
+        assert_eq!(c.poll_with_waiters(t0, &occ(0), progress(0, 0), 1), Action::Request { want: 1, retry: false });
+        // A second executor starts waiting before the answer: the request tier 2 holds is
+        // replaced by one that says so.
+        assert_eq!(c.poll_with_waiters(t0, &occ(0), progress(0, 0), 1), Action::Nothing);
+        assert_eq!(c.poll_with_waiters(t0, &occ(0), progress(0, 0), 2), Action::Request { want: 2, retry: false });
+        // Three immediate empty answers in a row: without waiters the pause would double
+        // to 4 ms; with them it is the shortest one, 1 ms after the request.
+        let mut sent = t0;
+        for i in 1..=3u64 {
+            assert_eq!(c.poll_with_waiters(sent, &occ(0), progress(i, 0), 2), Action::Nothing);
+            assert!(c.tier2_empty());
+            assert_eq!(c.pause_end_with_waiters(), Some(sent + ms));
+            sent += ms;
+            assert_eq!(
+                c.poll_with_waiters(sent, &occ(0), progress(i, 0), 2),
+                Action::Request { want: 2, retry: false }
+            );
+        }
+        // An empty answer parked for tier 2's park time is followed by the next at once.
+        assert_eq!(
+            c.poll_with_waiters(sent + ms * 10, &occ(0), progress(4, 0), 2),
+            Action::Request { want: 2, retry: false }
+        );
+        assert_eq!(c.take_outcome(), Some(Outcome::Empty { waited: ms * 10 }));
     }
 
     #[test]

@@ -173,6 +173,14 @@ impl Rings {
 
     /// Tasks in the dedicated ring, where that can be read without taking them out (the
     /// memory rings); a BPF queue cannot be counted in place.
+    /// Whether the dedicated ring holds a task (read in place).
+    pub fn has_pinned(&self) -> bool {
+        match self {
+            Rings::Bpf(maps) => matches!(maps.peek_dedicated(), Ok(Some(_))),
+            Rings::Memory(m) => !m.dedicated.is_empty(),
+        }
+    }
+
     pub fn dedicated_len(&self) -> Option<usize> {
         match self {
             Rings::Bpf(_) => None,
@@ -243,7 +251,11 @@ impl Rings {
                 let c = maps.counters()?;
                 Ok(KernelRefills {
                     frames: c.get(Counter::RefillFrames),
-                    tasks: c.get(Counter::RefillTasks) + c.get(Counter::Overflow) + c.get(Counter::Bounced),
+                    // A task handed straight to a waiting executor arrived all the same.
+                    tasks: c.get(Counter::RefillTasks)
+                        + c.get(Counter::Overflow)
+                        + c.get(Counter::Bounced)
+                        + c.get(Counter::Handoffs),
                 })
             }
             Rings::Memory(_) => Ok(KernelRefills::default()),

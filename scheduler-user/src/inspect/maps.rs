@@ -9,7 +9,7 @@ use scheduler_common::{
     descriptor::Handler,
     maps::{
         Counter, CONFIG_MAP, COUNTERS_MAP, DEDICATED_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_MAPS, RING_STATE_MAP,
-        STATE_MAPS,
+        STATE_MAPS, WAITERS_MAP, WAIT_SEQ_MAP,
     },
     Entry,
 };
@@ -240,6 +240,12 @@ pub fn dump(pin_name: &str, dir: &PinDir, name: &str) -> anyhow::Result<MapDump>
         CONFIG_MAP => MapDump::Config { map, pin_name, config: ConfigView::of(&maps.config()?) },
         DEDICATED_MAP => anyhow::bail!(
             "{DEDICATED_MAP} is a queue read only at its head; `ring show` counts the tasks it served (dedicated_hit)"
+        ),
+        WAITERS_MAP => anyhow::bail!(
+            "{WAITERS_MAP} is a queue read only at its head; `ring show` counts the executors that waited (parked_here, handoffs)"
+        ),
+        WAIT_SEQ_MAP => anyhow::bail!(
+            "{WAIT_SEQ_MAP} holds each executor's newest request number; `ring show` counts the replaced ones (stale_waiters)"
         ),
         OVERFLOW_MAP => anyhow::bail!(
             "{OVERFLOW_MAP} is a queue the agent empties as it fills; `ring show` counts what went through it"

@@ -52,8 +52,12 @@ impl Wanted {
     /// The requests that search as this one does.
     pub fn group(&self) -> Group {
         match *self {
-            Wanted::Task { rtrv_prio, exec_rsrc, .. } => Group { task: true, rtrv_prio, rsrc: exec_rsrc },
-            Wanted::Refill { node_rsrc, .. } => Group { task: false, rtrv_prio: 1, rsrc: node_rsrc },
+            Wanted::Task { rtrv_prio, exec_rsrc, .. } => {
+                Group { task: true, waiting: false, rtrv_prio, rsrc: exec_rsrc }
+            }
+            Wanted::Refill { req, node_rsrc } => {
+                Group { task: false, waiting: req.waiting > 0, rtrv_prio: 1, rsrc: node_rsrc }
+            }
         }
     }
 
@@ -72,6 +76,8 @@ impl Wanted {
 pub struct Group {
     /// A GET_TASK (an executor), not a REFILL_REQ (a host).
     pub task: bool,
+    /// A REFILL_REQ from a host where executors wait (its `waiting` is not zero).
+    pub waiting: bool,
     /// The first priority searched (1 = from the top; a REFILL_REQ searches every level).
     pub rtrv_prio: u8,
     /// The executor's or node's resource bits.

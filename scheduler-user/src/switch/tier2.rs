@@ -307,7 +307,13 @@ impl Tier2 {
                 // the host waits for one answer only.
                 self.park.take_same(src, &wanted);
                 if self.found_nothing_in_empty_levels(0) {
-                    self.try_park(src, wanted, now, out);
+                    // Executors wait at that host: call back tasks another host was just
+                    // sent, as for an executor parking here.
+                    if self.try_park(src, wanted, now, out) {
+                        for _ in 0..req.waiting.min(RECALLS_PER_WAITING_HOST) {
+                            self.recall_for(req.node(), node_rsrc, now, out);
+                        }
+                    }
                 } else {
                     self.note_refill(req.node(), now);
                 }
@@ -461,18 +467,19 @@ impl Tier2 {
 
     /// After an enqueue: runs parked requests through the pipeline again while levels
     /// they search hold tasks: first every parked GET_TASK (an idle executor), in arrival
-    /// order, then every parked REFILL_REQ. A task goes to an idle executor directly
-    /// before any host prefetches it: a task a REFILL moved to a host's ring while that
-    /// host's executors wait here would sit there until their park expires. One that gets
-    /// tasks leaves the table with its answer; one that does not (its resources match
-    /// nothing queued) stays. Each parked request is tried at most once per enqueue.
+    /// order, then every parked REFILL_REQ of a host where executors wait, then the other
+    /// REFILL_REQs. A task goes to an idle executor before any host prefetches it: a task
+    /// a REFILL moved to a busy host's ring while idle executors wait elsewhere would sit
+    /// there until that host's executors are free. One that gets tasks leaves the table
+    /// with its answer; one that does not (its resources match nothing queued) stays.
+    /// Each parked request is tried at most once per enqueue.
     fn serve_parked(&mut self, now: Instant, out: &mut Vec<Answer>) {
-        for executors in [true, false] {
-            self.serve_parked_kind(executors, now, out);
+        for kind in [ParkedKind::Executors, ParkedKind::WaitingHosts, ParkedKind::Hosts] {
+            self.serve_parked_kind(kind, now, out);
         }
     }
 
-    fn serve_parked_kind(&mut self, executors: bool, now: Instant, out: &mut Vec<Answer>) {
+    fn serve_parked_kind(&mut self, kind: ParkedKind, now: Instant, out: &mut Vec<Answer>) {
         if self.park.is_empty() {
             return;
         }
@@ -481,7 +488,7 @@ impl Tier2 {
         while self.levels.best() != 0 {
             let levels = self.levels;
             // Only groups of this kind that search a level holding tasks.
-            let eligible = |g: Group| g.task == executors && levels.any_from(g.first_level(priorities));
+            let eligible = |g: Group| kind.takes(g) && levels.any_from(g.first_level(priorities));
             let Some((ticket, p)) = self.park.oldest_from(from, eligible) else { return };
             from = ticket + 1;
             // An expired request takes nothing: the expiry sweep answers it empty.
@@ -499,7 +506,11 @@ impl Tier2 {
                     self.note_refill(req.node(), now);
                 }
                 self.park.answered(ticket);
+                let first_answer = out.len();
                 self.stamp_into(&p.wanted, out);
+                if kind != ParkedKind::Executors {
+                    one_task_per_frame(out, first_answer);
+                }
             } else {
                 self.collected.clear();
             }
@@ -545,6 +556,52 @@ impl Tier2 {
 }
 
 /// The NOOP or empty REFILL the pipeline sent to `src`.
+/// Parked requests in the order [`Tier2::serve_parked`] serves them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ParkedKind {
+    /// GET_TASK with WAIT: idle executors waiting here.
+    Executors,
+    /// REFILL_REQ from hosts where executors wait.
+    WaitingHosts,
+    /// REFILL_REQ from hosts that prefetch.
+    Hosts,
+}
+
+impl ParkedKind {
+    fn takes(self, g: Group) -> bool {
+        match self {
+            ParkedKind::Executors => g.task,
+            ParkedKind::WaitingHosts => !g.task && g.waiting,
+            ParkedKind::Hosts => !g.task && !g.waiting,
+        }
+    }
+}
+
+/// RECALLs at most that a parked REFILL_REQ sends for the executors waiting at its host
+/// (one task each).
+const RECALLS_PER_WAITING_HOST: u8 = 4;
+
+/// Splits the REFILLs in `out[from..]` into frames of one task each, in the order tier 2
+/// dequeued them, each with its batch's BEST. A parked REFILL_REQ is answered when tasks
+/// arrive for a host that had nothing: its executors likely wait at the host, and the XDP
+/// program turns each frame into one waiting executor's ASSIGN (docs/xdp.md, "Waiting at
+/// the host"). One enqueue brings at most one SUBMIT's or RETURN's tasks (16), so this
+/// costs at most 16 frames where one would do.
+fn one_task_per_frame(out: &mut Vec<Answer>, from: usize) {
+    let answers: Vec<Answer> = out.drain(from..).collect();
+    for a in answers {
+        match a {
+            Answer::Refill { to, entries, best } if entries.len() > 1 => {
+                // Newest first in a REFILL: the last entry was dequeued first.
+                for e in entries.iter().rev() {
+                    out.push(Answer::Refill { to, entries: std::iter::once(*e).collect(), best });
+                }
+            }
+            a => out.push(a),
+        }
+    }
+}
+
 fn is_empty_answer_to(a: &Answer, src: SocketAddrV4) -> bool {
     match a {
         Answer::Noop { to, .. } => *to == src,
@@ -799,11 +856,19 @@ mod tests {
         let agent = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 7171);
         assert_eq!(refill_req(&mut t2, 4, agent, t0), vec![], "parked, no empty REFILL");
         assert_eq!(refill_req(&mut t2, 4, agent, t0 + MS), vec![], "replaced, unanswered");
+        // Answered from the park: one task per frame (for executors waiting at the host),
+        // in tier 2's dequeue order.
         let out = submit(&mut t2, &[task(1, 2, 0), task(2, 2, 0)], t0 + 2 * MS);
-        let refills: Vec<_> = out.iter().filter(|a| matches!(a, Answer::Refill { .. })).collect();
-        assert_eq!(refills.len(), 1);
-        let Answer::Refill { to, entries, best } = refills[0] else { unreachable!() };
-        assert_eq!((*to, entries.len(), *best), (agent, 2, 0));
+        let refills: Vec<_> = out
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Refill { to, entries, best } => {
+                    Some((*to, entries.iter().map(|e| e.task.tid()).collect(), *best))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(refills, vec![(agent, vec![1], 0), (agent, vec![2], 0)]);
         // Expiry: the empty REFILL of version 1.
         refill_req(&mut t2, 4, agent, t0 + 3 * MS);
         let mut out = Vec::new();
@@ -889,6 +954,57 @@ mod tests {
         let recall = Answer::Recall { to: agent, exec_rsrc: 0, req: RefillRequest::new(1, 1), best: 0 };
         assert_eq!(out, vec![recall]);
         assert_eq!(t2.park_stats().parked, 2);
+    }
+
+    fn waiting_refill_req(t2: &mut Tier2, node: u16, waiting: u8, now: Instant) -> Vec<Answer> {
+        let mut out = Vec::new();
+        let msg = Message::RefillReq { node_rsrc: 0xff, req: RefillRequest::new(node, 8).with_waiting(waiting) };
+        t2.handle(&msg, agent_of(node), now, &mut out).unwrap();
+        out
+    }
+
+    fn agent_of(node: u16) -> SocketAddrV4 {
+        SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, node as u8), 7171)
+    }
+
+    fn refilled(out: &[Answer]) -> Vec<(SocketAddrV4, Vec<u32>)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Answer::Refill { to, entries, .. } => Some((*to, entries.iter().map(|e| e.task.tid()).collect())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_host_where_executors_wait_is_refilled_before_hosts_that_prefetch() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        // Host 1 parked first, only to prefetch; host 2 parked later with two executors
+        // waiting there.
+        assert_eq!(refill_req(&mut t2, 1, agent_of(1), t0), vec![]);
+        assert_eq!(waiting_refill_req(&mut t2, 2, 2, t0 + MS), vec![]);
+        let out = submit(&mut t2, &[task(1, 1, 0)], t0 + 2 * MS);
+        assert_eq!(refilled(&out), vec![(agent_of(2), vec![1])]);
+        // Host 2's request left with its answer; the next task goes to host 1.
+        let out = submit(&mut t2, &[task(2, 1, 0)], t0 + 3 * MS);
+        assert_eq!(refilled(&out), vec![(agent_of(1), vec![2])]);
+    }
+
+    #[test]
+    fn a_host_parking_with_executors_waiting_recalls_what_another_host_was_just_sent() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        submit(&mut t2, &[task(1, 2, 0), task(2, 2, 0), task(3, 2, 0)], t0);
+        let out = refill_req(&mut t2, 1, agent_of(1), t0 + MS);
+        assert_eq!(refilled(&out), vec![(agent_of(1), vec![3, 2, 1])]);
+        // Host 2 finds nothing with two executors waiting: host 1 is asked for two tasks
+        // back, one RECALL each; a host that only prefetches recalls nothing.
+        let out = waiting_refill_req(&mut t2, 2, 2, t0 + 2 * MS);
+        let recall = Answer::Recall { to: agent_of(1), exec_rsrc: 0xff, req: RefillRequest::new(1, 1), best: 0 };
+        assert_eq!(out, vec![recall.clone(), recall]);
+        assert_eq!(refill_req(&mut t2, 3, agent_of(3), t0 + 3 * MS), vec![]);
+        assert_eq!(t2.hint_stats().recalls_sent, 2);
     }
 
     #[test]

@@ -12,8 +12,8 @@ use aya::{
 };
 use scheduler_common::{
     maps::{
-        Counters, Tier2Hint, XdpConfig, CONFIG_MAP, COUNTERS_MAP, DEDICATED_MAP, EVENTS_MAP, OVERFLOW_MAP, RING_COUNT,
-        RING_MAPS, RING_STATE_MAP,
+        Counters, HostWaiter, Tier2Hint, XdpConfig, CONFIG_MAP, COUNTERS_MAP, DEDICATED_MAP, EVENTS_MAP, OVERFLOW_MAP,
+        RING_COUNT, RING_MAPS, RING_STATE_MAP, WAITERS_MAP, WAIT_SEQ_MAP,
     },
     Entry, MAX_PRIORITIES,
 };
@@ -46,6 +46,11 @@ pub struct XdpMaps {
     config: Array<MapData, XdpConfig>,
     counters: PerCpuArray<MapData, Counters>,
     events: Option<RingBuf<MapData>>,
+    /// Executors waiting at this host, a second descriptor for peeking, and each one's
+    /// newest request.
+    waiters: Queue<MapData, HostWaiter>,
+    waiters_fd: OwnedFd,
+    wait_seq: Array<MapData, u32>,
 }
 
 impl XdpMaps {
@@ -61,7 +66,7 @@ impl XdpMaps {
             let path = dir.map(name);
             let data = MapData::from_pin(&path).with_context(|| format!("opening pinned map {}", path.display()))?;
             Ok(match name {
-                CONFIG_MAP | RING_STATE_MAP => Map::Array(data),
+                CONFIG_MAP | RING_STATE_MAP | WAIT_SEQ_MAP => Map::Array(data),
                 COUNTERS_MAP => Map::PerCpuArray(data),
                 EVENTS_MAP => Map::RingBuf(data),
                 _ => Map::Queue(data),
@@ -81,6 +86,8 @@ impl XdpMaps {
         let overflow_fd = queue_fd(&overflow).context(OVERFLOW_MAP)?;
         let dedicated = get(DEDICATED_MAP)?;
         let dedicated_fd = queue_fd(&dedicated).context(DEDICATED_MAP)?;
+        let waiters = get(WAITERS_MAP)?;
+        let waiters_fd = queue_fd(&waiters).context(WAITERS_MAP)?;
         let states = match get(RING_STATE_MAP)? {
             Map::Array(data) => MappedRingStates::new(data)?,
             _ => anyhow::bail!("{RING_STATE_MAP} is not an array map"),
@@ -96,7 +103,34 @@ impl XdpMaps {
             config: Array::try_from(get(CONFIG_MAP)?).context(CONFIG_MAP)?,
             counters: PerCpuArray::try_from(get(COUNTERS_MAP)?).context(COUNTERS_MAP)?,
             events: Some(RingBuf::try_from(get(EVENTS_MAP)?).context(EVENTS_MAP)?),
+            waiters: Queue::try_from(waiters).context(WAITERS_MAP)?,
+            waiters_fd,
+            wait_seq: Array::try_from(get(WAIT_SEQ_MAP)?).context(WAIT_SEQ_MAP)?,
         })
+    }
+
+    /// The executor that has waited at this host longest, left in place.
+    pub fn peek_waiter(&self) -> anyhow::Result<Option<HostWaiter>> {
+        peek(self.waiters_fd.as_fd()).context("peeking the waiter queue")
+    }
+
+    /// Takes the executor that has waited longest, if any.
+    pub fn pop_waiter(&mut self) -> anyhow::Result<Option<HostWaiter>> {
+        match self.waiters.pop(0) {
+            Ok(w) => Ok(Some(w)),
+            Err(MapError::ElementNotFound) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Queues `waiter` again, at the tail.
+    pub fn push_waiter(&mut self, waiter: &HostWaiter) -> anyhow::Result<()> {
+        Ok(self.waiters.push(waiter, 0)?)
+    }
+
+    /// Whether `waiter` is its executor's newest request (not replaced by a later one).
+    pub fn waiter_is_current(&self, waiter: &HostWaiter) -> anyhow::Result<bool> {
+        Ok(self.wait_seq.get(&(waiter.executor as u32), 0)? == waiter.seq)
     }
 
     /// The configuration the program runs with.
@@ -345,7 +379,7 @@ fn queue_fd(map: &Map) -> anyhow::Result<OwnedFd> {
 }
 
 /// The head of the queue map `fd` without taking it (BPF_MAP_LOOKUP_ELEM with no key).
-fn peek(fd: BorrowedFd<'_>) -> std::io::Result<Option<Entry>> {
+fn peek<T: aya::Pod + Default>(fd: BorrowedFd<'_>) -> std::io::Result<Option<T>> {
     /// The `map_elem` member of `union bpf_attr`.
     #[repr(C)]
     struct MapElemAttr {
@@ -356,7 +390,7 @@ fn peek(fd: BorrowedFd<'_>) -> std::io::Result<Option<Entry>> {
         flags: u64,
     }
     const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
-    let mut out = Entry::default();
+    let mut out = T::default();
     let attr = MapElemAttr {
         map_fd: std::os::fd::AsRawFd::as_raw_fd(&fd) as u32,
         pad: 0,
@@ -365,7 +399,8 @@ fn peek(fd: BorrowedFd<'_>) -> std::io::Result<Option<Entry>> {
         flags: 0,
     };
     // SAFETY: `attr` is a valid bpf_attr prefix of the size passed; the kernel writes one
-    // value of the map's value size (40, checked when the map was opened) into `out`.
+    // value of the map's value size (that of T, checked when the map was opened) into
+    // `out`.
     let rc = unsafe {
         libc::syscall(libc::SYS_bpf, BPF_MAP_LOOKUP_ELEM, &attr as *const MapElemAttr, size_of::<MapElemAttr>())
     };

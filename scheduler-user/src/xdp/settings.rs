@@ -41,6 +41,9 @@ pub struct XdpSettings {
     pub lease_ms: u16,
     /// How long tier 2's BEST stamp is believed (0: GET_TASK never bypasses the rings).
     pub hint_ttl_ns: u64,
+    /// How long an executor with nothing to do waits at this host before the agent
+    /// answers it NOOP (0: it waits at tier 2; see `XdpConfig::host_wait_ns`).
+    pub host_wait_ns: u64,
 }
 
 /// The ifindex of `lo` in every network namespace.
@@ -70,6 +73,7 @@ impl Default for XdpSettings {
             uplink_ifindex: [0; MAX_UPLINKS],
             lease_ms: DEFAULT_LEASE_MS,
             hint_ttl_ns: DEFAULT_HINT_TTL_NS,
+            host_wait_ns: 0,
         }
     }
 }
@@ -105,6 +109,7 @@ impl XdpSettings {
             event_interval_ns: self.event_interval_ns,
             uplink_ifindex: self.uplink_ifindex,
             hint_ttl_ns: self.hint_ttl_ns,
+            host_wait_ns: self.host_wait_ns,
         }
     }
 }
