@@ -1884,9 +1884,19 @@ fn an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign() {
     if !can_run() {
         return;
     }
-    let mut rig = Rig::new(|s| s.host_wait_ns = 10_000_000);
+    let mut rig = Rig::new(|s| {
+        s.host_wait_ns = 10_000_000;
+        s.hint_ttl_ns = 2_000_000_000;
+    });
     let mut events = rig.maps().take_events().expect("event reader");
-    // Rings empty, no word from tier 2: the GET_TASK with WAIT waits here (dropped).
+    // No word from tier 2 yet: the request goes there (tier 2 answers at once if it has
+    // work, which waiting here would only delay).
+    let (verdict, _) = rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 7, 4));
+    assert_eq!(verdict, Verdict::Pass);
+    // Tier 2 says it holds nothing (an empty REFILL, as at the end of a park): rings
+    // empty, the GET_TASK with WAIT waits here (dropped).
+    let (verdict, _) = rig.run(&rig.refill_frame(&[]));
+    assert_eq!(verdict, Verdict::Drop);
     let (verdict, _) = rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 7, 5));
     assert_eq!(verdict, Verdict::Drop);
     let w = rig.maps().peek_waiter().unwrap().expect("queued");
@@ -1909,12 +1919,13 @@ fn an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign() {
     let c = rig.counters();
     assert_eq!(
         (c.get(Counter::ParkedHere), c.get(Counter::Handoffs), c.hits(2), c.get(Counter::RefillFrames)),
-        (1, 1, 1, 1)
+        (1, 1, 1, 2)
     );
-    assert_eq!(c.get(Counter::Miss), 0);
+    assert_eq!(c.get(Counter::Miss), 1);
 
     // An executor that asked again replaced its record: the older one is skipped, the
-    // newer one answered, and the executor is answered once.
+    // newer one answered, and the executor is answered once. (The REFILLs above stamped
+    // BEST 0: tier 2 still holds nothing.)
     rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 7, 6));
     rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 7, 7));
     let (verdict, _) = rig.run(&rig.refill_frame(&[entry(2, 1, 0)]));
@@ -1952,17 +1963,27 @@ fn a_get_task_waits_at_tier_2_while_its_fresh_stamp_says_work_is_there() {
     let request = waiting_get_task_frame(&rig.exec, 0, 7, 1);
     let (verdict, out) = rig.run(&request);
     assert_eq!((verdict, out), (Verdict::Pass, request));
-    // Tier 2 says it is empty: the request waits here.
+    // Tier 2 says it is empty: the request waits here. So it does when tier 2 holds only
+    // levels above the request's search.
     let n = encode_hint(&mut msg, 0).unwrap();
     rig.run(&from_switch(&rig, PORT, &msg[..n]));
     let (verdict, _) = rig.run(&waiting_get_task_frame(&rig.exec, 0, 7, 2));
     assert_eq!(verdict, Verdict::Drop);
+    let n = encode_hint(&mut msg, 1).unwrap();
+    rig.run(&from_switch(&rig, PORT, &msg[..n]));
+    let mut get = [0u8; 16];
+    let n = encode_get_task(&mut get, 2, 0, Requester::new(NODE, 8, 1), true).unwrap();
+    let (verdict, _) = rig.run(&udp_frame(&rig.exec, Ipv4Fields::default(), &get[..n]));
+    assert_eq!(verdict, Verdict::Drop, "tier 2's level 1 is not searched from level 2");
     // Without WAIT, or with waiting at the host off, nothing waits here.
+    let n = encode_hint(&mut msg, 0).unwrap();
+    rig.run(&from_switch(&rig, PORT, &msg[..n]));
     let (verdict, _) = rig.run(&rig.get_task_frame(1, 0, 3));
     assert_eq!(verdict, Verdict::Pass);
     let c = rig.counters();
-    assert_eq!((c.get(Counter::ParkedHere), c.get(Counter::Miss)), (1, 2));
-    let mut off = Rig::new(|_| {});
+    assert_eq!((c.get(Counter::ParkedHere), c.get(Counter::Miss)), (2, 2));
+    let mut off = Rig::new(|s| s.hint_ttl_ns = 2_000_000_000);
+    off.run(&off.refill_frame(&[]));
     let (verdict, _) = off.run(&waiting_get_task_frame(&off.exec, 0, 7, 1));
     assert_eq!(verdict, Verdict::Pass);
     assert_eq!(off.maps().peek_waiter().unwrap(), None);

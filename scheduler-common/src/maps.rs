@@ -327,9 +327,9 @@ pub const EVENT_BYPASS: u8 = 4;
 /// agent makes sure a REFILL_REQ is on its way. `prio` is the request's RTRV_PRIO.
 pub const EVENT_WAITING: u8 = 5;
 
-/// A REFILL arrived while executors wait at this host: the agent hands stored tasks to
-/// those the frame did not answer, and asks tier 2 again for the rest at once rather than
-/// at its next poll. `prio` is the ring of the task handed off, or 0.
+/// A REFILL's tasks are being stored while executors wait at this host: the agent hands
+/// them out, and asks tier 2 again for the rest at once rather than at its next poll.
+/// `prio` is 0.
 pub const EVENT_REFILLED_WAITERS: u8 = 6;
 
 /// An executor waiting at this host: where its GET_TASK came from, so that the REFILL

@@ -120,13 +120,13 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
     if prio != 0 {
         return assign(ctx, cfg, &rings, prio, &slot, tally);
     }
-    // Nothing here. With WAIT, and unless tier 2's fresh stamp says it holds work this
+    // Nothing here. With WAIT, and when tier 2's fresh stamp says it holds nothing this
     // request searches, the executor waits at this host for the next REFILL rather than
     // at tier 2 (docs/xdp.md, "Waiting at the host").
     if op == Op::GetTask && h.flags & FLAG_WAIT != 0 && cfg.host_wait_ns != 0 {
         // SAFETY: the helper has no preconditions.
         let now = unsafe { bpf_ktime_get_coarse_ns() };
-        if !tier2_holds_work(hint, h.prio, cfg.hint_ttl_ns, now) {
+        if tier2_known_empty_for(hint, h.prio, cfg.hint_ttl_ns, now) {
             // SAFETY: `at` checked the bounds.
             let req = unsafe { *req };
             if waiters::park(ctx, &rings, h, req, now, tally) {
@@ -141,13 +141,14 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
     xdp_action::XDP_PASS
 }
 
-/// Whether tier 2's stamp, younger than `ttl_ns`, names a level a request searching
-/// from `rtrv_prio` would take from. With no fresh stamp, tier 2 is taken to be empty:
-/// the REFILL_REQ the waiting starts finds out at once.
+/// Whether tier 2's stamp, younger than `ttl_ns`, says it holds nothing a request
+/// searching from `rtrv_prio` would take: no level at all, or only levels above the
+/// search. A stale stamp says nothing: the request then asks tier 2, which answers at
+/// once if it has work (waiting here would cost the agent's REFILL_REQ round trip first).
 #[inline(always)]
-fn tier2_holds_work(hint: Tier2Hint, rtrv_prio: u8, ttl_ns: u64, now: u64) -> bool {
+fn tier2_known_empty_for(hint: Tier2Hint, rtrv_prio: u8, ttl_ns: u64, now: u64) -> bool {
     let best = hint.best();
-    best != 0 && best >= rtrv_prio && now.wrapping_sub(hint.read_at_ns()) < ttl_ns
+    (best == 0 || best < rtrv_prio) && now.wrapping_sub(hint.read_at_ns()) < ttl_ns
 }
 
 /// Pops the first task a request searching from level `first` with resources `rsrc`

@@ -111,8 +111,6 @@ pub fn hand_off(ctx: &XdpContext, cfg: &XdpConfig, rings: &Rings, tally: &mut Ta
         }
         tally.hit(ring);
         tally.add(Counter::Handoffs);
-        // SAFETY: the helper has no preconditions.
-        rings.event(ring, EVENT_REFILLED_WAITERS, unsafe { bpf_ktime_get_coarse_ns() }, tally);
         // SAFETY: the helper checks its arguments.
         return Some(unsafe { bpf_redirect(waiter.ifindex, 0) } as u32);
     }

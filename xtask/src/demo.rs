@@ -177,12 +177,17 @@ fn run_on(tb: &testbed::Testbed, args: &DemoArgs) -> anyhow::Result<()> {
         from_rings += rings;
         from_switch += switch;
     }
-    let all = from_rings + from_switch;
+    // Every task completed (run_clients fails otherwise): what neither the program nor the
+    // switch handed out, the agents did, to executors waiting at their host.
+    let all = 2 * u64::from(args.jobs) * u64::from(args.tasks);
     if all > 0 {
+        let by_agents = all.saturating_sub(from_rings + from_switch);
         println!(
-            "The XDP tier served {from_rings} of the {all} tasks the executors got ({:.1} %); the switch assigned the \
-             other {from_switch} directly.",
-            100.0 * from_rings as f64 / all as f64
+            "The XDP tier served {from_rings} of the {all} tasks ({:.1} %), the agents {by_agents} (to executors \
+             waiting at their host, from the rings), the switch assigned {from_switch} directly; tier 1 served \
+             {:.1} %.",
+            100.0 * from_rings as f64 / all as f64,
+            100.0 * (from_rings + by_agents) as f64 / all as f64
         );
     }
     println!("\nMode: two-level (XDP tier 1 on {} worker hosts, software switch tier 2).", tb.workers.len());
