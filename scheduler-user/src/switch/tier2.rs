@@ -508,7 +508,7 @@ impl Tier2 {
                 self.park.answered(ticket);
                 let first_answer = out.len();
                 self.stamp_into(&p.wanted, out);
-                if kind != ParkedKind::Executors {
+                if kind == ParkedKind::WaitingHosts {
                     one_task_per_frame(out, first_answer);
                 }
             } else {
@@ -584,11 +584,11 @@ impl ParkedKind {
 const RECALLS_PER_WAITING_HOST: u8 = 1;
 
 /// Splits the REFILLs in `out[from..]` into frames of one task each, in the order tier 2
-/// dequeued them, each with its batch's BEST. A parked REFILL_REQ is answered when tasks
-/// arrive for a host that had nothing: its executors likely wait at the host, and the XDP
-/// program turns each frame into one waiting executor's ASSIGN (docs/xdp.md, "Waiting at
-/// the host"). One enqueue brings at most one SUBMIT's or RETURN's tasks (16), so this
-/// costs at most 16 frames where one would do.
+/// dequeued them, each with its batch's BEST: the answer to a parked REFILL_REQ from a
+/// host where executors wait, whose XDP program turns each frame into one waiting
+/// executor's ASSIGN (docs/xdp.md, "Waiting at the host"). One enqueue brings at most one
+/// SUBMIT's or RETURN's tasks (16), so this costs at most 16 frames where one would do,
+/// and only while that host's executors are idle.
 fn one_task_per_frame(out: &mut Vec<Answer>, from: usize) {
     let answers: Vec<Answer> = out.drain(from..).collect();
     for a in answers {
@@ -858,19 +858,11 @@ mod tests {
         let agent = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 1), 7171);
         assert_eq!(refill_req(&mut t2, 4, agent, t0), vec![], "parked, no empty REFILL");
         assert_eq!(refill_req(&mut t2, 4, agent, t0 + MS), vec![], "replaced, unanswered");
-        // Answered from the park: one task per frame (for executors waiting at the host),
-        // in tier 2's dequeue order.
         let out = submit(&mut t2, &[task(1, 2, 0), task(2, 2, 0)], t0 + 2 * MS);
-        let refills: Vec<_> = out
-            .iter()
-            .filter_map(|a| match a {
-                Answer::Refill { to, entries, best } => {
-                    Some((*to, entries.iter().map(|e| e.task.tid()).collect(), *best))
-                }
-                _ => None,
-            })
-            .collect();
-        assert_eq!(refills, vec![(agent, vec![1], 0), (agent, vec![2], 0)]);
+        let refills: Vec<_> = out.iter().filter(|a| matches!(a, Answer::Refill { .. })).collect();
+        assert_eq!(refills.len(), 1);
+        let Answer::Refill { to, entries, best } = refills[0] else { unreachable!() };
+        assert_eq!((*to, entries.len(), *best), (agent, 2, 0));
         // Expiry: the empty REFILL of version 1.
         refill_req(&mut t2, 4, agent, t0 + 3 * MS);
         let mut out = Vec::new();
@@ -986,11 +978,13 @@ mod tests {
         // waiting there.
         assert_eq!(refill_req(&mut t2, 1, agent_of(1), t0), vec![]);
         assert_eq!(waiting_refill_req(&mut t2, 2, 2, t0 + MS), vec![]);
-        let out = submit(&mut t2, &[task(1, 1, 0)], t0 + 2 * MS);
-        assert_eq!(refilled(&out), vec![(agent_of(2), vec![1])]);
-        // Host 2's request left with its answer; the next task goes to host 1.
-        let out = submit(&mut t2, &[task(2, 1, 0)], t0 + 3 * MS);
-        assert_eq!(refilled(&out), vec![(agent_of(1), vec![2])]);
+        // Host 2 gets the tasks, one per frame (each becomes a waiting executor's ASSIGN
+        // there), in tier 2's dequeue order.
+        let out = submit(&mut t2, &[task(1, 1, 0), task(2, 1, 0)], t0 + 2 * MS);
+        assert_eq!(refilled(&out), vec![(agent_of(2), vec![1]), (agent_of(2), vec![2])]);
+        // Host 2's request left with its answer; the next tasks go to host 1, in one frame.
+        let out = submit(&mut t2, &[task(3, 1, 0), task(4, 1, 0)], t0 + 3 * MS);
+        assert_eq!(refilled(&out), vec![(agent_of(1), vec![4, 3])]);
     }
 
     #[test]
