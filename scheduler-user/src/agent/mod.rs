@@ -269,6 +269,9 @@ pub struct Agent {
     waiting: Option<waiting::HostWaiting>,
     /// When the next waiting executor has waited the host wait.
     next_waiter_expiry: Option<Instant>,
+    /// The program's `parked_here` and `handoffs + stale_waiters` when this agent first
+    /// read them.
+    waiter_base: Option<(u64, u64)>,
 }
 
 impl Agent {
@@ -335,6 +338,7 @@ impl Agent {
         Ok(Agent {
             waiting,
             next_waiter_expiry: None,
+            waiter_base: None,
             sizer,
             next_rate_sample: Instant::now(),
             served_per_level: [0; RING_COUNT],
@@ -423,7 +427,11 @@ impl Agent {
             if self.refill.tier2_empty() {
                 self.starved(now);
             }
+            // Executors waiting here end a pause early (RefillController::poll_with_waiters).
+            let pause_over =
+                self.stats.waiters_now > 0 && self.refill.pause_end_with_waiters().is_some_and(|d| now >= d);
             if poke
+                || pause_over
                 || now >= next_check
                 || self.refill.waiting()
                 || self.refill.next_deadline(now).is_some_and(|d| now >= d)
@@ -733,20 +741,25 @@ impl Agent {
             (c.served, c.expired, c.stale);
     }
 
-    /// Executors waiting at this host now: those the program queued, less those the
-    /// program and the agent answered or skipped. A replaced record not yet skipped
-    /// counts too, so this errs high by the few executors that asked twice.
-    fn waiters_now(&self) -> u32 {
+    /// Executors waiting at this host now: those the program queued since this agent
+    /// started, less those the program and this agent answered or skipped since. A
+    /// replaced record not yet skipped counts too, so this errs high by the few executors
+    /// that asked twice. (The program's counters count from its load: an agent
+    /// restarted on the pinned program subtracts what they held when it started, or the
+    /// answers of the agent before it would count as executors waiting for ever.)
+    fn waiters_now(&mut self) -> u32 {
         if self.waiting.is_none() {
             return 0;
         }
         let Ok(k) = self.tier1.rings.kernel_counters() else { return 0 };
-        let taken = k.get(Counter::Handoffs)
-            + k.get(Counter::StaleWaiters)
+        let count = |c: Counter| k.get(c);
+        let now = (count(Counter::ParkedHere), count(Counter::Handoffs) + count(Counter::StaleWaiters));
+        let (parked_base, taken_base) = *self.waiter_base.get_or_insert(now);
+        let taken = now.1.wrapping_sub(taken_base)
             + self.stats.waiters_served
             + self.stats.waiters_expired
             + self.stats.waiters_stale;
-        k.get(Counter::ParkedHere).saturating_sub(taken).min(u32::MAX as u64) as u32
+        now.0.wrapping_sub(parked_base).saturating_sub(taken).min(u32::MAX as u64) as u32
     }
 
     fn send_refill_req(&mut self, want: u8) {
