@@ -107,10 +107,13 @@ fn a_pinned_task_runs_on_the_host_of_its_data() {
             assert_eq!(r.node, host, "task {} pinned to node {host} ran on node {}", r.tid, r.node);
         }
     }
-    assert_eq!((dedicated_hits(&layout, 0), dedicated_hits(&layout, 1)), (12, 12));
-    for a in agents {
+    for (i, a) in agents.into_iter().enumerate() {
+        let hits = dedicated_hits(&layout, i);
         let s = a.stop(StopMode::Drain).expect("agent stops");
         assert_eq!((s.pinned, s.pin_refused, s.pin_drained), (12, 0, 0), "{s:?}");
+        // Each pinned task left its host's dedicated ring: to an executor that asked (a
+        // hit of the program), or to one waiting at the host (the agent's hand-out).
+        assert!(hits <= 12 && hits + s.waiters_served >= 12, "host {i}: {hits} dedicated hits, {s:?}");
     }
 }
 

@@ -130,14 +130,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
 }
 
 fn testbed_options(args: &DemoArgs) -> UpOptions {
-    // No prefetch flags: each agent sizes its rings from its measured drain rate. Idle
-    // executors wait at their host (an agent option, off by default; docs/agent.md).
-    UpOptions {
-        name: "demo".into(),
-        workers: args.workers,
-        agent_args: vec!["--host-wait-ms".into(), "10".into()],
-        ..UpOptions::default()
-    }
+    // No prefetch flags: each agent sizes its rings from its measured drain rate, and
+    // idle executors wait at their host (the agent's defaults).
+    UpOptions { name: "demo".into(), workers: args.workers, ..UpOptions::default() }
 }
 
 fn on_testbed(args: &DemoArgs) -> anyhow::Result<()> {

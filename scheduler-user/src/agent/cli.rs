@@ -192,11 +192,10 @@ pub struct AgentArgs {
     /// milliseconds. It waits here rather than at tier 2 while tier 2 is not known to
     /// hold work for it: the next REFILL frame becomes its ASSIGN in the XDP program,
     /// so tier 2 sends the host batches and the host picks the executor. After this
-    /// long the agent answers it NOOP and it asks again. 0: executors wait at tier 2.
-    /// Needs a switch that parks REFILL_REQ (`bolt switch`; bolt.p4 does not). Off by
-    /// default for now: an agent killed and restarted while executors wait at its host
-    /// leaves them stalled (docs/agent.md); the benchmarks and the demo use 10.
-    #[arg(long, value_name = "MS", default_value_t = 0,
+    /// long the agent answers it NOOP and it asks again. 0: executors wait at tier 2,
+    /// as they must with a switch that does not park REFILL_REQ (bolt.p4; `bolt switch`
+    /// does).
+    #[arg(long, value_name = "MS", default_value_t = scheduler_common::maps::DEFAULT_HOST_WAIT_NS / 1_000_000,
           value_parser = clap::value_parser!(u64).range(0..=1000))]
     pub host_wait_ms: u64,
 

@@ -269,8 +269,8 @@ pub struct Agent {
     waiting: Option<waiting::HostWaiting>,
     /// When the next waiting executor has waited the host wait.
     next_waiter_expiry: Option<Instant>,
-    /// The program's `parked_here` and `handoffs + stale_waiters` when this agent first
-    /// read them.
+    /// The program's `parked_here`, and its `handoffs + stale_waiters` plus this agent's
+    /// answers to waiters, once the waiters queued before it started were answered.
     waiter_base: Option<(u64, u64)>,
 }
 
@@ -326,7 +326,7 @@ impl Agent {
     fn with_tier1(cfg: AgentConfig, mut tier1: Tier1, sock: UdpSocket) -> anyhow::Result<Agent> {
         let refill = RefillController::new(cfg.policy.clone(), tier1.rings.capacity(), tier1.rings.levels());
         let kernel_base = tier1.rings.kernel_refills()?;
-        let stats = AgentStats { mode: tier1.mode.name().to_string(), ..AgentStats::default() };
+        let mut stats = AgentStats { mode: tier1.mode.name().to_string(), ..AgentStats::default() };
         let uplink_ifindex = cfg.tier1.uplink.as_deref().and_then(|name| crate::net::ifindex(name).ok());
         let sizer = PrefetchSizer::new(tier1.rings.levels(), tier1.rings.capacity(), cfg.policy.low_watermark);
         let steal_cfg = StealConfig { max_interval: cfg.steal_max_interval, ..StealConfig::new(cfg.node) };
@@ -334,11 +334,15 @@ impl Agent {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let stealer = Stealer::new(steal_cfg, cfg.peers.clone(), seed);
         let lease = LeaseKeeper::new(cfg.tier1.settings.lease_ms);
-        let waiting = open_host_waiting(&cfg, &mut tier1);
+        let mut waiting = open_host_waiting(&cfg, &mut tier1);
+        if let Some(w) = &mut waiting {
+            w.answer_all(&mut tier1.rings, &mut stats.ring_errors);
+        }
+        let waiter_base = waiting.as_ref().and_then(|w| waiter_counts(&tier1.rings, w));
         Ok(Agent {
             waiting,
             next_waiter_expiry: None,
-            waiter_base: None,
+            waiter_base,
             sizer,
             next_rate_sample: Instant::now(),
             served_per_level: [0; RING_COUNT],
@@ -413,9 +417,13 @@ impl Agent {
             let mut poke = self.read_events();
             poke |= self.receive();
             self.relay();
-            self.answer_waiters();
-            self.return_overflow(1024);
             let now = Instant::now();
+            // The waiter queue is looked at when an event may mean a waiter, while some
+            // wait, or when one is due to expire; not on every turn.
+            if poke || self.stats.waiters_now > 0 || self.next_waiter_expiry.is_some_and(|t| now >= t) {
+                self.answer_waiters();
+            }
+            self.return_overflow(1024);
             // The lease stamps' clock, for the RECALLs that wait.
             let now_ms = rings::monotonic_ms();
             self.step_steal(now);
@@ -742,23 +750,14 @@ impl Agent {
     }
 
     /// Executors waiting at this host now: those the program queued since this agent
-    /// started, less those the program and this agent answered or skipped since. A
-    /// replaced record not yet skipped counts too, so this errs high by the few executors
-    /// that asked twice. (The program's counters count from its load: an agent
-    /// restarted on the pinned program subtracts what they held when it started, or the
-    /// answers of the agent before it would count as executors waiting for ever.)
+    /// answered the ones queued before it started, less those the program and this agent
+    /// answered or skipped since. A replaced record not yet skipped counts too, so this
+    /// errs high by the few executors that asked twice. (The program's counters count
+    /// from its load, so an agent restarted on the pinned program counts from its base.)
     fn waiters_now(&mut self) -> u32 {
-        if self.waiting.is_none() {
-            return 0;
-        }
-        let Ok(k) = self.tier1.rings.kernel_counters() else { return 0 };
-        let count = |c: Counter| k.get(c);
-        let now = (count(Counter::ParkedHere), count(Counter::Handoffs) + count(Counter::StaleWaiters));
+        let Some(now) = self.waiting.as_ref().and_then(|w| waiter_counts(&self.tier1.rings, w)) else { return 0 };
         let (parked_base, taken_base) = *self.waiter_base.get_or_insert(now);
-        let taken = now.1.wrapping_sub(taken_base)
-            + self.stats.waiters_served
-            + self.stats.waiters_expired
-            + self.stats.waiters_stale;
+        let taken = now.1.wrapping_sub(taken_base);
         now.0.wrapping_sub(parked_base).saturating_sub(taken).min(u32::MAX as u64) as u32
     }
 
@@ -1004,6 +1003,14 @@ fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Waiters queued so far (the program's `parked_here`), and waiters answered or skipped
+/// so far (the program's `handoffs + stale_waiters` and `waiting`'s answers).
+fn waiter_counts(rings: &Rings, waiting: &waiting::HostWaiting) -> Option<(u64, u64)> {
+    let k = rings.kernel_counters().ok()?;
+    let answered = waiting.counts.served + waiting.counts.expired + waiting.counts.stale;
+    Some((k.get(Counter::ParkedHere), k.get(Counter::Handoffs) + k.get(Counter::StaleWaiters) + answered))
 }
 
 /// The answers to executors waiting at this host, when the program queues them there:

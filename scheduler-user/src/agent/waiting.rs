@@ -67,7 +67,7 @@ impl HostWaiting {
                 break;
             }
             let Rings::Bpf(maps) = rings else { break };
-            let Some(waiter) = pop_current(maps, &mut self.counts, errors) else { break };
+            let Some(waiter) = self.pop_current(maps, errors) else { break };
             let Some(entry) = rings.take_runnable(waiter.rtrv_prio, waiter.rsrc, unplaced, errors) else {
                 push_back(rings, &waiter, errors);
                 break;
@@ -119,7 +119,7 @@ impl HostWaiting {
             }
             // The program may have taken the head meanwhile: what is popped is checked
             // again, and one that has not waited long enough goes back.
-            let Some(waiter) = pop_current(maps, &mut self.counts, errors) else { continue };
+            let Some(waiter) = self.pop_current(maps, errors) else { continue };
             if now_ns.saturating_sub(waiter.parked_ns) < self.wait_ns {
                 if let Err(e) = maps.push_waiter(&waiter) {
                     *errors += 1;
@@ -142,31 +142,57 @@ impl HostWaiting {
         }
         Some(Duration::ZERO)
     }
-}
 
-/// Pops waiters until one is its executor's newest request; the others are counted
-/// stale.
-fn pop_current(maps: &mut XdpMaps, counts: &mut WaiterCounts, errors: &mut u64) -> Option<HostWaiter> {
-    for _ in 0..MAX_PER_TURN {
-        let waiter = match maps.pop_waiter() {
-            Ok(Some(w)) => w,
-            Ok(None) => return None,
-            Err(e) => {
-                *errors += 1;
-                tracing::warn!(error = format!("{e:#}"), "popping the waiter queue failed");
-                return None;
-            }
-        };
-        match maps.waiter_is_current(&waiter) {
-            Ok(true) => return Some(waiter),
-            Ok(false) => counts.stale += 1,
-            Err(e) => {
-                *errors += 1;
-                tracing::warn!(error = format!("{e:#}"), "reading a waiter's newest request failed");
+    /// Answers NOOP to every executor waiting now, however briefly it has waited. An
+    /// agent starting on a pinned program does this first: whoever waits was queued for
+    /// the agent before it, and may have waited past its own GET timeout already.
+    pub fn answer_all(&mut self, rings: &mut Rings, errors: &mut u64) {
+        // Bounded: the program may queue more meanwhile, and they are answered as usual.
+        for _ in 0..16 {
+            if self.expire(rings, u64::MAX, 0, errors).is_none() {
+                return;
             }
         }
     }
-    None
+
+    /// Pops waiters until one is its executor's newest request. The others were
+    /// superseded by a resend after the executor's GET timeout: each is answered NOOP
+    /// echoing its seq, which tells the executor that request's answer is not coming (it
+    /// would otherwise take the next ASSIGN for it, and count its newest request
+    /// unanswered until that times out too).
+    fn pop_current(&mut self, maps: &mut XdpMaps, errors: &mut u64) -> Option<HostWaiter> {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        for _ in 0..MAX_PER_TURN {
+            let waiter = match maps.pop_waiter() {
+                Ok(Some(w)) => w,
+                Ok(None) => return None,
+                Err(e) => {
+                    *errors += 1;
+                    tracing::warn!(error = format!("{e:#}"), "popping the waiter queue failed");
+                    return None;
+                }
+            };
+            match maps.waiter_is_current(&waiter) {
+                Ok(true) => return Some(waiter),
+                Ok(false) => {
+                    self.counts.stale += 1;
+                    let who = Requester::new(self.node, waiter.executor, waiter.seq);
+                    let sent = encode_noop(&mut buf, who, 0)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|n| self.socket.answer(&waiter, &buf[..n]));
+                    if let Err(e) = sent {
+                        *errors += 1;
+                        tracing::warn!(error = format!("{e:#}"), "NOOP to a superseded waiter failed");
+                    }
+                }
+                Err(e) => {
+                    *errors += 1;
+                    tracing::warn!(error = format!("{e:#}"), "reading a waiter's newest request failed");
+                }
+            }
+        }
+        None
+    }
 }
 
 fn push_back(rings: &mut Rings, waiter: &HostWaiter, errors: &mut u64) {

@@ -39,8 +39,6 @@ use crate::switch::{self, SwitchConfig, SwitchHandle};
 use crate::testbed::{services::agent_args, Layout, Testbed};
 use crate::xdp::{CounterSnapshot, PinDir, XdpMaps};
 
-/// The host wait two-level runs with (`bolt agent --host-wait-ms`).
-const HOST_WAIT_MS: u64 = scheduler_common::maps::DEFAULT_HOST_WAIT_NS / 1_000_000;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TiersArgs {
@@ -181,9 +179,6 @@ fn run_level(
                 args.low_watermark.to_string(),
             ]);
             a.extend(["--nice".into(), args.agent_nice.to_string()]);
-            // Executors wait at their host (an agent option, off by default: see
-            // docs/agent.md, "Idle executors wait at their host").
-            a.extend(["--host-wait-ms".into(), HOST_WAIT_MS.to_string()]);
             let cfg = agent::config_from_args(a)?;
             agents.push(netns::run_in(&w.host_ns, move || agent::spawn(cfg))?);
         }

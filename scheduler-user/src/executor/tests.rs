@@ -230,6 +230,40 @@ fn exactly_one_get_task_outstanding_per_executor_through_lost_and_late_answers()
     assert!(total.get_timeouts >= 8);
 }
 
+/// A request times out and its late answer never comes (a host dropped the superseded
+/// request unanswered). The next ASSIGN is taken for that late answer and the request
+/// it answered times out once; after that, every request is answered by its own ASSIGN,
+/// not one task per timeout.
+#[test]
+fn a_late_answer_that_never_comes_costs_one_timeout_not_one_per_task() {
+    let (switch, client) = (socket(), socket());
+    let timeout = Duration::from_millis(80);
+    let mut cfg = config(&switch, 0);
+    cfg.get_timeout = timeout;
+    let pool = spawn(cfg).unwrap();
+    // The first request goes unanswered and times out: a late answer is expected.
+    let (first, _, _, _) = recv_get(&switch);
+    let (second, _, _, _) = recv_get(&switch);
+    assert_eq!(second.seq(), first.seq() + 1, "the timed-out request was resent");
+    // From now on every request is answered at once.
+    let answering = Instant::now();
+    let tasks = 12;
+    for tid in 0..tasks {
+        if tid > 0 {
+            recv_get(&switch);
+        }
+        let to = pool.local_addrs()[0];
+        send_assign(&switch, to, &entry(&client, tid, Handler::Noop.encode().unwrap(), 0));
+        assert_eq!(recv_complete(&client).tid(), tid);
+    }
+    let took = answering.elapsed();
+    let total = pool.shutdown();
+    assert_eq!(total.tasks_run, tasks as u64);
+    assert_eq!(total.late_assigns, 1, "one ASSIGN taken for the late answer");
+    assert_eq!(total.get_timeouts, 2, "the first request and the one whose answer was taken for it");
+    assert!(took < timeout * 4, "{tasks} answered requests took {took:?}: a timeout per task");
+}
+
 #[test]
 fn refuses_what_it_must_not_run() {
     let (switch, client) = (socket(), socket());

@@ -72,6 +72,12 @@ struct Request {
     seq: u32,
     sent: Instant,
     deadline: Instant,
+    /// An ASSIGN taken for the late answer of the request before arrived while this one
+    /// was outstanding. Should this one time out, that ASSIGN was in fact its answer (the
+    /// late one was lost, or dropped unanswered, as a host drops a superseded waiter), so
+    /// no late answer is expected for it: expecting one would take the next request's
+    /// ASSIGN for it, time that request out, and so on, one task per timeout.
+    took_late_answer: bool,
 }
 
 /// The GET_TASK that last timed out, whose answer may still arrive (delayed rather than
@@ -177,7 +183,7 @@ impl Worker {
                         continue;
                     }
                     let sent = Instant::now();
-                    let r = Request { seq, sent, deadline: sent + self.get_timeout };
+                    let r = Request { seq, sent, deadline: sent + self.get_timeout, took_late_answer: false };
                     current = Some(r);
                     r
                 }
@@ -185,7 +191,9 @@ impl Worker {
             let now = Instant::now();
             if now >= request.deadline {
                 self.timed_out(request, &mut silent);
-                late.expect(now + self.get_timeout);
+                if !request.took_late_answer {
+                    late.expect(now + self.get_timeout);
+                }
                 current = None;
                 continue;
             }
@@ -196,6 +204,7 @@ impl Worker {
                     self.heard_from_switch(&mut silent);
                     if late.take() {
                         bump(&self.counters.late_assigns);
+                        current = current.map(|r| Request { took_late_answer: true, ..r });
                     } else {
                         let rtt = request.sent.elapsed();
                         entries.iter().for_each(|e| self.record_assignment(e, rtt, arrived_unix_ns));
@@ -203,7 +212,9 @@ impl Worker {
                     }
                     let answers = self.execute_all(&entries, &mut tx);
                     for _ in 0..answers {
-                        if !late.take() {
+                        if late.take() {
+                            current = current.map(|r| Request { took_late_answer: true, ..r });
+                        } else {
                             current = None;
                         }
                     }

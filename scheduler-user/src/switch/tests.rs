@@ -475,7 +475,13 @@ fn a_get_task_flood_does_not_starve_other_executors() {
     let allowed = (RATE as f64 * (FLOOD.as_secs_f64() + 0.2)) as u64 + BURST as u64;
     assert!(flood_tasks <= allowed, "the flood took {flood_tasks} tasks, more than its {allowed}");
     assert!(polite_requests >= 20, "the polite executor asked only {polite_requests} times");
-    assert_eq!(polite_tasks, polite_requests, "a polite request was not answered with a task");
+    // A request the flood crowds out of the switch's socket buffer is lost as any
+    // datagram is (an executor's GET timeout resends it): the limit must leave the polite
+    // executor its tasks, not every datagram.
+    assert!(
+        polite_tasks * 20 >= polite_requests * 19,
+        "the polite executor got {polite_tasks} tasks for {polite_requests} requests"
+    );
 }
 
 #[test]
