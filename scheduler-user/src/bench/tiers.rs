@@ -39,7 +39,6 @@ use crate::switch::{self, SwitchConfig, SwitchHandle};
 use crate::testbed::{services::agent_args, Layout, Testbed};
 use crate::xdp::{CounterSnapshot, PinDir, XdpMaps};
 
-
 #[derive(clap::Args, Debug, Clone)]
 pub struct TiersArgs {
     /// Worker nodes (each a host namespace with an executor namespace behind it).

@@ -317,7 +317,14 @@ impl Tier2 {
                 } else {
                     self.note_refill(req.node(), now);
                 }
+                let first_answer = out.len();
                 self.stamp_into(&wanted, out);
+                // Answered at once or parked, a host where executors wait gets one task per
+                // frame: each becomes a waiting executor's ASSIGN in its XDP program, with
+                // no wake-up of its agent in between.
+                if req.waiting > 0 {
+                    one_task_per_frame(out, first_answer);
+                }
             }
             _ => out.append(&mut self.collected),
         }
@@ -584,9 +591,10 @@ impl ParkedKind {
 const RECALLS_PER_WAITING_HOST: u8 = 1;
 
 /// Splits the REFILLs in `out[from..]` into frames of one task each, in the order tier 2
-/// dequeued them, each with its batch's BEST: the answer to a parked REFILL_REQ from a
-/// host where executors wait, whose XDP program turns each frame into one waiting
-/// executor's ASSIGN (docs/xdp.md, "Waiting at the host"). One enqueue brings at most one
+/// dequeued them, each with its batch's BEST: the answer to a REFILL_REQ from a host
+/// where executors wait (parked, or answered at once), whose XDP program turns each frame
+/// into one waiting executor's ASSIGN (docs/xdp.md, "Waiting at the host"). Such a
+/// request asks for one task per waiting executor, and one enqueue brings at most one
 /// SUBMIT's or RETURN's tasks (16), so this costs at most 16 frames where one would do,
 /// and only while that host's executors are idle.
 fn one_task_per_frame(out: &mut Vec<Answer>, from: usize) {
@@ -985,6 +993,23 @@ mod tests {
         // Host 2's request left with its answer; the next tasks go to host 1, in one frame.
         let out = submit(&mut t2, &[task(3, 1, 0), task(4, 1, 0)], t0 + 3 * MS);
         assert_eq!(refilled(&out), vec![(agent_of(1), vec![4, 3])]);
+    }
+
+    #[test]
+    fn a_host_where_executors_wait_gets_one_task_per_frame_when_answered_at_once() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        submit(&mut t2, &[task(1, 1, 0), task(2, 1, 0), task(3, 1, 0)], t0);
+        // Two executors wait at host 2, which asks for one task each: two frames of one
+        // task each, in dequeue order.
+        let mut out = Vec::new();
+        let msg = Message::RefillReq { node_rsrc: 0xff, req: RefillRequest::new(2, 2).with_waiting(2) };
+        t2.handle(&msg, agent_of(2), t0 + MS, &mut out).unwrap();
+        assert_eq!(refilled(&out), vec![(agent_of(2), vec![1]), (agent_of(2), vec![2])]);
+        // A host that only prefetches gets one frame.
+        submit(&mut t2, &[task(4, 1, 0), task(5, 1, 0)], t0 + 2 * MS);
+        let out = refill_req(&mut t2, 1, agent_of(1), t0 + 3 * MS);
+        assert_eq!(refilled(&out), vec![(agent_of(1), vec![5, 4, 3])]);
     }
 
     #[test]
