@@ -69,7 +69,9 @@ impl HostWaiting {
             let Rings::Bpf(maps) = rings else { break };
             let Some(waiter) = self.pop_current(maps, errors) else { break };
             let Some(entry) = rings.take_runnable(waiter.rtrv_prio, waiter.rsrc, unplaced, errors) else {
-                push_back(rings, &waiter, errors);
+                if let Rings::Bpf(maps) = rings {
+                    push_back(maps, &waiter, errors);
+                }
                 break;
             };
             // The pad holds ring state (the lease stamp, or the MOVABLE mark): zero on the wire.
@@ -89,7 +91,9 @@ impl HostWaiting {
                         "answering a waiting executor failed; its task goes back to tier 2"
                     );
                     unplaced.push(entry);
-                    push_back(rings, &waiter, errors);
+                    if let Rings::Bpf(maps) = rings {
+                        push_back(maps, &waiter, errors);
+                    }
                     break;
                 }
             }
@@ -102,7 +106,6 @@ impl HostWaiting {
     /// next one has, if one waits.
     pub fn expire(&mut self, rings: &mut Rings, now_ns: u64, best: u8, errors: &mut u64) -> Option<Duration> {
         let Rings::Bpf(maps) = rings else { return None };
-        let mut buf = [0u8; MAX_MESSAGE_LEN];
         for _ in 0..MAX_PER_TURN {
             let head = match maps.peek_waiter() {
                 Ok(Some(w)) => w,
@@ -121,17 +124,10 @@ impl HostWaiting {
             // again, and one that has not waited long enough goes back.
             let Some(waiter) = self.pop_current(maps, errors) else { continue };
             if now_ns.saturating_sub(waiter.parked_ns) < self.wait_ns {
-                if let Err(e) = maps.push_waiter(&waiter) {
-                    *errors += 1;
-                    tracing::warn!(error = format!("{e:#}"), "a waiter could not be queued again; it will ask again");
-                }
+                push_back(maps, &waiter, errors);
                 continue;
             }
-            let who = Requester::new(self.node, waiter.executor, waiter.seq);
-            let sent = encode_noop(&mut buf, who, best)
-                .map_err(anyhow::Error::from)
-                .and_then(|n| self.socket.answer(&waiter, &buf[..n]));
-            match sent {
+            match self.noop(&waiter, best) {
                 Ok(_) => self.counts.expired += 1,
                 Err(e) => {
                     // The executor's own timeout makes it ask again.
@@ -161,7 +157,6 @@ impl HostWaiting {
     /// would otherwise take the next ASSIGN for it, and count its newest request
     /// unanswered until that times out too).
     fn pop_current(&mut self, maps: &mut XdpMaps, errors: &mut u64) -> Option<HostWaiter> {
-        let mut buf = [0u8; MAX_MESSAGE_LEN];
         for _ in 0..MAX_PER_TURN {
             let waiter = match maps.pop_waiter() {
                 Ok(Some(w)) => w,
@@ -176,11 +171,7 @@ impl HostWaiting {
                 Ok(true) => return Some(waiter),
                 Ok(false) => {
                     self.counts.stale += 1;
-                    let who = Requester::new(self.node, waiter.executor, waiter.seq);
-                    let sent = encode_noop(&mut buf, who, 0)
-                        .map_err(anyhow::Error::from)
-                        .and_then(|n| self.socket.answer(&waiter, &buf[..n]));
-                    if let Err(e) = sent {
+                    if let Err(e) = self.noop(&waiter, 0) {
                         *errors += 1;
                         tracing::warn!(error = format!("{e:#}"), "NOOP to a superseded waiter failed");
                     }
@@ -193,10 +184,16 @@ impl HostWaiting {
         }
         None
     }
+
+    /// Answers `waiter` NOOP echoing its seq, with BEST `best`.
+    fn noop(&mut self, waiter: &HostWaiter, best: u8) -> anyhow::Result<()> {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = encode_noop(&mut buf, Requester::new(self.node, waiter.executor, waiter.seq), best)?;
+        self.socket.answer(waiter, &buf[..n])
+    }
 }
 
-fn push_back(rings: &mut Rings, waiter: &HostWaiter, errors: &mut u64) {
-    let Rings::Bpf(maps) = rings else { return };
+fn push_back(maps: &mut XdpMaps, waiter: &HostWaiter, errors: &mut u64) {
     if let Err(e) = maps.push_waiter(waiter) {
         *errors += 1;
         tracing::warn!(error = format!("{e:#}"), "a waiter could not be queued again; it will ask again");
