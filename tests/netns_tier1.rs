@@ -508,13 +508,30 @@ fn idle_executors_wait_at_their_host_get_tasks_from_tier_1_and_lose_nothing() {
     // Past the host wait the agent answers them NOOP, as tier 2's park would: they ask
     // again at once and never time out.
     std::thread::sleep(Duration::from_millis(35));
-    // Four tasks for four idle executors: tier 2 sends them to the host, whose program
-    // hands each REFILL frame to a waiting executor (or, should the host's request have
-    // been between two parks, the agent hands them out from the rings): none is
-    // assigned by the switch.
-    assert_all_completed(join(rig.client(4)), 4);
-    std::thread::sleep(Duration::from_millis(250));
-    assert_eq!(rig.switch_stats().queue.assigns, 0, "tier 2 assigned a task to an executor directly");
+    // Four tasks for four idle executors: tier 2 sends the host as many as its parked
+    // REFILL_REQ says wait there, and the host's program hands each REFILL frame to a
+    // waiting executor (or, should the host's request have been between two parks, the
+    // agent hands them out from the rings). The count the host announced can lag (the
+    // executors are NOOPed every host wait and ask again): a task beyond it stays at
+    // tier 2, which tells the host so (HINT), and an executor asking then gets it from
+    // tier 2. So tier 2 assigns directly only after a HINT.
+    // Rounds of four, until the program has handed four out (most rounds do it in one).
+    let mut first_tasks = 0u64;
+    for _ in 0..10 {
+        assert_all_completed(join(rig.client(4)), 4);
+        first_tasks += 4;
+        std::thread::sleep(Duration::from_millis(50));
+        if rig.counters().get(Counter::Handoffs) >= 4 {
+            break;
+        }
+    }
+    let sw = rig.switch_stats();
+    assert!(
+        sw.queue.assigns == 0 || sw.hints.hints_sent > 0,
+        "tier 2 assigned {} tasks directly without telling the host it held work: {sw:?}",
+        sw.queue.assigns
+    );
+    assert!(rig.counters().get(Counter::Handoffs) >= 4, "{first_tasks} tasks, fewer than 4 handed off: {sw:?}");
     let tasks = 400;
     assert_all_completed(join(rig.client(tasks)), tasks as u64);
     let run = executors.shutdown();
@@ -529,5 +546,5 @@ fn idle_executors_wait_at_their_host_get_tasks_from_tier_1_and_lose_nothing() {
     // Each task was handed out once: by the program (hits count its hand-offs), by the
     // agent to a waiting executor, or by the switch.
     assert_eq!(c.total_hits() + stats.waiters_served + sw.queue.assigns, run.tasks_run);
-    assert_eq!(run.tasks_run, tasks as u64 + 4);
+    assert_eq!(run.tasks_run, tasks as u64 + first_tasks);
 }
