@@ -176,9 +176,7 @@ pub struct AgentArgs {
 
     /// Longest pause after empty REFILLs (tier 2 had nothing), in milliseconds. Longer
     /// spares the switch on an idle cluster; shorter fills the rings sooner when work
-    /// arrives (until then executors are served by the switch directly). While
-    /// executors wait at this host (--host-wait-ms), at most half of --hint-ttl-ms, so
-    /// that tier 2's stamp stays fresh.
+    /// arrives (until then executors are served by the switch directly).
     #[arg(long, value_name = "MS", default_value_t = RefillPolicy::default().max_backoff.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_backoff_ms: u64,

@@ -334,8 +334,7 @@ impl Agent {
         let stealer = Stealer::new(steal_cfg, cfg.peers.clone(), seed);
         let lease = LeaseKeeper::new(cfg.tier1.settings.lease_ms);
         let mut waiting = open_host_waiting(&cfg, &mut tier1);
-        let refill =
-            RefillController::new(refill_policy(&cfg, waiting.is_some()), tier1.rings.capacity(), tier1.rings.levels());
+        let refill = RefillController::new(cfg.policy.clone(), tier1.rings.capacity(), tier1.rings.levels());
         if let Some(w) = &mut waiting {
             w.answer_all(&mut tier1.rings, &mut stats.ring_errors);
         }
@@ -1006,23 +1005,6 @@ fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The refill policy this agent runs: the configured one, except that while executors
-/// wait at this host the pause after an empty answer is at most half the stamp's
-/// lifetime (`--hint-ttl-ms`). The program queues an executor here only on a fresh stamp
-/// from tier 2, and stamps come with REFILLs: with the pause up to `--max-backoff-ms`
-/// (20 ms, the stamp's default lifetime) the stamp went stale after a quiet spell, idle
-/// executors went to wait at tier 2 instead, and the next tasks went to them from there.
-/// Half the lifetime keeps a parked request's empty answer (tier 2's park time, 10 ms)
-/// and the pause after it within it.
-fn refill_policy(cfg: &AgentConfig, host_waiting: bool) -> RefillPolicy {
-    let mut policy = cfg.policy.clone();
-    let ttl = cfg.tier1.settings.hint_ttl_ns;
-    if host_waiting && ttl > 0 {
-        policy.max_backoff = policy.max_backoff.min(Duration::from_nanos(ttl / 2)).max(policy.min_backoff);
-    }
-    policy
-}
-
 /// Waiters queued so far (the program's `parked_here`), and waiters answered or skipped
 /// so far (the program's `handoffs + stale_waiters` and `waiting`'s answers).
 fn waiter_counts(rings: &Rings, waiting: &waiting::HostWaiting) -> Option<(u64, u64)> {
@@ -1187,20 +1169,6 @@ mod tests {
         let cfg = config_from_args(args.iter().chain(extra).copied()).expect("configuration");
         switch.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         (Agent::start(cfg).expect("agent"), switch)
-    }
-
-    #[test]
-    fn while_executors_wait_here_the_pause_after_an_empty_answer_keeps_the_stamp_fresh() {
-        let base = ["bolt-agent", "--iface", "lo", "--switch", "127.0.0.1:7171", "--node", "1", "--resources", "0xff"];
-        let cfg = config_from_args(base).expect("configuration");
-        assert_eq!(cfg.policy.max_backoff, Duration::from_millis(20));
-        // Half the stamp's lifetime (20 ms by default) while executors wait here.
-        assert_eq!(refill_policy(&cfg, true).max_backoff, Duration::from_millis(10));
-        assert_eq!(refill_policy(&cfg, false).max_backoff, Duration::from_millis(20));
-        let shorter = config_from_args(base.iter().chain(&["--max-backoff-ms", "4"])).expect("configuration");
-        assert_eq!(refill_policy(&shorter, true).max_backoff, Duration::from_millis(4));
-        let no_stamp = config_from_args(base.iter().chain(&["--hint-ttl-ms", "0"])).expect("configuration");
-        assert_eq!(refill_policy(&no_stamp, true).max_backoff, Duration::from_millis(20));
     }
 
     fn entry(tid: u32, prio: u8) -> Entry {
