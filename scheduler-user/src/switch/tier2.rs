@@ -317,14 +317,7 @@ impl Tier2 {
                 } else {
                     self.note_refill(req.node(), now);
                 }
-                let first_answer = out.len();
                 self.stamp_into(&wanted, out);
-                // Answered at once or parked, a host where executors wait gets one task per
-                // frame: each becomes a waiting executor's ASSIGN in its XDP program, with
-                // no wake-up of its agent in between.
-                if req.waiting > 0 {
-                    one_task_per_frame(out, first_answer);
-                }
             }
             _ => out.append(&mut self.collected),
         }
@@ -462,13 +455,21 @@ impl Tier2 {
     /// Moves the collected answers to `wanted`'s retrieval to `out`, stamped with BEST
     /// for that requester. A REFILL batch that another follows carries 0: a switch sends
     /// a full batch before its search ends (bolt.p4 does), so only the last knows BEST.
+    /// A REFILL to a host where executors wait goes one task per frame.
     fn stamp_into(&mut self, wanted: &Wanted, out: &mut Vec<Answer>) {
         let best = self.best_for(wanted, &self.collected);
         let last_refill = self.collected.iter().rposition(|a| matches!(a, Answer::Refill { .. }));
+        let first = out.len();
         for (i, mut a) in self.collected.drain(..).enumerate() {
             let batch_before_last = matches!(a, Answer::Refill { .. }) && Some(i) != last_refill;
             a.set_best(if batch_before_last { 0 } else { best });
             out.push(a);
+        }
+        // A host where executors wait gets one task per frame, answered at once or from
+        // the park: each becomes a waiting executor's ASSIGN in its XDP program, with no
+        // wake-up of its agent in between.
+        if matches!(wanted, Wanted::Refill { req, .. } if req.waiting > 0) {
+            one_task_per_frame(out, first);
         }
     }
 
@@ -513,11 +514,7 @@ impl Tier2 {
                     self.note_refill(req.node(), now);
                 }
                 self.park.answered(ticket);
-                let first_answer = out.len();
                 self.stamp_into(&p.wanted, out);
-                if kind == ParkedKind::WaitingHosts {
-                    one_task_per_frame(out, first_answer);
-                }
             } else {
                 self.collected.clear();
             }
