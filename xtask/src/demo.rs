@@ -1,5 +1,6 @@
-//! `cargo xtask demo`: Bolt end to end on this machine, with a short SW1-style workload
-//! (two clients each submitting a job every 10 ms) and what the clients measured.
+//! `cargo xtask demo`: Bolt end to end on this machine, with a short two-priority workload
+//! (a batch client whose jobs queue behind busy executors, an interactive client at a
+//! higher priority) and what the clients measured.
 //!
 //! Where it can (root, network namespaces, XDP), it runs two-level on the namespace
 //! testbed: `bolt switch` in a switch namespace, a `bolt agent` with the XDP tier on each
@@ -34,17 +35,29 @@ pub struct DemoArgs {
     /// Worker hosts on the testbed.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=8))]
     pub workers: u16,
-    /// Jobs each of the two clients submits, one every --interval-ms.
-    #[arg(long, default_value_t = 200)]
+    /// Jobs the batch client (priority 2) submits, one every --batch-interval-ms; the
+    /// interactive client (priority 1) submits its jobs over the same span.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: u32,
-    /// Milliseconds between one client's jobs.
-    #[arg(long, default_value_t = 10)]
-    pub interval_ms: u64,
-    /// Tasks per job.
-    #[arg(long, default_value_t = 12)]
-    pub tasks: u32,
+    /// Tasks per batch job. With the defaults a batch job is 4 times the executors, so
+    /// most of it queues.
+    #[arg(long, default_value_t = 64)]
+    pub batch_tasks: u32,
+    /// Milliseconds between the batch client's jobs.
+    #[arg(long, default_value_t = 35, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_interval_ms: u64,
+    /// Tasks per interactive job.
+    #[arg(long, default_value_t = 2)]
+    pub interactive_tasks: u32,
+    /// Milliseconds between the interactive client's jobs.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub interactive_interval_ms: u64,
+    /// Submit the batch client's jobs at priority 1 too, so that both share one FIFO
+    /// level: what the interactive client would see without priorities.
+    #[arg(long)]
+    pub same_priority: bool,
     /// How long each task sleeps, in microseconds. With the defaults the executors are
-    /// about 75 % busy: 2 clients x 12 tasks / 10 ms x 5 ms = 12 busy of 16.
+    /// about 70 % busy: (64 / 35 ms + 2 / 5 ms) x 5 ms = 11.1 busy of 16.
     #[arg(long, default_value_t = 5000)]
     pub task_us: u64,
 }
@@ -180,7 +193,7 @@ fn run_on(tb: &testbed::Testbed, args: &DemoArgs) -> anyhow::Result<()> {
     }
     // Every task completed (run_clients fails otherwise): what neither the program nor the
     // switch handed out, the agents did, to executors waiting at their host.
-    let all = 2 * u64::from(args.jobs) * u64::from(args.tasks);
+    let all = args.clients().iter().map(|c| u64::from(c.jobs) * u64::from(c.tasks)).sum::<u64>();
     if all > 0 {
         let by_agents = all.saturating_sub(from_rings + from_switch);
         println!(
@@ -251,10 +264,57 @@ fn on_loopback(bolt: &Path, args: &DemoArgs, why: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Two clients at once, as in the thesis's SW1 workload; prints their summaries and fails
-/// if either reports a failed or lost task.
+/// One of the demo's two clients: `bolt submit` with these jobs.
+struct ClientPlan {
+    label: &'static str,
+    priority: u8,
+    jobs: u32,
+    tasks: u32,
+    interval_ms: u64,
+}
+
+impl DemoArgs {
+    /// The batch client, and the interactive one submitting over the same span.
+    fn clients(&self) -> [ClientPlan; 2] {
+        let span_ms = u64::from(self.jobs) * self.batch_interval_ms;
+        let interactive_jobs = span_ms.div_ceil(self.interactive_interval_ms).max(1);
+        [
+            ClientPlan {
+                label: "client 1 (priority 1, interactive)",
+                priority: 1,
+                jobs: u32::try_from(interactive_jobs).unwrap_or(u32::MAX),
+                tasks: self.interactive_tasks,
+                interval_ms: self.interactive_interval_ms,
+            },
+            ClientPlan {
+                label: if self.same_priority { "client 2 (priority 1, batch)" } else { "client 2 (priority 2, batch)" },
+                priority: if self.same_priority { 1 } else { 2 },
+                jobs: self.jobs,
+                tasks: self.batch_tasks,
+                interval_ms: self.batch_interval_ms,
+            },
+        ]
+    }
+}
+
+/// The two clients at once; prints their summaries and fails if either reports a failed
+/// or lost task.
+///
+/// Priority orders what is queued and preempts nothing, so the workload makes work of
+/// both priorities queue together: each batch job is several times the executors, and an
+/// interactive job that arrives while a batch backlog waits should go ahead of it and
+/// wait only for the next executor to finish. In FIFO order it would wait for the backlog.
 fn run_clients(args: &DemoArgs, switch: &str, bolt: impl Fn(&[String]) -> Command) -> anyhow::Result<()> {
-    let client = |priority: &str| {
+    let plans = args.clients();
+    for p in &plans {
+        println!(
+            "{}: {} jobs of {} tasks of {} us, one every {} ms",
+            p.label, p.jobs, p.tasks, args.task_us, p.interval_ms
+        );
+    }
+    println!();
+    let mut children = Vec::new();
+    for p in &plans {
         let argv: Vec<String> = [
             "submit",
             "--switch",
@@ -264,23 +324,26 @@ fn run_clients(args: &DemoArgs, switch: &str, bolt: impl Fn(&[String]) -> Comman
             "--duration-us",
             &args.task_us.to_string(),
             "--tasks",
-            &args.tasks.to_string(),
+            &p.tasks.to_string(),
             "--jobs",
-            &args.jobs.to_string(),
+            &p.jobs.to_string(),
             "--interval-ms",
-            &args.interval_ms.to_string(),
+            &p.interval_ms.to_string(),
             "--priority",
-            priority,
+            &p.priority.to_string(),
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
-        bolt(&argv).stdin(Stdio::null()).stdout(Stdio::piped()).spawn()
-    };
-    let first = client("1").context("starting the first client")?;
-    let second = client("2").context("starting the second client")?;
+        let child = bolt(&argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", p.label))?;
+        children.push((p.label, child));
+    }
     let mut failed = false;
-    for (label, child) in [("client 1 (priority 1)", first), ("client 2 (priority 2)", second)] {
+    for (label, child) in children {
         let out = child.wait_with_output()?;
         println!("== {label}");
         print!("{}", String::from_utf8_lossy(&out.stdout));
