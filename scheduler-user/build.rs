@@ -22,9 +22,16 @@ fn main() {
     println!("cargo:rerun-if-changed={}", common_dir.join("src").display());
     println!("cargo:rerun-if-changed={}", common_dir.join("Cargo.toml").display());
 
-    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("bolt-xdp.o");
-    let object = build_ebpf(&ebpf_dir);
-    std::fs::copy(&object, &out).unwrap_or_else(|e| panic!("copying {} to {}: {e}", object.display(), out.display()));
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let objects = build_ebpf(&ebpf_dir);
+    // The Bolt program, and the ring measurement's programs (`bolt bench xdp --rings`).
+    for name in ["bolt-xdp", "bolt-ring-bench"] {
+        let object = objects.join(name);
+        require(object.exists(), &format!("the build produced no target/bpfel-unknown-none/release/{name}"));
+        let out = out_dir.join(format!("{name}.o"));
+        std::fs::copy(&object, &out)
+            .unwrap_or_else(|e| panic!("copying {} to {}: {e}", object.display(), out.display()));
+    }
 }
 
 fn require(ok: bool, what: &str) {
@@ -33,6 +40,7 @@ fn require(ok: bool, what: &str) {
     }
 }
 
+/// Builds the kernel-side crate; returns the directory its objects are in.
 fn build_ebpf(ebpf_dir: &Path) -> PathBuf {
     require(Path::new("/usr/bin/rustc").exists(), "/usr/bin/rustc (Debian rustc-web) is missing");
     require(
@@ -73,7 +81,5 @@ fn build_ebpf(ebpf_dir: &Path) -> PathBuf {
     }
     let status = cmd.status().unwrap_or_else(|e| panic!("running cargo in {}: {e}. {SETUP_HINT}", ebpf_dir.display()));
     require(status.success(), "`cargo build --release` in scheduler-ebpf failed (see the output above)");
-    let object = ebpf_dir.join("target/bpfel-unknown-none/release/bolt-xdp");
-    require(object.exists(), "the build produced no target/bpfel-unknown-none/release/bolt-xdp");
-    object
+    ebpf_dir.join("target/bpfel-unknown-none/release")
 }

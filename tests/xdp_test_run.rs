@@ -1988,3 +1988,28 @@ fn a_get_task_waits_at_tier_2_while_its_fresh_stamp_says_work_is_there() {
     assert_eq!(verdict, Verdict::Pass);
     assert_eq!(off.maps().peek_waiter().unwrap(), None);
 }
+
+/// The lock-free ring `bolt bench xdp --rings` measures, popped and pushed by the
+/// kernel on every CPU at once: afterwards it and its overflow queue hold exactly the
+/// entries it started with, each once, and every run either popped or found nothing.
+#[test]
+fn the_lock_free_ring_under_every_cpu_at_once_loses_and_duplicates_nothing() {
+    if !can_run() {
+        return;
+    }
+    use scheduler_user::xdp::ring_bench::{check_lockfree_concurrent, ENTRIES};
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).max(2);
+    let runs = 1_000_000;
+    let check = check_lockfree_concurrent(threads, runs).expect("run the lock-free ring");
+    assert_eq!(
+        check.pops + check.empty_pops,
+        threads as u64 * u64::from(runs),
+        "every run popped once or found nothing"
+    );
+    assert!(check.pops > 0);
+    assert_eq!(check.overflow_tids.len() as u64, check.failed_pushes);
+    let mut tids = check.tids.expect("sequence numbers consistent");
+    tids.extend(&check.overflow_tids);
+    tids.sort_unstable();
+    assert_eq!(tids, (0..ENTRIES as u32).collect::<Vec<_>>());
+}

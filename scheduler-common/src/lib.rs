@@ -12,6 +12,7 @@ pub mod descriptor;
 pub mod error;
 pub mod frame;
 pub mod layout;
+pub mod lockfree;
 pub mod maps;
 pub mod message;
 pub mod prefix;

@@ -96,6 +96,14 @@ pub struct XdpArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Measure the rings alone instead: one pop and one push per run on a queue map (the
+    /// program's rings), on a queue map with its reservation counter, and on a lock-free
+    /// ring in an array map (docs/xdp.md, "A lock-free ring"), alternating over rounds.
+    #[arg(long)]
+    pub rings: bool,
+    /// Rounds of the ring measurement (`--rings`); each figure is their median.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
 }
 
 pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
@@ -126,6 +134,15 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 fn run_xdp(a: &XdpArgs) -> anyhow::Result<()> {
+    if a.rings {
+        let report = crate::xdp::ring_bench::run(a.repeat, a.rounds)?;
+        if a.json {
+            println!("{}", serde_json::to_string(&report)?);
+        } else {
+            println!("{report}");
+        }
+        return Ok(());
+    }
     let opts = crate::xdp::bench::BenchOptions { repeat: a.repeat, refill_batch: a.batch };
     let report = crate::xdp::bench::run(opts)?;
     if a.json {

@@ -14,6 +14,7 @@ mod loader;
 mod mmap;
 mod object;
 mod pin;
+pub mod ring_bench;
 mod rings;
 mod settings;
 mod test_run;
