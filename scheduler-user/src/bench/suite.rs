@@ -66,6 +66,8 @@ pub struct Context {
     pub testbed: String,
     /// Seed of every generated workload.
     pub seed: u64,
+    /// Write every task's timeline too (`--task-records`).
+    pub task_records: bool,
 }
 
 impl Context {
@@ -173,6 +175,11 @@ pub struct SuiteArgs {
     /// Seed of the generated workloads.
     #[arg(long, default_value_t = 2021)]
     pub seed: u64,
+    /// Also write every task's timeline (sw1: `sw1_tasks.jsonl`, one line per task with
+    /// its first send, its ASSIGN's arrival at the executor's host, its start, the node
+    /// and executor that ran it and how long that executor's GET_TASK had been out).
+    #[arg(long)]
+    pub task_records: bool,
 }
 
 /// What `bolt bench all` did.
@@ -197,6 +204,7 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<SuiteReport> {
         results: ResultsDir::create(args.out.clone())?,
         testbed: args.testbed.clone(),
         seed: args.seed,
+        task_records: args.task_records,
     };
     let t0 = Instant::now();
     let mut experiments = Vec::new();

@@ -49,6 +49,24 @@ pub struct Line {
     pub executor_threads: ThreadTimes,
 }
 
+/// One task of one run, as `--task-records` writes it to sw1_tasks.jsonl.
+#[derive(Serialize)]
+struct TaskLine {
+    level: Level,
+    utilization: f64,
+    uid: u32,
+    jid: u32,
+    tid: u32,
+    node: u16,
+    executor: u16,
+    first_sent_unix_ns: u64,
+    /// The ASSIGN's arrival at the executor's host (0: no kernel stamp).
+    arrived_unix_ns: u64,
+    start_unix_ns: u64,
+    /// The executor's latest GET_TASK sent → this ASSIGN received (0: no record).
+    get_rtt_ns: u64,
+}
+
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let nodes = [NodeSpec { executors: 20, resources: 0xff }; 2];
     let site = Site::new(&ctx.testbed, &nodes)?;
@@ -57,6 +75,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let seconds = ctx.pick(4.0, 1.0);
     let mut out = Outcome::default();
     let mut lines = ctx.results.jsonl("sw1")?;
+    let mut task_lines = if ctx.task_records { Some(ctx.results.jsonl("sw1_tasks")?) } else { None };
     let mut rows = Vec::new();
     let mut by_level: Vec<(Level, Vec<&Line>)> = Vec::new();
     let mut all = Vec::new();
@@ -86,6 +105,26 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             level_fields.stop(d)?;
             let executor_threads =
                 ThreadTimes::of_run([(r1.uid, &r1.records[..]), (r2.uid, &r2.records[..])], &assignments);
+            if let Some(out) = task_lines.as_mut() {
+                let by_task: std::collections::HashMap<(u32, u32, u32), &crate::executor::AssignmentRecord> =
+                    assignments.iter().map(|a| ((a.uid, a.jid, a.tid), a)).collect();
+                for (uid, t) in r1.records.iter().map(|t| (r1.uid, t)).chain(r2.records.iter().map(|t| (r2.uid, t))) {
+                    let a = by_task.get(&(uid, t.jid, t.tid));
+                    out.write(&TaskLine {
+                        level,
+                        utilization: u,
+                        uid,
+                        jid: t.jid,
+                        tid: t.tid,
+                        node: t.node,
+                        executor: t.executor,
+                        first_sent_unix_ns: t.first_sent_unix_ns,
+                        arrived_unix_ns: a.map_or(0, |a| a.arrived_unix_ns),
+                        start_unix_ns: t.start_unix_ns,
+                        get_rtt_ns: a.map_or(0, |a| a.get_rtt_ns),
+                    })?;
+                }
+            }
             out.note_fallback(&level_fields.fallback);
             let job_ms: Vec<f64> = r1.job_ms.iter().chain(&r2.job_ms).copied().collect();
             let sched_ms: Vec<f64> =
@@ -178,5 +217,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         out.plots.extend(plot::render(&chart, ctx.results.path(), stem)?);
     }
     (out.jsonl, out.lines) = lines.finish()?;
+    if let Some(t) = task_lines {
+        t.finish()?;
+    }
     Ok(out)
 }
