@@ -702,11 +702,11 @@ impl Agent {
                 self.stats.refill_answers += 1;
                 self.sizer.observe_round_trip(round_trip);
                 self.stealer.work_appeared();
-                tracing::trace!(tasks, ?round_trip, "REFILL answered");
+                tracing::trace!(node = self.cfg.node, tasks, ?round_trip, "REFILL answered");
             }
             Some(Outcome::Empty { waited }) => {
                 self.stats.refill_empty += 1;
-                tracing::trace!(?waited, "empty REFILL: tier 2 has nothing for this node");
+                tracing::trace!(node = self.cfg.node, ?waited, "empty REFILL: tier 2 has nothing for this node");
                 self.starved(now);
             }
             Some(Outcome::Lost) => tracing::debug!("no answer to REFILL_REQ; asking again"),
@@ -765,6 +765,7 @@ impl Agent {
         let mut buf = [0u8; 16];
         let waiting = self.stats.waiters_now.min(u8::MAX as u32) as u8;
         let req = RefillRequest::new(self.cfg.node, want).with_waiting(waiting);
+        tracing::trace!(node = self.cfg.node, want, waiting, "REFILL_REQ sent");
         let n = match encode_refill_req(&mut buf, self.cfg.resources, req) {
             Ok(n) => n,
             Err(e) => {

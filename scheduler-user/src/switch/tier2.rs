@@ -305,11 +305,14 @@ impl Tier2 {
                 let wanted = Wanted::Refill { req, node_rsrc };
                 // A newer REFILL_REQ from the node supersedes its parked one, unanswered:
                 // the host waits for one answer only.
-                self.park.take_same(src, &wanted);
+                let replaced = self.park.take_same(src, &wanted).is_some();
                 if self.found_nothing_in_empty_levels(0) {
                     // Executors wait at that host: call back tasks another host was just
-                    // sent, as for an executor parking here.
-                    if self.try_park(src, wanted, now, out) {
+                    // sent, as for an executor parking here. A request replacing a parked
+                    // one (its host counted one more waiter) recalls nothing more: the
+                    // first one did, and an agent replaces its request once per executor
+                    // that starts waiting, a dozen times within a wave.
+                    if self.try_park(src, wanted, now, out) && !replaced {
                         for _ in 0..req.waiting.min(RECALLS_PER_WAITING_HOST) {
                             self.recall_for(req.node(), node_rsrc, now, out);
                         }
@@ -1022,6 +1025,10 @@ mod tests {
         let recall = Answer::Recall { to: agent_of(1), exec_rsrc: 0xff, req: RefillRequest::new(1, 1), best: 0 };
         assert_eq!(out, vec![recall]);
         assert_eq!(refill_req(&mut t2, 3, agent_of(3), t0 + 3 * MS), vec![]);
+        assert_eq!(t2.hint_stats().recalls_sent, 1);
+        // Host 2's agent counts a third waiter and replaces its parked request: no second
+        // RECALL for the same wait.
+        assert_eq!(waiting_refill_req(&mut t2, 2, 3, t0 + 3 * MS), vec![]);
         assert_eq!(t2.hint_stats().recalls_sent, 1);
     }
 
