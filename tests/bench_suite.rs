@@ -14,7 +14,14 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
         return;
     }
     let out = std::env::temp_dir().join(unique_name("bench"));
-    let args = SuiteArgs { quick: true, only: Vec::new(), out: Some(out.clone()), testbed: unique_name("bs"), seed: 7 };
+    let args = SuiteArgs {
+        quick: true,
+        only: Vec::new(),
+        out: Some(out.clone()),
+        testbed: unique_name("bs"),
+        seed: 7,
+        task_records: true,
+    };
     let report = suite::run(&args).expect("the quick suite runs");
     assert_eq!(report.experiments.len(), EXPERIMENTS.len(), "every registered experiment ran");
     for (name, o) in &report.experiments {
@@ -58,6 +65,15 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
             }
             assert!(p.starts_with(Path::new(&out)));
         }
+    }
+    // --task-records: one timeline line per SW1 task that completed, each with its start.
+    let sw1 = &report.experiments.iter().find(|(n, _)| n == "sw1").expect("sw1 ran").1;
+    let tasks = std::fs::read_to_string(out.join("sw1_tasks.jsonl")).expect("sw1_tasks.jsonl written");
+    assert_eq!(tasks.lines().count() as u64, sw1.completed);
+    for line in tasks.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("sw1_tasks: {e}: {line}"));
+        assert!(v["start_unix_ns"].as_u64() >= v["first_sent_unix_ns"].as_u64(), "{line}");
+        assert!(v["node"].as_u64().is_some_and(|n| n > 0), "{line}");
     }
     std::fs::remove_dir_all(&out).unwrap();
 }
