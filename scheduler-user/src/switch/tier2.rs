@@ -305,14 +305,17 @@ impl Tier2 {
                 let wanted = Wanted::Refill { req, node_rsrc };
                 // A newer REFILL_REQ from the node supersedes its parked one, unanswered:
                 // the host waits for one answer only.
-                let replaced = self.park.take_same(src, &wanted).is_some();
+                let replaced = self.park.take_same(src, &wanted);
+                let recalled_already =
+                    replaced.is_some_and(|p| matches!(p.wanted, Wanted::Refill { req, .. } if req.waiting > 0));
                 if self.found_nothing_in_empty_levels(0) {
                     // Executors wait at that host: call back tasks another host was just
                     // sent, as for an executor parking here. A request replacing a parked
-                    // one (its host counted one more waiter) recalls nothing more: the
-                    // first one did, and an agent replaces its request once per executor
-                    // that starts waiting, a dozen times within a wave.
-                    if self.try_park(src, wanted, now, out) && !replaced {
+                    // one that said executors wait (its host counted one more waiter)
+                    // recalls nothing more: that one did, and an agent replaces its
+                    // request once per executor that starts waiting, a dozen times within
+                    // a wave.
+                    if self.try_park(src, wanted, now, out) && !recalled_already {
                         for _ in 0..req.waiting.min(RECALLS_PER_WAITING_HOST) {
                             self.recall_for(req.node(), node_rsrc, now, out);
                         }
@@ -1030,6 +1033,11 @@ mod tests {
         // RECALL for the same wait.
         assert_eq!(waiting_refill_req(&mut t2, 2, 3, t0 + 3 * MS), vec![]);
         assert_eq!(t2.hint_stats().recalls_sent, 1);
+        // Host 3's parked request only prefetched; the one replacing it says an executor
+        // waits: that is the start of a wait, and it recalls.
+        let out = waiting_refill_req(&mut t2, 3, 1, t0 + 4 * MS);
+        assert!(matches!(out.as_slice(), [Answer::Recall { to, .. }] if *to == agent_of(1)), "{out:?}");
+        assert_eq!(t2.hint_stats().recalls_sent, 2);
     }
 
     #[test]
