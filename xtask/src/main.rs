@@ -30,9 +30,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Run Bolt end to end on this machine with a short SW1-style workload (two clients) and
-    /// print what the clients measured: two-level on the namespace testbed with the XDP tier
-    /// when it can (root), one-level on loopback otherwise. It says which mode it ran in.
+    /// Run Bolt end to end on this machine with a short two-priority workload (a batch client
+    /// whose jobs queue, an interactive client at a higher priority) and print what the
+    /// clients measured: two-level on the namespace testbed with the XDP tier when it can
+    /// (root), one-level on loopback otherwise. It says which mode it ran in.
     Demo(demo::DemoArgs),
     /// Install what building and testing need: Debian packages (rustc-web for the BPF
     /// target, LLVM 22, bpftool, ethtool, iproute2, redis-server, python3-venv),
