@@ -21,6 +21,7 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
         testbed: unique_name("bs"),
         seed: 7,
         task_records: true,
+        client_offset_ms: 0.0,
     };
     let report = suite::run(&args).expect("the quick suite runs");
     assert_eq!(report.experiments.len(), EXPERIMENTS.len(), "every registered experiment ran");

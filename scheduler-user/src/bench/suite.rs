@@ -68,6 +68,8 @@ pub struct Context {
     pub seed: u64,
     /// Write every task's timeline too (`--task-records`).
     pub task_records: bool,
+    /// SW1: how long after the first client's jobs the second client's are due.
+    pub client_offset: std::time::Duration,
 }
 
 impl Context {
@@ -180,6 +182,12 @@ pub struct SuiteArgs {
     /// and executor that ran it and how long that executor's GET_TASK had been out).
     #[arg(long)]
     pub task_records: bool,
+    /// SW1: the second client's jobs are due this many milliseconds after the first's
+    /// (below the 10-ms interval). With 0, both clients' jobs are due at the same
+    /// instants, and where they land relative to each other is up to when each replay
+    /// gets the CPU.
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    pub client_offset_ms: f64,
 }
 
 /// What `bolt bench all` did.
@@ -205,6 +213,14 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<SuiteReport> {
         testbed: args.testbed.clone(),
         seed: args.seed,
         task_records: args.task_records,
+        client_offset: {
+            anyhow::ensure!(
+                (0.0..super::sw1::INTERVAL_MS as f64).contains(&args.client_offset_ms),
+                "--client-offset-ms must be at least 0 and below the {} ms job interval",
+                super::sw1::INTERVAL_MS
+            );
+            std::time::Duration::from_secs_f64(args.client_offset_ms / 1e3)
+        },
     };
     let t0 = Instant::now();
     let mut experiments = Vec::new();

@@ -43,6 +43,10 @@ pub struct Line {
     pub p99_job_ms: f64,
     pub p50_sched_delay_ms: f64,
     pub p99_sched_delay_ms: f64,
+    /// How long after the first client's jobs the second's were due (`--client-offset-ms`;
+    /// 0 in lines made before it existed).
+    #[serde(default)]
+    pub client_offset_ms: f64,
     /// The executors' wait for a CPU and sleep overshoot in this run (`bolt sim
     /// validate --testbed` draws from them; empty in lines made before they were).
     #[serde(default)]
@@ -92,7 +96,9 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         for level in Level::BOTH {
             ctx.progress("sw1", format_args!("{} at {:.0} % ({tasks_per_job} tasks per job)", level.name(), u * 100.0));
             let d = site.deploy(level, &DeployOptions { record_assignments: true })?;
-            let (a, b) = (jobs.clone(), jobs.clone());
+            let a = jobs.clone();
+            let b: Vec<TimedJob> =
+                jobs.iter().map(|j| TimedJob { at: j.at + ctx.client_offset, tasks: j.tasks.clone() }).collect();
             let (r1, r2) = d.run_clients(move |switch| async move {
                 let drain = Duration::from_secs(30);
                 tokio::try_join!(
@@ -141,6 +147,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 p99_job_ms: plot::quantile(&job_ms, 0.99),
                 p50_sched_delay_ms: plot::quantile(&sched_ms, 0.5),
                 p99_sched_delay_ms: plot::quantile(&sched_ms, 0.99),
+                client_offset_ms: ctx.client_offset.as_secs_f64() * 1e3,
                 executor_threads,
             };
             out.submitted += line.submitted;
@@ -168,9 +175,10 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         }
     }
     out.table = format!(
-        "{executors} sleep executors on {} worker nodes, {CLIENTS} clients, a job every {INTERVAL_MS} ms each, \
-         {TASK_MS}-ms tasks, {seconds} s per point.\n\n{}",
+        "{executors} sleep executors on {} worker nodes, {CLIENTS} clients, a job every {INTERVAL_MS} ms each \
+         (the second's due {:.1} ms after the first's), {TASK_MS}-ms tasks, {seconds} s per point.\n\n{}",
         nodes.len(),
+        ctx.client_offset.as_secs_f64() * 1e3,
         markdown_table(
             &[
                 "utilisation",
