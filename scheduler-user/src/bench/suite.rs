@@ -207,20 +207,18 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<SuiteReport> {
             EXPERIMENTS.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
         );
     }
+    anyhow::ensure!(
+        (0.0..super::sw1::INTERVAL_MS as f64).contains(&args.client_offset_ms),
+        "--client-offset-ms must be at least 0 and below the {} ms job interval",
+        super::sw1::INTERVAL_MS
+    );
     let ctx = Context {
         quick: args.quick,
         results: ResultsDir::create(args.out.clone())?,
         testbed: args.testbed.clone(),
         seed: args.seed,
         task_records: args.task_records,
-        client_offset: {
-            anyhow::ensure!(
-                (0.0..super::sw1::INTERVAL_MS as f64).contains(&args.client_offset_ms),
-                "--client-offset-ms must be at least 0 and below the {} ms job interval",
-                super::sw1::INTERVAL_MS
-            );
-            std::time::Duration::from_secs_f64(args.client_offset_ms / 1e3)
-        },
+        client_offset: std::time::Duration::from_secs_f64(args.client_offset_ms / 1e3),
     };
     let t0 = Instant::now();
     let mut experiments = Vec::new();

@@ -16,7 +16,7 @@ use super::plot::{self, Chart, Scale, Series};
 use super::suite::{markdown_table, Context, LevelFields, Outcome};
 use super::workload::{bench_client_config, replay, TimedJob};
 use crate::client::TaskSpec;
-use crate::sim::calibrate::ThreadTimes;
+use crate::sim::calibrate::{with_assignments, ThreadTimes};
 
 pub const TASK_MS: u32 = 10;
 pub const INTERVAL_MS: u64 = 10;
@@ -109,13 +109,10 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             let assignments = d.take_assignments();
             let mut level_fields = LevelFields::of(&d);
             level_fields.stop(d)?;
-            let executor_threads =
-                ThreadTimes::of_run([(r1.uid, &r1.records[..]), (r2.uid, &r2.records[..])], &assignments);
+            let runs = [(r1.uid, &r1.records[..]), (r2.uid, &r2.records[..])];
+            let executor_threads = ThreadTimes::of_run(runs, &assignments);
             if let Some(out) = task_lines.as_mut() {
-                let by_task: std::collections::HashMap<(u32, u32, u32), &crate::executor::AssignmentRecord> =
-                    assignments.iter().map(|a| ((a.uid, a.jid, a.tid), a)).collect();
-                for (uid, t) in r1.records.iter().map(|t| (r1.uid, t)).chain(r2.records.iter().map(|t| (r2.uid, t))) {
-                    let a = by_task.get(&(uid, t.jid, t.tid));
+                for (uid, t, a) in with_assignments(runs, &assignments) {
                     out.write(&TaskLine {
                         level,
                         utilization: u,

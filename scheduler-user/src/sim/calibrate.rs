@@ -85,21 +85,17 @@ impl ThreadTimes {
     /// adds no wait; a task that is not a sleep adds no overshoot.
     pub fn of_run<'a>(
         runs: impl IntoIterator<Item = (u32, &'a [TaskRecord])>,
-        assignments: &[AssignmentRecord],
+        assignments: &'a [AssignmentRecord],
     ) -> ThreadTimes {
-        let by_task: HashMap<(u32, u32, u32), &AssignmentRecord> =
-            assignments.iter().map(|a| ((a.uid, a.jid, a.tid), a)).collect();
         let (mut waits, mut overshoots, mut before) = (Vec::new(), Vec::new(), Vec::new());
-        for (uid, records) in runs {
-            for t in records {
-                let Some(a) = by_task.get(&(uid, t.jid, t.tid)) else { continue };
-                if a.arrived_unix_ns > 0 && t.start_unix_ns >= a.arrived_unix_ns {
-                    waits.push(t.start_unix_ns - a.arrived_unix_ns);
-                    before.push(a.arrived_unix_ns.saturating_sub(t.first_sent_unix_ns));
-                }
-                if let Some(sleep) = a.sleep_ns {
-                    overshoots.push(u64::from(t.run_ns).saturating_sub(sleep));
-                }
+        for (_, t, a) in with_assignments(runs, assignments) {
+            let Some(a) = a else { continue };
+            if a.arrived_unix_ns > 0 && t.start_unix_ns >= a.arrived_unix_ns {
+                waits.push(t.start_unix_ns - a.arrived_unix_ns);
+                before.push(a.arrived_unix_ns.saturating_sub(t.first_sent_unix_ns));
+            }
+            if let Some(sleep) = a.sleep_ns {
+                overshoots.push(u64::from(t.run_ns).saturating_sub(sleep));
             }
         }
         ThreadTimes {
@@ -110,6 +106,19 @@ impl ThreadTimes {
             before_arrival_ns: quantiles(&mut before),
         }
     }
+}
+
+/// Each client's task records (`uid`, records) with the executor's assignment record of
+/// the same task, if one was kept.
+pub fn with_assignments<'a>(
+    runs: impl IntoIterator<Item = (u32, &'a [TaskRecord])>,
+    assignments: &'a [AssignmentRecord],
+) -> impl Iterator<Item = (u32, &'a TaskRecord, Option<&'a AssignmentRecord>)> {
+    let by_task: HashMap<(u32, u32, u32), &AssignmentRecord> =
+        assignments.iter().map(|a| ((a.uid, a.jid, a.tid), a)).collect();
+    runs.into_iter()
+        .flat_map(|(uid, records)| records.iter().map(move |t| (uid, t)))
+        .map(move |(uid, t)| (uid, t, by_task.get(&(uid, t.jid, t.tid)).copied()))
 }
 
 fn load_average() -> Option<f64> {

@@ -55,10 +55,15 @@ impl Wanted {
             Wanted::Task { rtrv_prio, exec_rsrc, .. } => {
                 Group { task: true, waiting: false, rtrv_prio, rsrc: exec_rsrc }
             }
-            Wanted::Refill { req, node_rsrc } => {
-                Group { task: false, waiting: req.waiting > 0, rtrv_prio: 1, rsrc: node_rsrc }
+            Wanted::Refill { node_rsrc, .. } => {
+                Group { task: false, waiting: self.host_waits(), rtrv_prio: 1, rsrc: node_rsrc }
             }
         }
+    }
+
+    /// A REFILL_REQ saying executors wait at its host (`waiting` > 0).
+    pub fn host_waits(&self) -> bool {
+        matches!(self, Wanted::Refill { req, .. } if req.waiting > 0)
     }
 
     /// The place it holds: its executor socket (GET_TASK) or its node (REFILL_REQ).

@@ -305,9 +305,7 @@ impl Tier2 {
                 let wanted = Wanted::Refill { req, node_rsrc };
                 // A newer REFILL_REQ from the node supersedes its parked one, unanswered:
                 // the host waits for one answer only.
-                let replaced = self.park.take_same(src, &wanted);
-                let recalled_already =
-                    replaced.is_some_and(|p| matches!(p.wanted, Wanted::Refill { req, .. } if req.waiting > 0));
+                let recalled_already = self.park.take_same(src, &wanted).is_some_and(|p| p.wanted.host_waits());
                 if self.found_nothing_in_empty_levels(0) {
                     // Executors wait at that host: call back tasks another host was just
                     // sent, as for an executor parking here. A request replacing a parked
@@ -474,7 +472,7 @@ impl Tier2 {
         // A host where executors wait gets one task per frame, answered at once or from
         // the park: each becomes a waiting executor's ASSIGN in its XDP program, with no
         // wake-up of its agent in between.
-        if matches!(wanted, Wanted::Refill { req, .. } if req.waiting > 0) {
+        if wanted.host_waits() {
             one_task_per_frame(out, first);
         }
     }

@@ -76,7 +76,8 @@ impl fmt::Display for XdpBenchReport {
     }
 }
 
-fn entry(tid: u32, prio: u8) -> Entry {
+/// A task entry for the measurements (`ring_bench` too).
+pub(super) fn entry(tid: u32, prio: u8) -> Entry {
     let mut task = Task { prio, ..Task::default() };
     task.set_tid(tid);
     Entry::new(1, 1, task, [198, 51, 100, 1], 9000)

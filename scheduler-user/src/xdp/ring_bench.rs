@@ -21,17 +21,17 @@ use anyhow::Context as _;
 use aya::{
     maps::{Array, MapData, Queue},
     programs::Xdp,
-    Ebpf, EbpfLoader, TestRun as _, TestRunOptions,
+    Ebpf, EbpfLoader,
 };
 use scheduler_common::{
     lockfree::{
         LockFreeRing, BENCH_OVERFLOW_MAP, BENCH_QUEUE_MAP, LOCKFREE_MAP, RING_BENCH_EMPTY, RING_BENCH_LOCKFREE,
         RING_BENCH_QUEUE, RING_BENCH_QUEUE_RESERVED,
     },
-    Entry, Task,
+    Entry,
 };
 
-use super::object::RING_BENCH_OBJECT;
+use super::{bench::entry, object::RING_BENCH_OBJECT, run_frame, Verdict};
 
 /// Entries each ring holds while measured.
 pub const ENTRIES: usize = 16;
@@ -92,12 +92,6 @@ struct Rig {
     ebpf: Ebpf,
 }
 
-fn entry(tid: u32) -> Entry {
-    let mut task = Task { prio: 1, ..Task::default() };
-    task.set_tid(tid);
-    Entry::new(1, 1, task, [198, 51, 100, 1], 9000)
-}
-
 impl Rig {
     fn load() -> anyhow::Result<Rig> {
         let mut ebpf = EbpfLoader::new()
@@ -113,9 +107,9 @@ impl Rig {
         let mut queue: Queue<&mut MapData, Entry> =
             Queue::try_from(ebpf.map_mut(BENCH_QUEUE_MAP).context("no queue map")?)?;
         for i in 0..ENTRIES {
-            queue.push(entry(i as u32), 0)?;
+            queue.push(entry(i as u32, 1), 0)?;
         }
-        let entries: Vec<Entry> = (0..ENTRIES).map(|i| entry(i as u32)).collect();
+        let entries: Vec<Entry> = (0..ENTRIES).map(|i| entry(i as u32, 1)).collect();
         let mut ring: Array<&mut MapData, LockFreeRing> =
             Array::try_from(ebpf.map_mut(LOCKFREE_MAP).context("no lock-free ring map")?)?;
         ring.set(0, LockFreeRing::with_entries(&entries), 0)?;
@@ -137,16 +131,9 @@ impl Rig {
 /// Runs `program` `repeat` times; the kernel's mean per run. Fails unless every run
 /// dropped the frame (a run that failed returns XDP_ABORTED).
 fn per_run(program: &Xdp, repeat: u32) -> anyhow::Result<Duration> {
-    let mut out = [0u8; FRAME.len()];
-    let r = program.test_run(TestRunOptions {
-        data_in: Some(&FRAME),
-        data_out: Some(&mut out),
-        repeat,
-        ..TestRunOptions::new()
-    })?;
-    let verdict = super::Verdict::from_u32(r.return_value);
-    anyhow::ensure!(verdict == super::Verdict::Drop, "a run failed (verdict {verdict:?})");
-    Ok(r.duration)
+    let r = run_frame(program, &FRAME, repeat)?;
+    anyhow::ensure!(r.verdict == Verdict::Drop, "a run failed (verdict {:?})", r.verdict);
+    Ok(r.per_run)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -178,6 +165,13 @@ pub fn run(repeat: u32, rounds: u32) -> anyhow::Result<RingBenchReport> {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).max(2);
     let queue_contended = queue_concurrent(cpus, repeat)?.as_nanos() as f64;
     let check = check_lockfree_concurrent(cpus, repeat)?;
+    let mut held: Vec<u32> = check.tids.clone().context("the lock-free ring's sequence numbers are inconsistent")?;
+    held.extend(&check.overflow_tids);
+    held.sort_unstable();
+    anyhow::ensure!(
+        held == (0..ENTRIES as u32).collect::<Vec<_>>(),
+        "on {cpus} CPUs the lock-free ring lost or duplicated entries: it and its overflow hold {held:?}"
+    );
     Ok(RingBenchReport {
         repeat,
         rounds,
@@ -218,22 +212,10 @@ pub struct ConcurrentCheck {
 /// runs on the calling CPU); the kernel's mean time per run, averaged over the threads.
 fn concurrent(program: &Xdp, threads: usize, runs: u32) -> anyhow::Result<Duration> {
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut out = [0u8; FRAME.len()];
-                    program.test_run(TestRunOptions {
-                        data_in: Some(&FRAME),
-                        data_out: Some(&mut out),
-                        repeat: runs,
-                        ..TestRunOptions::new()
-                    })
-                })
-            })
-            .collect();
+        let handles: Vec<_> = (0..threads).map(|_| s.spawn(|| run_frame(program, &FRAME, runs))).collect();
         let mut total = Duration::ZERO;
         for h in handles {
-            total += h.join().map_err(|_| anyhow::anyhow!("a test-run thread panicked"))??.duration;
+            total += h.join().map_err(|_| anyhow::anyhow!("a test-run thread panicked"))??.per_run;
         }
         Ok(total / threads.max(1) as u32)
     })
