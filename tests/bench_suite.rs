@@ -48,6 +48,16 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
             if let (Some(s), Some(c)) = (v["submitted"].as_u64(), v["completed"].as_u64()) {
                 assert_eq!(s, c, "{name}: {line}");
             }
+            if name == "sw1" {
+                // The agents' host wait is recorded, for `bolt sim validate` to simulate.
+                let wait = if v["level"] == "two-level" {
+                    serde_json::json!(scheduler_common::maps::DEFAULT_HOST_WAIT_NS / 1_000_000)
+                } else {
+                    serde_json::Value::Null
+                };
+                assert_eq!(v["host_wait_ms"], wait, "{line}");
+                assert!(v["executor_threads"]["stalls"].is_array(), "{line}");
+            }
             if let Some(d) = v["decisions_per_s"].as_f64() {
                 assert!(d > 0.0, "{name}: {line}");
             }

@@ -116,6 +116,7 @@ impl Site {
             ran: Level::OneLevel,
             fallback: Some(why),
             switch_addr: addr,
+            host_wait_ms: None,
             client_ns: None,
             pools,
             agents: Vec::new(),
@@ -134,6 +135,7 @@ impl Site {
             ran: level,
             fallback: None,
             switch_addr: listen,
+            host_wait_ms: None,
             client_ns: Some(layout.switch_ns.clone()),
             pools: Vec::new(),
             agents: Vec::new(),
@@ -141,10 +143,13 @@ impl Site {
         };
         if level == Level::TwoLevel {
             for (w, n) in layout.workers.iter().zip(&self.nodes) {
-                // The ring depth is the agent's own measurement (docs/agent.md).
-                let mut args = agent_args_offering(layout, w, n.resources);
-                args.extend(["--nice".into(), "-10".into()]);
+                // The ring depth is the agent's own measurement (docs/agent.md). The agent
+                // runs at the executors' nice value: raised above them (-10) it delayed
+                // their wake-ups at every wave (docs/benchmarks.md, "The agent at the
+                // executors' nice value").
+                let args = agent_args_offering(layout, w, n.resources);
                 let cfg = agent::config_from_args(args)?;
+                d.host_wait_ms = Some(cfg.tier1.settings.host_wait_ns / 1_000_000);
                 d.agents.push(netns::run_in(&w.host_ns, move || agent::spawn(cfg))?);
             }
         }
@@ -180,6 +185,9 @@ pub struct Deployment {
     pub fallback: Option<String>,
     /// Where clients submit.
     pub switch_addr: SocketAddr,
+    /// How long executors wait at their host for a REFILL, ms (the agents' `--host-wait-ms`;
+    /// `None` without agents).
+    pub host_wait_ms: Option<u64>,
     /// The namespace clients run in (`None`: this one).
     client_ns: Option<String>,
     pools: Vec<ExecutorPool>,

@@ -128,6 +128,11 @@ pub struct LevelFields {
     /// stealing from each other (two-level; null for one-level), set with `xdp_share`.
     pub tier1_returned: Option<u64>,
     pub stolen: Option<u64>,
+    /// How long executors waited at their host for a REFILL before asking again, ms (the
+    /// agents' `--host-wait-ms`; null for one-level, and absent in lines made before
+    /// executors could wait there: they waited at tier 2).
+    #[serde(default)]
+    pub host_wait_ms: Option<u64>,
 }
 
 impl LevelFields {
@@ -139,6 +144,7 @@ impl LevelFields {
             xdp_share: None,
             tier1_returned: None,
             stolen: None,
+            host_wait_ms: d.host_wait_ms,
         }
     }
 

@@ -77,6 +77,63 @@ pub struct ThreadTimes {
     /// delay, before the executor's thread. Reported beside the simulator's, never drawn.
     #[serde(default)]
     pub before_arrival_ns: Vec<(f64, Nanos)>,
+    /// When the whole machine stopped ([`machine_stalls`]), from the run's first send.
+    /// The overshoots and waits inside them are left out of the quantiles above: the
+    /// simulator replays the stalls instead (every event in one waits for its end).
+    #[serde(default)]
+    pub stalls: Vec<Stall>,
+}
+
+/// A sleep that overran its length by more than this, while others did too, counts
+/// towards a stall of the machine.
+pub const STALL_MIN_OVERRUN_NS: Nanos = 1_000_000;
+/// Executors whose overruns must overlap for them to be the machine's stall rather than
+/// one thread's wait for a CPU: a tenth of SW1's 40.
+pub const STALL_MIN_EXECUTORS: usize = 4;
+
+/// A window in which the testbed's machine stopped running its threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stall {
+    /// From the run's first send, ns.
+    pub at_ns: Nanos,
+    pub len_ns: Nanos,
+}
+
+/// The stalls among sleep overruns: `overruns` are (from, to, executor) per sleep task
+/// whose run exceeded its length by more than [`STALL_MIN_OVERRUN_NS`] (from = when it
+/// should have ended, to = when it did). Overlapping overruns are joined; a join of at
+/// least [`STALL_MIN_EXECUTORS`] executors is a stall, from its first overrun's start to
+/// its last one's end: every thread that should have woken in it woke at its end. Returns
+/// the stalls as (from, to) in order, and for each overrun whether it lies in one.
+pub fn machine_stalls(overruns: &[(u64, u64, (u16, u16))]) -> (Vec<(u64, u64)>, Vec<bool>) {
+    let mut order: Vec<usize> = (0..overruns.len()).collect();
+    order.sort_unstable_by_key(|&i| overruns[i].0);
+    let mut stalls = Vec::new();
+    let mut member = vec![false; overruns.len()];
+    let mut join: Vec<usize> = Vec::new();
+    let mut end = 0u64;
+    let mut close = |join: &mut Vec<usize>, member: &mut Vec<bool>| {
+        let executors: std::collections::HashSet<(u16, u16)> = join.iter().map(|&i| overruns[i].2).collect();
+        if executors.len() >= STALL_MIN_EXECUTORS {
+            let from = join.iter().map(|&i| overruns[i].0).min().unwrap_or(0);
+            let to = join.iter().map(|&i| overruns[i].1).max().unwrap_or(0);
+            stalls.push((from, to));
+            for &i in join.iter() {
+                member[i] = true;
+            }
+        }
+        join.clear();
+    };
+    for i in order {
+        let (from, to, _) = overruns[i];
+        if !join.is_empty() && from > end {
+            close(&mut join, &mut member);
+        }
+        end = if join.is_empty() { to } else { end.max(to) };
+        join.push(i);
+    }
+    close(&mut join, &mut member);
+    (stalls, member)
 }
 
 impl ThreadTimes {
@@ -87,23 +144,44 @@ impl ThreadTimes {
         runs: impl IntoIterator<Item = (u32, &'a [TaskRecord])>,
         assignments: &'a [AssignmentRecord],
     ) -> ThreadTimes {
+        let joined: Vec<_> = with_assignments(runs, assignments).collect();
+        let Some(first_send) = joined.iter().map(|(_, t, _)| t.first_sent_unix_ns).min() else {
+            return ThreadTimes::default();
+        };
+        // (start, end) of each wait, and of each sleep's overshoot, with its executor.
         let (mut waits, mut overshoots, mut before) = (Vec::new(), Vec::new(), Vec::new());
-        for (_, t, a) in with_assignments(runs, assignments) {
+        for (_, t, a) in &joined {
             let Some(a) = a else { continue };
             if a.arrived_unix_ns > 0 && t.start_unix_ns >= a.arrived_unix_ns {
-                waits.push(t.start_unix_ns - a.arrived_unix_ns);
+                waits.push((a.arrived_unix_ns, t.start_unix_ns));
                 before.push(a.arrived_unix_ns.saturating_sub(t.first_sent_unix_ns));
             }
             if let Some(sleep) = a.sleep_ns {
-                overshoots.push(u64::from(t.run_ns).saturating_sub(sleep));
+                let due = t.start_unix_ns + sleep;
+                overshoots.push((due, due.max(t.start_unix_ns + u64::from(t.run_ns)), (t.node, t.executor)));
             }
         }
+        let overruns: Vec<usize> =
+            (0..overshoots.len()).filter(|&i| overshoots[i].1 - overshoots[i].0 > STALL_MIN_OVERRUN_NS).collect();
+        let (stalls, member) = machine_stalls(&overruns.iter().map(|&i| overshoots[i]).collect::<Vec<_>>());
+        let mut in_stall = vec![false; overshoots.len()];
+        for (k, &i) in overruns.iter().enumerate() {
+            in_stall[i] = member[k];
+        }
+        let overlaps = |(from, to): (u64, u64)| stalls.iter().any(|&(s, e)| from < e && to > s);
+        let mut wait_ns: Vec<Nanos> = waits.iter().filter(|&&w| !overlaps(w)).map(|&(a, b)| b - a).collect();
+        let mut overshoot_ns: Vec<Nanos> =
+            overshoots.iter().zip(&in_stall).filter(|(_, &m)| !m).map(|(&(a, b, _), _)| b - a).collect();
         ThreadTimes {
-            waits: waits.len(),
-            sleeps: overshoots.len(),
-            wait_ns: quantiles(&mut waits),
-            overshoot_ns: quantiles(&mut overshoots),
+            waits: wait_ns.len(),
+            sleeps: overshoot_ns.len(),
+            wait_ns: quantiles(&mut wait_ns),
+            overshoot_ns: quantiles(&mut overshoot_ns),
             before_arrival_ns: quantiles(&mut before),
+            stalls: stalls
+                .iter()
+                .map(|&(from, to)| Stall { at_ns: from.saturating_sub(first_send), len_ns: to - from })
+                .collect(),
         }
     }
 }
@@ -239,5 +317,56 @@ mod tests {
         assert_eq!((at(&t.wait_ns, 0.0), at(&t.wait_ns, 1.0)), (Some(500), Some(3_000)));
         assert_eq!((at(&t.overshoot_ns, 0.0), at(&t.overshoot_ns, 1.0)), (Some(100), Some(2_000)));
         assert_eq!((at(&t.before_arrival_ns, 0.0), at(&t.before_arrival_ns, 1.0)), (Some(1_000), Some(4_000)));
+        assert!(t.stalls.is_empty());
+    }
+
+    /// Overruns of 4 executors that overlap are a stall, from the first's start to the
+    /// last's end; 3 executors' are not, nor are one executor's twice.
+    #[test]
+    fn overruns_of_several_executors_at_once_are_a_stall() {
+        let ms = 1_000_000u64;
+        let e = |i: u16| (1u16, i);
+        let four =
+            [(10 * ms, 13 * ms, e(0)), (11 * ms, 13 * ms, e(1)), (12 * ms, 14 * ms, e(2)), (13 * ms, 14 * ms, e(3))];
+        let (stalls, member) = machine_stalls(&four);
+        assert_eq!((stalls, member), (vec![(10 * ms, 14 * ms)], vec![true; 4]));
+        let (stalls, member) = machine_stalls(&four[..3]);
+        assert_eq!((stalls, member), (vec![], vec![false; 3]));
+        let same =
+            [(10 * ms, 13 * ms, e(0)), (11 * ms, 13 * ms, e(0)), (12 * ms, 14 * ms, e(1)), (13 * ms, 14 * ms, e(2))];
+        assert!(machine_stalls(&same).0.is_empty());
+        // Two separate stalls, in time order whatever the input's.
+        let mut two: Vec<_> = four.iter().map(|&(a, b, x)| (a + 100 * ms, b + 100 * ms, x)).collect();
+        two.extend(four);
+        assert_eq!(machine_stalls(&two).0, vec![(10 * ms, 14 * ms), (110 * ms, 114 * ms)]);
+    }
+
+    /// A run's stall is reported from its first send; the sleeps in it leave the
+    /// overshoot's quantiles, and a wait across it leaves the wait's.
+    #[test]
+    fn thread_times_replace_a_stalls_overshoots_by_the_stall() {
+        let ms = 1_000_000u64;
+        // Six 10-ms sleeps sent at 1 ms on executors 0..6. Four started at 2 ms and ran
+        // 13 ms: due at 12 ms, they ended at 15 (the stall: 11 ms after the first send, 3
+        // ms long). One started at 2 ms and ran 10.1 ms; one arrived at 5 ms and started
+        // at 15 ms (a wait across the stall).
+        let mut records = Vec::new();
+        let mut assignments = Vec::new();
+        for tid in 0..6u32 {
+            let (start, run) = match tid {
+                0..=3 => (2 * ms, 13 * ms),
+                4 => (2 * ms, 10 * ms + 100_000),
+                _ => (15 * ms, 10 * ms),
+            };
+            let arrived = if tid == 5 { 5 * ms } else { 2 * ms - 1_000 };
+            records.push(TaskRecord { executor: tid as u16, ..record(1, tid, ms, start, run as u32) });
+            assignments.push(assignment(7, 1, tid, arrived, Some(10 * ms)));
+        }
+        let t = ThreadTimes::of_run([(7, &records[..])], &assignments);
+        assert_eq!(t.stalls, vec![Stall { at_ns: 11 * ms, len_ns: 3 * ms }]);
+        assert_eq!((t.sleeps, t.waits), (2, 5));
+        let at = |q: &[(f64, Nanos)], p: f64| q.iter().find(|(x, _)| *x == p).map(|(_, v)| *v);
+        assert_eq!(at(&t.overshoot_ns, 1.0), Some(100_000));
+        assert_eq!(at(&t.wait_ns, 1.0), Some(1_000));
     }
 }

@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::report::fmt_us;
 use super::{run, Report, SimConfig, System};
 use crate::bench::plot::{self, Chart, Scale, Series};
+use scheduler_common::maps::DEFAULT_HOST_WAIT_NS;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -59,6 +60,11 @@ pub struct RunArgs {
     /// switch's; the fewer of it and the tasks the enqueue brought).
     #[arg(long, value_name = "N")]
     pub hint_fanout: Option<usize>,
+    /// Two-level: how long an executor whose GET_TASK finds its host's rings empty waits
+    /// there for the agent's next REFILL, ms (`bolt agent --host-wait-ms`); 0: it goes on
+    /// to tier 2 and waits in its park table.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_HOST_WAIT_NS / 1_000_000)]
+    pub host_wait_ms: u64,
     /// MATRIX: every STEAL message its own event (default: those an event sends that
     /// arrive at the same instant travel as one).
     #[arg(long)]
@@ -82,6 +88,11 @@ pub struct SweepArgs {
     /// Tier-2 pipeline passes per second (default: the thesis's measured 23 M/s).
     #[arg(long)]
     pub passes_per_sec: Option<f64>,
+    /// Two-level: how long an executor whose GET_TASK finds its host's rings empty waits
+    /// there for the agent's next REFILL, ms (`bolt agent --host-wait-ms`); 0: it goes on
+    /// to tier 2 and waits in its park table.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_HOST_WAIT_NS / 1_000_000)]
+    pub host_wait_ms: u64,
     /// Simulated seconds of submissions for every point (default: by scale, about 5 M
     /// tasks a point: 2 s up to 13,900 executors, 50 ms at 1,000,000).
     #[arg(long)]
@@ -96,7 +107,8 @@ pub struct ValidateArgs {
     /// A `bolt bench all --only sw1 --only trace` results directory (its sw1.jsonl and
     /// trace.jsonl) to validate against (repeat for several runs; points are compared
     /// as medians over runs); default: the three runs committed in
-    /// docs/bench-results/sim-validate-testbed/.
+    /// docs/bench-results/sim-validate-testbed-offset5/ (made with
+    /// --client-offset-ms 5).
     #[arg(long, value_name = "DIR")]
     pub testbed: Vec<PathBuf>,
     /// Seed of the simulator's own draws (the trace's seed is the testbed run's).
@@ -138,6 +150,7 @@ pub fn run_cli(args: SimArgs) -> anyhow::Result<()> {
                 cfg.tofino.hint_fanout = n;
             }
             cfg.batch_steals = !a.unbatched_steals;
+            cfg.host_wait_ns = a.host_wait_ms * 1_000_000;
             let r = run_with_bar(&cfg, !a.quiet)?;
             println!("{}", serde_json::to_string(&r)?);
             eprintln!("{}", summary(&r));
@@ -235,7 +248,8 @@ fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
     let mut lines = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
     for &n in &a.executors {
         for &system in &a.systems {
-            let cfg = scale_config(system, n, a.load, a.seconds, a.seed, a.passes_per_sec, None);
+            let mut cfg = scale_config(system, n, a.load, a.seconds, a.seed, a.passes_per_sec, None);
+            cfg.host_wait_ns = a.host_wait_ms * 1_000_000;
             let r = run_with_bar(&cfg, true)?;
             eprintln!("{}", summary(&r));
             writeln!(lines, "{}", serde_json::to_string(&r)?)?;

@@ -1,6 +1,7 @@
 //! The event loop: every system's hosts, executors, clients and tier 2 react to events
 //! in simulated time. Per executor there is no state beyond its one pending event.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -111,10 +112,25 @@ pub enum Event {
 /// Lists inline, as the switch's `Answer`: boxing them would allocate per packet.
 #[allow(clippy::large_enum_variant)]
 enum Inbound {
-    Submit { client: u32, job: u32, tids: ArrayVec<u32, MAX_LIST> },
-    GetTask { exec: u32, wait: bool },
-    RefillReq { host: u32, want: u8 },
-    Return { host: u32, entries: ArrayVec<Entry, MAX_LIST> },
+    Submit {
+        client: u32,
+        job: u32,
+        tids: ArrayVec<u32, MAX_LIST>,
+    },
+    GetTask {
+        exec: u32,
+        wait: bool,
+    },
+    /// `waiting`: executors waiting at the host (the REFILL_REQ's WAITING field).
+    RefillReq {
+        host: u32,
+        want: u8,
+        waiting: u8,
+    },
+    Return {
+        host: u32,
+        entries: ArrayVec<Entry, MAX_LIST>,
+    },
 }
 
 /// A STEAL message in flight. A GRANT's entries wait in `World::batches` (`grant`), so
@@ -198,6 +214,8 @@ pub struct World<'a> {
     lost_submit_retry: Nanos,
     /// Every task's start, when `record_starts`.
     starts: Vec<(u32, u32, Nanos)>,
+    /// Jobs a stall held up, and when they were sent.
+    sent_late: HashMap<u32, Nanos>,
 }
 
 fn task(tid: u32, prio: u8) -> Task {
@@ -281,6 +299,7 @@ impl<'a> World<'a> {
             queue_full_retry: client.queue_full_backoff.as_nanos() as Nanos,
             lost_submit_retry: client.task_timeout.as_nanos() as Nanos,
             starts: Vec::new(),
+            sent_late: HashMap::new(),
         })
     }
 
@@ -320,10 +339,19 @@ impl<'a> World<'a> {
             self.q.at(at, Event::Get { exec });
         }
         let stop = self.rec.until + (self.cfg.drain_s * 1e9) as Nanos;
+        let mut stalls = self.cfg.stalls.iter().copied().peekable();
         while let Some(event) = self.q.pop() {
             let now = self.q.now();
             if now > stop {
                 break;
+            }
+            // The machine stopped: what was due happens when it runs again, in order.
+            while stalls.next_if(|&(_, to)| to <= now).is_some() {}
+            if let Some(&(from, to)) = stalls.peek() {
+                if from <= now {
+                    self.q.at(to, event);
+                    continue;
+                }
             }
             if self.window_passes.0.is_none() && now >= self.rec.from {
                 self.window_passes.0 = Some(self.passes());
@@ -423,6 +451,11 @@ impl<'a> World<'a> {
         let j = self.jobs.jobs[self.next_job];
         let job = self.next_job as u32;
         self.next_job += 1;
+        // A job held up by a stall is sent late; its tasks' delays count from the send,
+        // as the testbed's client records its first send.
+        if self.q.now() > j.at {
+            self.sent_late.insert(job, self.q.now());
+        }
         if let Some(next) = self.jobs.jobs.get(self.next_job) {
             self.q.at(next.at, Event::Job);
         }
@@ -494,8 +527,8 @@ impl<'a> World<'a> {
                 let from = Requester::new(self.node_of(self.host_of(*exec)), *exec as u16, 0);
                 (Request::GetTask { from, wait: *wait }, Endpoint::Executor(*exec).addr())
             }
-            Inbound::RefillReq { host, want } => {
-                let req = RefillRequest::new(self.node_of(*host), *want);
+            Inbound::RefillReq { host, want, waiting } => {
+                let req = RefillRequest::new(self.node_of(*host), *want).with_waiting(*waiting);
                 (Request::RefillReq { req }, Endpoint::Host(*host).addr())
             }
             Inbound::Return { host, entries } => {
@@ -641,9 +674,11 @@ impl<'a> World<'a> {
     fn start(&mut self, exec: u32, tid: u32) {
         let cpu_wait = self.cfg.exec.cpu_wait.sample(&mut self.rng);
         let now = self.q.now() + cpu_wait;
-        let submitted = self.jobs.job_of(tid).at;
-        if self.rec.in_window(submitted) {
-            self.rec.start(submitted, now);
+        let job = self.jobs.job_index(tid);
+        let due = self.jobs.jobs[job].at;
+        if self.rec.in_window(due) {
+            let sent = self.sent_late.get(&(job as u32)).copied().unwrap_or(due);
+            self.rec.start(sent, now);
         }
         if self.cfg.record_starts {
             self.starts.push((tid, exec, now));
@@ -674,15 +709,45 @@ impl<'a> World<'a> {
         };
         match hit {
             Some(e) => self.q.after(self.topo.p.local_ns, Event::Start { exec, tid: e.task.tid() }),
+            // A miss waits at the host for the agent's next REFILL, which its next
+            // REFILL_REQ asks for with this executor counted as waiting.
+            None if !bypass && self.cfg.host_wait_ns > 0 => {
+                host.misses += 1;
+                host.waiters.push_back((exec, now + self.cfg.host_wait_ns));
+            }
             None => {
                 if !bypass {
-                    self.hosts[h as usize].misses += 1;
+                    host.misses += 1;
                 }
                 let slot = self.inbound.put(Inbound::GetTask { exec, wait: !bypass });
                 self.q.after(self.topo.host_switch(frame_bytes(0)), Event::ToSwitch { slot });
             }
         }
         self.host_poll(h);
+    }
+
+    /// Executors waiting at host `h`: the oldest get the rings' heads (the XDP program
+    /// answers a waiter with a REFILL frame's task, the agent the rest), and those whose
+    /// host wait is over get NOOP and ask again. Returns when the next wait ends.
+    fn answer_waiters(&mut self, h: u32) -> Option<Nanos> {
+        let now = self.q.now();
+        let local = self.topo.p.local_ns;
+        let host = &mut self.hosts[h as usize];
+        while let Some(&(exec, _)) = host.waiters.front() {
+            let Some(e) = host.pop() else { break };
+            host.waiters.pop_front();
+            host.waiters_served += 1;
+            self.q.after(local, Event::Start { exec, tid: e.task.tid() });
+        }
+        while let Some(&(exec, until)) = host.waiters.front() {
+            if until > now {
+                return Some(until);
+            }
+            host.waiters.pop_front();
+            host.waiters_expired += 1;
+            self.q.after(local, Event::Noop { exec });
+        }
+        None
     }
 
     fn refill_arrives(&mut self, h: u32, slot: u32) {
@@ -704,21 +769,28 @@ impl<'a> World<'a> {
         let now = self.instant();
         match self.cfg.system {
             System::TwoLevel => {
+                let waits_end = self.answer_waiters(h).map(|ns| self.base + Duration::from_nanos(ns));
                 self.return_to_tier2(h, now);
                 let host = &mut self.hosts[h as usize];
                 let occupancy = host.occupancy();
                 let served = host.served_all();
+                let waiting = host.waiters.len().min(u8::MAX as usize) as u8;
                 let (Some(refill), Some(sizer)) = (host.refill.as_mut(), host.sizer.as_mut()) else { return };
                 sizer.observe_served(now, served);
                 refill.set_target(sizer.total_target());
-                let action = refill.poll(now, &occupancy, host.progress);
+                let action = refill.poll_with_waiters(now, &occupancy, host.progress, waiting as u32);
                 if let Some(Outcome::Tasks { round_trip, .. }) = refill.take_outcome() {
                     sizer.observe_round_trip(round_trip);
                 }
-                let deadline = [refill.next_deadline(now), host.lease.next_deadline(now)].into_iter().flatten().min();
+                // Waiters also end a pause after an empty answer early (as in the agent).
+                let pause_end = refill.pause_end_with_waiters().filter(|_| waiting > 0);
+                let deadline = [refill.next_deadline(now), host.lease.next_deadline(now), waits_end, pause_end]
+                    .into_iter()
+                    .flatten()
+                    .min();
                 if let Action::Request { want, .. } = action {
                     host.refill_reqs += 1;
-                    let slot = self.inbound.put(Inbound::RefillReq { host: h, want });
+                    let slot = self.inbound.put(Inbound::RefillReq { host: h, want, waiting });
                     self.q.after(self.topo.host_switch(frame_bytes(0)), Event::ToSwitch { slot });
                 }
                 self.wake_at(h, deadline);
@@ -1021,6 +1093,8 @@ impl<'a> World<'a> {
                     t.recalled += h.recalled;
                     t.lease_returned += h.lease_returned;
                     t.refill_reqs += h.refill_reqs;
+                    t.waiters_served += h.waiters_served;
+                    t.waiters_expired += h.waiters_expired;
                     t
                 })
             }),

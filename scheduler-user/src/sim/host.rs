@@ -48,6 +48,13 @@ pub struct Host {
     pub stealer: Option<Stealer<u32>>,
     /// Executors waiting for local work (MATRIX, Sparrow).
     pub idle: Vec<u32>,
+    /// Two-level: executors whose GET_TASK found the rings empty, waiting at the host
+    /// (docs/xdp.md, "Waiting at the host"), oldest first, with when the agent answers
+    /// them NOOP.
+    pub waiters: VecDeque<(u32, Nanos)>,
+    /// Waiters answered with a task, and answered NOOP at the end of the host wait.
+    pub waiters_served: u64,
+    pub waiters_expired: u64,
     /// When a wake-up is scheduled (`Nanos::MAX`: none).
     pub wake: Nanos,
 }
@@ -74,6 +81,9 @@ impl Host {
             lease_returned: 0,
             stealer: None,
             idle: Vec::new(),
+            waiters: VecDeque::new(),
+            waiters_served: 0,
+            waiters_expired: 0,
             wake: Nanos::MAX,
         }
     }

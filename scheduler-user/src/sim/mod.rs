@@ -35,6 +35,7 @@ pub use baselines::{CloudKonParams, SparrowParams};
 pub use executors::{Draw, ExecParams};
 pub use network::NetParams;
 pub use report::Report;
+use scheduler_common::maps::DEFAULT_HOST_WAIT_NS;
 pub use tofino::TofinoParams;
 pub use workload::{ScriptedJob, WorkloadSpec};
 
@@ -95,6 +96,14 @@ pub struct SimConfig {
     /// MATRIX: the STEAL messages an event sends that arrive at the same instant travel
     /// as one event (engine.rs, `flush_steals`); off, each message is its own event.
     pub batch_steals: bool,
+    /// Two-level: how long an executor whose GET_TASK finds the rings empty waits at its
+    /// host for the agent's next REFILL before it is answered NOOP (`bolt agent
+    /// --host-wait-ms`); 0: it goes on to tier 2 with WAIT and waits there.
+    pub host_wait_ns: Nanos,
+    /// Windows (from, to) in which the whole machine stops, as the testbed's did
+    /// (`ThreadTimes::stalls`): every event due in one happens at its end. None at scale.
+    #[serde(skip)]
+    pub stalls: Vec<(Nanos, Nanos)>,
     /// The wait of tier 2's thread for a CPU when a message finds it idle (0 at scale: a
     /// Tofino has no thread). On the testbed the software switch is one more thread on
     /// the two cores the executors share.
@@ -275,6 +284,8 @@ impl SimConfig {
             cloudkon: CloudKonParams::default(),
             record_starts: false,
             batch_steals: true,
+            host_wait_ns: DEFAULT_HOST_WAIT_NS,
+            stalls: Vec::new(),
             switch_cpu_wait: Draw::Fixed(0),
         }
     }
@@ -314,6 +325,8 @@ impl SimConfig {
             cloudkon: CloudKonParams::default(),
             record_starts: false,
             batch_steals: true,
+            host_wait_ns: DEFAULT_HOST_WAIT_NS,
+            stalls: Vec::new(),
             switch_cpu_wait: Draw::Fixed(0),
         }
     }

@@ -106,6 +106,12 @@ pub struct Tier1Report {
     pub recalled: u64,
     /// REFILL_REQs sent.
     pub refill_reqs: u64,
+    /// Executors that waited at their host: answered with a task, and answered NOOP at
+    /// the end of the host wait.
+    #[serde(default)]
+    pub waiters_served: u64,
+    #[serde(default)]
+    pub waiters_expired: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -109,7 +109,16 @@ fn the_whole_one_level_run_stays_within_the_pipeline_rate() {
 /// at 1 G passes/s, no run overhead, a wait for a CPU of the given mean, and tier 2's
 /// thread's wait when a message finds it idle.
 fn hand_scenario(cpu_wait_mean_ns: super::clock::Nanos, switch_wait_ns: super::clock::Nanos) -> Report {
-    let w = WorkloadSpec::Sw1 { utilization: 1.0, seconds: 0.01 };
+    hand_scenario_stalled(cpu_wait_mean_ns, switch_wait_ns, &[])
+}
+
+/// [`hand_scenario`] on a machine that stops in the `stalls` windows.
+fn hand_scenario_stalled(
+    cpu_wait_mean_ns: super::clock::Nanos,
+    switch_wait_ns: super::clock::Nanos,
+    stalls: &[(super::clock::Nanos, super::clock::Nanos)],
+) -> Report {
+    let w = WorkloadSpec::Sw1 { utilization: 1.0, seconds: 0.01, client_offset_ns: 0 };
     let mut cfg = SimConfig::testbed(System::OneLevel, w, 2, 1, 1);
     cfg.net =
         NetParams { stack_ns: 1_000, local_ns: 0, link_ns: 0, leaf_ns: 0, spine_ns: 0, gbps: 1e9, hosts_per_rack: 1 };
@@ -118,6 +127,7 @@ fn hand_scenario(cpu_wait_mean_ns: super::clock::Nanos, switch_wait_ns: super::c
     cfg.exec.cpu_wait = Draw::Exponential(cpu_wait_mean_ns);
     cfg.switch_cpu_wait = Draw::Fixed(switch_wait_ns);
     cfg.drain_s = 0.001;
+    cfg.stalls = stalls.to_vec();
     run(&cfg, None).unwrap()
 }
 
@@ -174,9 +184,40 @@ fn a_wait_of_tier_2s_thread_delays_what_finds_it_idle_and_what_queues_behind() {
     assert_eq!(r.switch.unwrap().counters.passes, 17);
 }
 
+/// A stall of the machine (`SimConfig::stalls`, as measured on the testbed). In the
+/// scenario above, stopped from 1,500 to 5,000 ns: the ASSIGNs arriving at 2,101 and
+/// 2,306 are taken when it runs again, so both tasks start at 5,000, and then all goes
+/// as before (17 passes). Stopped from 0 to 500 instead: the clients send their jobs at
+/// 500, and delays count from the send, as the testbed's client records it; the
+/// executors ask at 500 too, so the delays are those computed by hand.
+#[test]
+fn a_stall_holds_what_falls_in_it_until_its_end() {
+    let r = hand_scenario_stalled(0, 0, &[(1_500, 5_000)]);
+    assert_eq!((r.tasks_measured, r.tasks_started), (2, 2));
+    let (p50, p99) = (r.p50_us.unwrap(), r.p99_us.unwrap());
+    assert!((p50 - 5.0).abs() < 0.01 && (p99 - 5.0).abs() < 0.01, "{p50} {p99}");
+    assert_eq!(r.switch.unwrap().counters.passes, 17);
+    let r = hand_scenario_stalled(0, 0, &[(0, 500)]);
+    let (p50, p99) = (r.p50_us.unwrap(), r.p99_us.unwrap());
+    assert!((p50 - 2.101).abs() < 0.003 && (p99 - 2.306).abs() < 0.003, "{p50} {p99}");
+}
+
 /// Two-level Bolt on one host of `executors`, the scripted `jobs` (ms, prio, tasks of
-/// ms each), a 1-µs stack each way, a fast pipeline, no CPU wait, every start recorded.
+/// ms each), a 1-µs stack each way, a fast pipeline, no CPU wait, every start recorded;
+/// an executor whose GET_TASK misses goes on to tier 2 and waits there.
 fn two_level_scenario(executors: u32, watermark: u32, jobs: &[(u64, u8, u32, u32)], seconds: f64) -> Report {
+    two_level_scenario_waiting(executors, watermark, jobs, seconds, 0)
+}
+
+/// [`two_level_scenario`], with executors that miss waiting at their host for up to
+/// `host_wait_ns` (0: at tier 2).
+fn two_level_scenario_waiting(
+    executors: u32,
+    watermark: u32,
+    jobs: &[(u64, u8, u32, u32)],
+    seconds: f64,
+    host_wait_ns: super::clock::Nanos,
+) -> Report {
     let jobs = jobs
         .iter()
         .map(|&(at_ms, prio, tasks, ms)| ScriptedJob {
@@ -198,6 +239,7 @@ fn two_level_scenario(executors: u32, watermark: u32, jobs: &[(u64, u8, u32, u32
     cfg.refill.batch = watermark as u8;
     cfg.drain_s = 2.0;
     cfg.record_starts = true;
+    cfg.host_wait_ns = host_wait_ns;
     run(&cfg, None).unwrap()
 }
 
@@ -257,6 +299,38 @@ fn persistent_bypasses_return_the_lower_priority_prefetch_to_tier_2() {
     assert!(
         (15_000_000..16_000_000).contains(&(10..30).map(|t| starts[&t]).filter(|&at| at > 14_500_000).min().unwrap())
     );
+}
+
+/// Waiting at the host. Two executors ask at 0 and find the rings empty: they wait at
+/// the host, and the agent's REFILL_REQ says two wait; tier 2, empty, parks it. At 5 ms a
+/// job of three 10-ms tasks reaches tier 2, which answers the parked request with one
+/// task per waiting executor: both start a stack crossing later (client → switch →
+/// host, 2 µs), and no GET_TASK reached tier 2. The third task, prefetched by the
+/// agent's next REFILL_REQ, is a ring hit when an executor frees at 15 ms. With a 1-ms
+/// host wait instead, the executors' waits end every millisecond with a NOOP and a
+/// 50-µs back-off before they ask again; the job still starts at once, since the agent's
+/// request stays parked at tier 2 meanwhile.
+#[test]
+fn an_executor_that_misses_waits_at_its_host_for_the_next_refill() {
+    let mut expired = Vec::new();
+    for wait_ms in [10, 1] {
+        let r = two_level_scenario_waiting(2, 1, &[(5, 1, 3, 10)], 0.1, wait_ms * 1_000_000);
+        let starts = start_of(&r);
+        assert_eq!(starts.len(), 3, "every task ran once: {:?}", r.starts);
+        let mut at: Vec<u64> = starts.values().copied().collect();
+        at.sort_unstable();
+        assert!(at[..2].iter().all(|t| (5_000_000..5_010_000).contains(t)), "host wait {wait_ms} ms: {at:?}");
+        assert!((15_000_000..15_010_000).contains(&at[2]), "host wait {wait_ms} ms: {at:?}");
+        let tier1 = r.tier1.unwrap();
+        assert_eq!(tier1.waiters_served, 2, "{tier1:?}");
+        let counters = r.switch.unwrap().counters;
+        assert_eq!(counters.get_tasks_wait + counters.get_tasks_no_wait, 0, "{counters:?}");
+        expired.push(tier1.waiters_expired);
+    }
+    // Idle for the rest of the 2.1-s run, each executor's wait ends every host wait (and
+    // back-off): about 420 NOOPs with 10 ms, ten times as many with 1 ms.
+    assert!((380..=430).contains(&expired[0]), "{expired:?}");
+    assert!(expired[1] > 9 * expired[0], "{expired:?}");
 }
 
 /// A lease expiring. One executor, watermark 4; at 0 five 400-ms tasks at priority 1:

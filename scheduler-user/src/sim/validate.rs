@@ -11,7 +11,8 @@
 //! points (tasks as long as the interval between jobs: whether an executor is free at
 //! the next submission turns on its overshoot), so points are compared as the median
 //! over runs. Without directories, the three runs committed in
-//! docs/bench-results/sim-validate-testbed/ are used.
+//! docs/bench-results/sim-validate-testbed-offset5/ are used (`--client-offset-ms 5`:
+//! the SW1 clients' phase, which moves the testbed's medians, fixed and simulated).
 
 use std::path::PathBuf;
 
@@ -33,18 +34,18 @@ pub const TESTBED_HOSTS: u32 = 2;
 const COMMITTED: [(&str, &str, &str); 3] = [
     (
         "run1",
-        include_str!("../../../docs/bench-results/sim-validate-testbed/run1/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-testbed/run1/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run1/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run1/trace.jsonl"),
     ),
     (
         "run2",
-        include_str!("../../../docs/bench-results/sim-validate-testbed/run2/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-testbed/run2/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run2/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run2/trace.jsonl"),
     ),
     (
         "run3",
-        include_str!("../../../docs/bench-results/sim-validate-testbed/run3/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-testbed/run3/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run3/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run3/trace.jsonl"),
     ),
 ];
 
@@ -80,7 +81,13 @@ fn with_threads(mut cfg: SimConfig, t: ThreadTimes, point: &str) -> anyhow::Resu
     cfg.switch_cpu_wait = Draw::Quantiles(t.wait_ns.clone());
     cfg.exec.cpu_wait = Draw::Quantiles(t.wait_ns);
     cfg.exec.run_overhead = Draw::Quantiles(t.overshoot_ns);
+    cfg.stalls = t.stalls.iter().map(|s| (s.at_ns, s.at_ns + s.len_ns)).collect();
     Ok(cfg)
+}
+
+/// The host wait the run's agents had: none recorded means executors waited at tier 2.
+fn host_wait_ns(level: &LevelFields) -> super::clock::Nanos {
+    level.host_wait_ms.unwrap_or(0) * 1_000_000
 }
 
 /// The points of one testbed run: every SW1 line, and the trace's sleep-executor lines
@@ -91,9 +98,14 @@ pub fn testbed_points(sw1: &str, trace: &str, seed: u64) -> anyhow::Result<Vec<T
         let l: sw1::Line = serde_json::from_str(line).with_context(|| format!("sw1.jsonl line {}", i + 1))?;
         let name = format!("SW1 {:.0} %", l.utilization * 100.0);
         let system = system(&l.level)?;
-        let w = WorkloadSpec::Sw1 { utilization: l.utilization, seconds: 4.0 };
-        let cfg =
+        let w = WorkloadSpec::Sw1 {
+            utilization: l.utilization,
+            seconds: 4.0,
+            client_offset_ns: (l.client_offset_ms * 1e6) as super::clock::Nanos,
+        };
+        let mut cfg =
             with_threads(SimConfig::testbed(system, w, l.executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
+        cfg.host_wait_ns = host_wait_ns(&l.level);
         points.push(TestbedPoint { name, cfg, p50_ms: l.p50_sched_delay_ms, p99_ms: l.p99_sched_delay_ms });
     }
     for (i, line) in trace.lines().filter(|l| !l.trim().is_empty()).enumerate() {
@@ -107,8 +119,9 @@ pub fn testbed_points(sw1: &str, trace: &str, seed: u64) -> anyhow::Result<Vec<T
         let system = system(&l.level)?;
         let params = TraceParams::new(l.trace.seed, l.trace.seconds, l.executors, l.trace.load);
         let w = WorkloadSpec::Trace { params, clients: 1 };
-        let cfg =
+        let mut cfg =
             with_threads(SimConfig::testbed(system, w, l.executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
+        cfg.host_wait_ns = host_wait_ns(&l.level);
         points.push(TestbedPoint { name, cfg, p50_ms: l.sched_delay_ms.p50, p99_ms: l.sched_delay_ms.p99 });
     }
     anyhow::ensure!(!points.is_empty(), "no SW1 or sleep-trace points to validate against");
@@ -178,5 +191,15 @@ mod tests {
         let old = good.split(r#","executor_threads""#).next().unwrap().to_string() + "}";
         let e = testbed_points(&old, "", 1).err().expect("refused");
         assert!(e.to_string().contains("no executor thread times"), "{e}");
+    }
+
+    /// A two-level run's executors waited at their host as long as its line says; a line
+    /// made before they could (no `host_wait_ms`) is simulated with them waiting at tier 2.
+    #[test]
+    fn the_simulated_host_wait_is_the_runs() {
+        let two = r#"{"level":"two-level","ran":"two-level","fallback":null,"xdp_share":0.9,"tier1_returned":0,"stolen":0,"host_wait_ms":10,"utilization":0.4,"executors":40,"tasks_per_job":8,"jobs":800,"submitted":6400,"completed":6400,"p50_job_ms":10.4,"p99_job_ms":11.2,"p50_sched_delay_ms":0.3,"p99_sched_delay_ms":1.2,"executor_threads":{"waits":2,"sleeps":2,"wait_ns":[[0.0,1000],[1.0,2000]],"overshoot_ns":[[0.0,5000],[1.0,9000]]}}"#;
+        assert_eq!(testbed_points(two, "", 1).unwrap()[0].cfg.host_wait_ns, 10_000_000);
+        let before = two.replace(r#""host_wait_ms":10,"#, "");
+        assert_eq!(testbed_points(&before, "", 1).unwrap()[0].cfg.host_wait_ns, 0);
     }
 }

@@ -11,7 +11,9 @@ use crate::bench::workload::{Trace, TraceParams};
 #[derive(Clone, Debug, Serialize)]
 pub enum WorkloadSpec {
     /// SW1 at a utilisation of the cluster: two clients, a job every 10 ms each, 10-ms tasks.
-    Sw1 { utilization: f64, seconds: f64 },
+    /// `client_offset_ns`: the second client's jobs are due this long after the first's
+    /// (`bolt bench all --client-offset-ms`; 0: at the same instants).
+    Sw1 { utilization: f64, seconds: f64, client_offset_ns: Nanos },
     /// The Google-like trace; its jobs are spread over `clients` clients in turn.
     Trace { params: TraceParams, clients: u32 },
     /// Jobs given one by one, for scenarios whose outcome is worked out by hand; tasks
@@ -69,14 +71,14 @@ impl Jobs {
         let mut jobs = Vec::new();
         let mut duration_us = Vec::new();
         match spec {
-            WorkloadSpec::Sw1 { utilization, seconds } => {
+            WorkloadSpec::Sw1 { utilization, seconds, client_offset_ns } => {
                 let per_job = sw1::tasks_per_job(*utilization, executors);
                 let per_client = (seconds * 1000.0 / sw1::INTERVAL_MS as f64) as u64;
                 for k in 0..per_client {
                     for client in 0..sw1::CLIENTS {
                         let first = duration_us.len() as u32;
                         duration_us.extend(std::iter::repeat_n(sw1::TASK_MS * 1000, per_job as usize));
-                        let at = k * sw1::INTERVAL_MS * 1_000_000;
+                        let at = k * sw1::INTERVAL_MS * 1_000_000 + if client > 0 { *client_offset_ns } else { 0 };
                         jobs.push(SimJob { at, client, prio: 1, first, tasks: per_job });
                     }
                 }
