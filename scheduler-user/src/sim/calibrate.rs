@@ -139,7 +139,8 @@ pub fn machine_stalls(overruns: &[(u64, u64, (u16, u16))]) -> (Vec<(u64, u64)>, 
 impl ThreadTimes {
     /// Joins one client's task records (`uid`) with the executors' assignment records.
     /// A task without an arrival stamp, or whose start precedes it (clocks stepped),
-    /// adds no wait; a task that is not a sleep adds no overshoot.
+    /// adds no wait; a task that is not a sleep adds no overshoot. Overshoots in a stall
+    /// of the machine, and waits across one, are reported as the stall instead.
     pub fn of_run<'a>(
         runs: impl IntoIterator<Item = (u32, &'a [TaskRecord])>,
         assignments: &'a [AssignmentRecord],

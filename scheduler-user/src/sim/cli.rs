@@ -53,7 +53,8 @@ pub struct RunArgs {
     /// CloudKon's one-way latency to its global queue, µs.
     #[arg(long)]
     pub cloudkon_us: Option<u64>,
-    /// Tier 2 as bolt.p4 builds it: no park table, no HINT (executors and agents poll).
+    /// Tier 2 as bolt.p4 builds it: no park table, no HINT (executors and agents poll;
+    /// executors do not wait at their host).
     #[arg(long)]
     pub as_built: bool,
     /// HINTs tier 2 sends per level turning non-empty, at most (default: 16, the
@@ -150,7 +151,9 @@ pub fn run_cli(args: SimArgs) -> anyhow::Result<()> {
                 cfg.tofino.hint_fanout = n;
             }
             cfg.batch_steals = !a.unbatched_steals;
-            cfg.host_wait_ns = a.host_wait_ms * 1_000_000;
+            // A switch that parks no REFILL_REQ leaves executors nothing to wait for at
+            // their host (`bolt agent --host-wait-ms`).
+            cfg.host_wait_ns = if a.as_built { 0 } else { a.host_wait_ms * 1_000_000 };
             let r = run_with_bar(&cfg, !a.quiet)?;
             println!("{}", serde_json::to_string(&r)?);
             eprintln!("{}", summary(&r));
