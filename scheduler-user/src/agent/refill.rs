@@ -331,8 +331,13 @@ impl RefillController {
             State::BackingOff { until, .. } => Some(until),
             State::Waiting { sent_at, base, seen, changed_at, .. } => {
                 if seen.frames == base.frames {
-                    // No frame yet: the counters must be polled to see one arrive.
-                    Some((now + POLL_WHILE_WAITING).min(sent_at + self.answer_timeout()))
+                    // No frame yet: the counters must be polled to see one arrive. Once
+                    // the request is parked at tier 2, less often: its tasks reach the
+                    // rings and waiting executors without the agent, which only asks
+                    // again later for noticing later.
+                    let parked = now.saturating_duration_since(sent_at) >= PARKED_AFTER;
+                    let every = if parked { POLL_WHILE_PARKED } else { POLL_WHILE_WAITING };
+                    Some((now + every).min(sent_at + self.answer_timeout()))
                 } else {
                     Some((now + POLL_WHILE_WAITING).min(changed_at + self.policy.settle))
                 }
@@ -363,6 +368,14 @@ impl RefillController {
 /// How often the REFILL counters are read while an answer is awaited (the XDP program
 /// consumes REFILL frames, so nothing wakes the agent when one arrives).
 pub const POLL_WHILE_WAITING: Duration = Duration::from_micros(200);
+
+/// A request unanswered this long is taken to be parked at tier 2 (an answer at once
+/// takes a round trip of tens of microseconds).
+pub const PARKED_AFTER: Duration = Duration::from_millis(1);
+
+/// How often the counters are read while a request is parked: each read is a wake-up
+/// and a few system calls of the agent, on the cores its executors run on.
+pub const POLL_WHILE_PARKED: Duration = Duration::from_millis(1);
 
 #[cfg(test)]
 mod tests {
