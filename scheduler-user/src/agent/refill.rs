@@ -586,6 +586,23 @@ mod tests {
     }
 
     #[test]
+    fn a_parked_request_is_polled_every_millisecond_a_young_one_every_200_us() {
+        let mut c = controller();
+        let t0 = Instant::now();
+        assert!(matches!(c.poll(t0, &occ(0), progress(0, 0)), Action::Request { .. }));
+        let young = t0 + Duration::from_micros(500);
+        assert_eq!(c.next_deadline(young), Some(young + POLL_WHILE_WAITING));
+        let parked = t0 + PARKED_AFTER;
+        assert_eq!(c.next_deadline(parked), Some(parked + POLL_WHILE_PARKED));
+        // Never past the answer timeout, when the request is sent again.
+        let late = t0 + c.policy().answer_timeout - Duration::from_micros(300);
+        assert_eq!(c.next_deadline(late), Some(t0 + c.policy().answer_timeout));
+        // Once frames arrive, the answer is watched closely again until it settles.
+        c.poll(parked, &occ(0), progress(1, 16));
+        assert_eq!(c.next_deadline(parked), Some(parked + POLL_WHILE_WAITING));
+    }
+
+    #[test]
     fn the_round_trip_is_measured_to_the_first_frame() {
         let mut c = controller();
         let t0 = Instant::now();
