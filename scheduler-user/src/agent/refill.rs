@@ -333,8 +333,8 @@ impl RefillController {
                 if seen.frames == base.frames {
                     // No frame yet: the counters must be polled to see one arrive. Once
                     // the request is parked at tier 2, less often: its tasks reach the
-                    // rings and waiting executors without the agent, which only asks
-                    // again later for noticing later.
+                    // rings and waiting executors without the agent, so a later poll only
+                    // notices the answer's end later.
                     let parked = now.saturating_duration_since(sent_at) >= PARKED_AFTER;
                     let every = if parked { POLL_WHILE_PARKED } else { POLL_WHILE_WAITING };
                     Some((now + every).min(sent_at + self.answer_timeout()))
