@@ -22,7 +22,7 @@ use bolt_tests::{
 };
 use scheduler_common::maps::{Counter, PIN_ROOT};
 use scheduler_user::{
-    agent::{self, AgentHandle, AgentStats, StopMode},
+    agent::{self, refill::HELD_BACK_AFTER, AgentHandle, AgentStats, StopMode},
     client::Summary,
     executor::{self, ExecutorConfig, ExecutorPool},
     netns,
@@ -176,9 +176,12 @@ fn tasks_complete_through_xdp_hits() {
     assert!(!rig.pins().path().exists(), "the drain left pins behind");
 }
 
+/// A client thread: whether it finished in time, and what it saw.
+type ClientThread = std::thread::JoinHandle<anyhow::Result<(bool, Summary)>>;
+
 /// A client in the switch's namespace submitting `tasks` no-op tasks of priority `prio`
 /// and waiting for them.
-fn client_of_priority(rig: &Rig, tasks: usize, prio: u8) -> std::thread::JoinHandle<anyhow::Result<(bool, Summary)>> {
+fn client_of_priority(rig: &Rig, tasks: usize, prio: u8) -> ClientThread {
     let switch = SocketAddr::V4(rig.layout().switch_socket());
     noop_client_of_priority_in(&rig.layout().switch_ns, switch, tasks, prio, DEADLINE)
 }
@@ -192,14 +195,11 @@ fn wait_for_counter(rig: &Rig, c: Counter, min: u64) {
     }
 }
 
-#[test]
-fn a_host_does_not_serve_low_priority_tasks_while_tier_2_holds_higher_ones() {
-    if !can_run() {
-        return;
-    }
-    let rig = Rig::new(1);
-    // A long hint lifetime: the test takes its steps at leisure.
-    let agent = rig.agent_in_process(&[
+/// An agent prefetching 8 tasks (`extra` added to its arguments; a long hint lifetime,
+/// so that the tests take their steps at leisure), and a client's eight priority-4
+/// tasks in its rings.
+fn eight_priority_4_tasks_in_the_rings(rig: &Rig, extra: &[&str]) -> (AgentHandle, ClientThread) {
+    let mut args = vec![
         "--low-watermark",
         "8",
         "--min-prefetch",
@@ -210,32 +210,71 @@ fn a_host_does_not_serve_low_priority_tasks_while_tier_2_holds_higher_ones() {
         "0",
         "--hint-ttl-ms",
         "60000",
-    ]);
-    // Eight priority-4 tasks go to the host's rings (the agent asks for 8, then has enough).
-    let low = client_of_priority(&rig, 8, 4);
+    ];
+    args.extend_from_slice(extra);
+    let agent = rig.agent_in_process(&args);
+    // The agent asks for 8, then has enough.
+    let low = client_of_priority(rig, 8, 4);
     assert_eq!(rig.wait_for_rings(8), 8);
+    (agent, low)
+}
+
+/// One executor runs every task of the `clients`; returns the priorities in the order
+/// it got them, and the program's counters.
+fn one_executor_runs(rig: &Rig, agent: AgentHandle, clients: [(ClientThread, u64); 2]) -> (Vec<u8>, CounterSnapshot) {
+    let mut cfg = ExecutorConfig::new(SocketAddr::V4(rig.layout().switch_socket()), 0xff);
+    cfg.node = rig.worker().node;
+    cfg.record_assignments = true;
+    let executors = netns::run_in(&rig.worker().executors[0].ns, move || executor::spawn(cfg)).expect("executor");
+    for (client, tasks) in clients {
+        assert_all_completed(join(client), tasks);
+    }
+    let records = executors.take_assignments();
+    executors.shutdown();
+    let c = rig.counters();
+    agent.stop(StopMode::Drain).expect("agent stops");
+    (records.iter().map(|r| r.priority).collect(), c)
+}
+
+#[test]
+fn a_host_does_not_serve_low_priority_tasks_while_tier_2_holds_higher_ones() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(1);
+    // Rings of 8: once the level-4 ring is full, no REFILL fits, so the agent cannot
+    // fetch the level-1 task (the next test shows what it does with room).
+    let (agent, low) = eight_priority_4_tasks_in_the_rings(&rig, &["--ring-capacity", "8"]);
     // A priority-1 task reaches the switch; its level turns non-empty, and the switch
     // tells the registered host (HINT), whose program records it.
     let stamps = rig.counters().get(Counter::Tier2Stamps);
     let high = client_of_priority(&rig, 1, 1);
     wait_for_counter(&rig, Counter::Tier2Stamps, stamps + 1);
+    // Past the agent's HELD_BACK_AFTER, with room it would have asked by now.
+    std::thread::sleep(HELD_BACK_AFTER * 20);
     assert_eq!(rig.queued(), 8, "the agent did not fetch the new task");
     // An executor starts: its first task is the priority-1 one, from tier 2, although
     // the rings were full of work.
-    let mut cfg = ExecutorConfig::new(SocketAddr::V4(rig.layout().switch_socket()), 0xff);
-    cfg.node = rig.worker().node;
-    cfg.record_assignments = true;
-    let executors = netns::run_in(&rig.worker().executors[0].ns, move || executor::spawn(cfg)).expect("executor");
-    assert_all_completed(join(high), 1);
-    assert_all_completed(join(low), 8);
-    let records = executors.take_assignments();
-    executors.shutdown();
-    let c = rig.counters();
-    agent.stop(StopMode::Drain).expect("agent stops");
-    let priorities: Vec<u8> = records.iter().map(|r| r.priority).collect();
+    let (priorities, c) = one_executor_runs(&rig, agent, [(high, 1), (low, 8)]);
     assert_eq!(priorities, [1, 4, 4, 4, 4, 4, 4, 4, 4], "order in which the tasks were handed out");
     assert!(c.get(Counter::Bypass) >= 1, "{c}");
     assert_eq!(c.hits(4), 8, "{c}");
+}
+
+#[test]
+fn a_higher_level_that_stays_at_tier_2_is_fetched_into_the_rings() {
+    if !can_run() {
+        return;
+    }
+    let rig = Rig::new(1);
+    let (agent, low) = eight_priority_4_tasks_in_the_rings(&rig, &[]);
+    // The level-1 task stays at tier 2 past HELD_BACK_AFTER: the level-4 ring no longer
+    // counts towards the agent's target, and its REFILL brings the task to the rings.
+    let high = client_of_priority(&rig, 1, 1);
+    assert_eq!(rig.wait_for_rings(9), 9);
+    let (priorities, c) = one_executor_runs(&rig, agent, [(high, 1), (low, 8)]);
+    assert_eq!(priorities, [1, 4, 4, 4, 4, 4, 4, 4, 4], "order in which the tasks were handed out");
+    assert_eq!((c.hits(1), c.hits(4), c.get(Counter::Bypass)), (1, 8, 0), "every task from the rings: {c}");
 }
 
 /// The agent as a process of its own (killed with SIGKILL if still running when dropped).

@@ -281,6 +281,17 @@ impl Tier2Hint {
         self.0 & !0xff
     }
 
+    /// BEST while this hint is younger than `ttl_ns` at `now_ns`; 0 once it is older
+    /// (a stale level is no reason to act) or when `ttl_ns` is 0.
+    #[inline(always)]
+    pub const fn fresh_best(self, ttl_ns: u64, now_ns: u64) -> u8 {
+        if now_ns.wrapping_sub(self.read_at_ns()) < ttl_ns {
+            self.best()
+        } else {
+            0
+        }
+    }
+
     /// The bypass rule, shared by the XDP program and the agent's userspace path: a
     /// GET_TASK searching from `rtrv_prio`, whose best local task is at level
     /// `local_best` (0: every ring it searches is empty), goes to tier 2 instead when
@@ -567,6 +578,16 @@ mod tests {
         assert!(!Tier2Hint::new(100 * MS, 0).outranks_local(1, 3, 20 * MS, at(100)), "tier 2 empty");
         // The clock is read only when the levels say bypass.
         assert!(!hint.outranks_local(1, 1, 20 * MS, || panic!("clock read")));
+    }
+
+    #[test]
+    fn a_hint_names_its_level_only_while_fresh() {
+        const MS: u64 = 1_000_000;
+        let hint = Tier2Hint::new(100 * MS, 3);
+        assert_eq!(hint.fresh_best(20 * MS, 119 * MS), 3);
+        assert_eq!(hint.fresh_best(20 * MS, 120 * MS), 0, "stale");
+        assert_eq!(hint.fresh_best(0, 100 * MS), 0, "ttl 0 turns hints off");
+        assert_eq!(Tier2Hint::default().fresh_best(20 * MS, 5 * MS), 0, "never heard");
     }
 
     #[test]

@@ -661,8 +661,6 @@ impl Agent {
             std::array::from_fn(|i| kernel.tier2_assigns(i as u8 + 1) + self.relayed_per_level[i]);
         let served = std::array::from_fn(|i| from_rings[i] + from_tier2[i]);
         self.sizer.observe_served(now, served);
-        self.refill.set_target(self.sizer.total_target());
-        self.stats.prefetch_target = self.refill.target();
         self.stats.refill_round_trip_us = self.sizer.round_trip().as_micros() as u64;
         let (base_rings, base_tier2) = *self.served_base.get_or_insert((from_rings, from_tier2));
         self.stats.xdp_served = from_rings.iter().zip(base_rings).map(|(a, b)| a.wrapping_sub(b)).sum();
@@ -675,12 +673,9 @@ impl Agent {
     /// on), RETURNs the rings' lower-priority tasks, so that the next REFILL brings the
     /// higher level and the executors here run it first.
     fn react_to_hint(&mut self, now: Instant, kernel_bypasses: u64) {
-        let hint = self.tier1.rings.tier2_hint();
-        let ttl = self.cfg.tier1.settings.hint_ttl_ns;
-        let fresh = hint.best() != 0 && hint::coarse_now_ns().wrapping_sub(hint.read_at_ns()) < ttl;
         let obs = HintObservation {
             bypasses: kernel_bypasses + self.stats.bypassed,
-            hinted_best: if fresh { hint.best() } else { 0 },
+            hinted_best: self.tier2_best(),
             occupancy: self.tier1.rings.occupancy(),
         };
         if let Some(ReturnBelow { above }) = self.hint_reaction.observe(now, &obs) {
@@ -691,9 +686,17 @@ impl Agent {
         }
     }
 
+    /// Tier 2's BEST from its freshest stamp (0: none, or older than `--hint-ttl-ms`).
+    fn tier2_best(&self) -> u8 {
+        self.tier1.rings.tier2_hint().fresh_best(self.cfg.tier1.settings.hint_ttl_ns, hint::coarse_now_ns())
+    }
+
     fn step_refill(&mut self, now: Instant) -> anyhow::Result<()> {
         self.size_prefetch(now)?;
         let occupancy = self.tier1.rings.occupancy();
+        self.refill.set_tier2_best(now, self.tier2_best(), &occupancy);
+        self.refill.set_target(self.sizer.target_through(self.refill.counted_levels()));
+        self.stats.prefetch_target = self.refill.target();
         let progress = self.progress()?;
         self.stats.waiters_now = self.waiters_now();
         let action = self.refill.poll_with_waiters(now, &occupancy, progress, self.stats.waiters_now);
@@ -728,6 +731,7 @@ impl Agent {
     /// Answers what the REFILL frames did not of the executors waiting at this host:
     /// with the rings' tasks, or NOOP after the host wait.
     fn answer_waiters(&mut self) {
+        let best = self.tier2_best();
         let Some(waiting) = &mut self.waiting else { return };
         let mut unplaced = Vec::new();
         let levels = self.tier1.rings.levels();
@@ -738,9 +742,6 @@ impl Agent {
             self.returner.add(&self.sock, entry);
         }
         let now_ns = hint::coarse_now_ns();
-        let hint = self.tier1.rings.tier2_hint();
-        let fresh = now_ns.wrapping_sub(hint.read_at_ns()) < self.cfg.tier1.settings.hint_ttl_ns;
-        let best = if fresh { hint.best() } else { 0 };
         self.next_waiter_expiry = waiting
             .expire(&mut self.tier1.rings, now_ns, best, &mut self.stats.ring_errors)
             .map(|left| Instant::now() + left);
@@ -1322,7 +1323,7 @@ mod tests {
         let (mut agent, _switch) = agent_with_memory_rings();
         let t0 = Instant::now();
         agent.size_prefetch(t0).unwrap();
-        let floor = agent.refill.target();
+        let floor = agent.sizer.total_target();
         // One second in which tier 2 handed this host's executors 4,000 level-3 tasks
         // directly and the rings served none: the depth follows that drain.
         for step in 1..=100u64 {
@@ -1330,7 +1331,7 @@ mod tests {
             agent.size_prefetch(t0 + Duration::from_millis(10 * step)).unwrap();
         }
         assert!(agent.sizer.rate(3) > 3_000.0, "{}", agent.sizer.rate(3));
-        assert!(agent.refill.target() > floor, "{} stayed at {floor}", agent.refill.target());
+        assert!(agent.sizer.total_target() > floor, "{} stayed at {floor}", agent.sizer.total_target());
         assert_eq!((agent.stats.xdp_served, agent.stats.tier2_served), (0, 4_000));
     }
 }

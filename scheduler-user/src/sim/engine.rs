@@ -402,6 +402,10 @@ impl<'a> World<'a> {
             Event::Hint { host, best } => {
                 let now = self.q.now();
                 self.stamp_best(host, now, best);
+                // A HINT wakes the agent, as any datagram on its socket does.
+                if self.cfg.system == System::TwoLevel {
+                    self.host_poll(host);
+                }
             }
             Event::Recall { host, want } => self.recall_step(host, Some(want)),
             Event::RecallRetry { host } => {
@@ -775,9 +779,11 @@ impl<'a> World<'a> {
                 let occupancy = host.occupancy();
                 let served = host.served_all();
                 let waiting = host.waiters.len().min(u8::MAX as usize) as u8;
+                let tier2_best = host.hint.fresh_best(DEFAULT_HINT_TTL_NS, self.q.now());
                 let (Some(refill), Some(sizer)) = (host.refill.as_mut(), host.sizer.as_mut()) else { return };
                 sizer.observe_served(now, served);
-                refill.set_target(sizer.total_target());
+                refill.set_tier2_best(now, tier2_best, &occupancy);
+                refill.set_target(sizer.target_through(refill.counted_levels()));
                 let action = refill.poll_with_waiters(now, &occupancy, host.progress, waiting as u32);
                 if let Some(Outcome::Tasks { round_trip, .. }) = refill.take_outcome() {
                     sizer.observe_round_trip(round_trip);
@@ -830,10 +836,9 @@ impl<'a> World<'a> {
                 }
             }
         }
-        let fresh = host.hint.best() != 0 && now_ns.wrapping_sub(host.hint.read_at_ns()) < DEFAULT_HINT_TTL_NS;
         let obs = HintObservation {
             bypasses: host.bypasses,
-            hinted_best: if fresh { host.hint.best() } else { 0 },
+            hinted_best: host.hint.fresh_best(DEFAULT_HINT_TTL_NS, now_ns),
             occupancy: host.occupancy(),
         };
         if let Some(ReturnBelow { above }) = host.hint_reaction.observe(now, &obs) {

@@ -218,6 +218,13 @@ fn two_level_scenario_waiting(
     seconds: f64,
     host_wait_ns: super::clock::Nanos,
 ) -> Report {
+    let mut cfg = two_level_config(executors, watermark, jobs, seconds);
+    cfg.host_wait_ns = host_wait_ns;
+    run(&cfg, None).unwrap()
+}
+
+/// The configuration of [`two_level_scenario`].
+fn two_level_config(executors: u32, watermark: u32, jobs: &[(u64, u8, u32, u32)], seconds: f64) -> SimConfig {
     let jobs = jobs
         .iter()
         .map(|&(at_ms, prio, tasks, ms)| ScriptedJob {
@@ -239,8 +246,8 @@ fn two_level_scenario_waiting(
     cfg.refill.batch = watermark as u8;
     cfg.drain_s = 2.0;
     cfg.record_starts = true;
-    cfg.host_wait_ns = host_wait_ns;
-    run(&cfg, None).unwrap()
+    cfg.host_wait_ns = 0;
+    cfg
 }
 
 /// When each task started, by task.
@@ -252,16 +259,17 @@ fn start_of(r: &Report) -> std::collections::BTreeMap<u32, u64> {
 
 /// The bypass rule. Two executors; at 0 a job of six 10-ms tasks at priority 4: two run
 /// at once (the executors wait at tier 2), the host's REFILL takes the other four (tasks
-/// 0 to 3) into its level-4 ring. At 5 ms one priority-1 task (6) reaches tier 2: level 1
-/// turns non-empty and the host, registered by its REFILL_REQs, gets a HINT with BEST 1.
-/// At 10 ms executor 0 frees first; BEST 1 outranks the rings' level 4, so its GET_TASK
+/// 0 to 3) into its level-4 ring. At 10 ms one priority-1 task (6) reaches tier 2: level 1
+/// turns non-empty and the host, registered by its REFILL_REQs, gets a HINT with BEST 1
+/// (the agent leaves a level named for less than `HELD_BACK_AFTER` to the bypass rule).
+/// A few µs later executor 0 frees first; BEST 1 outranks the rings' level 4, so its GET_TASK
 /// passes on to tier 2 (without WAIT) and gets task 6 a round trip later. Executor 1,
 /// 4 ns behind it, bypasses too (its BEST is still 1) and gets the NOOP with BEST 0,
 /// then takes ring task 0 after its 50-µs back-off. Without the rule task 6 would wait
 /// behind the four ring tasks, until 30 ms.
 #[test]
 fn a_get_task_bypasses_the_rings_when_tier_2_holds_higher_priority_work() {
-    let r = two_level_scenario(2, 4, &[(0, 4, 6, 10), (5, 1, 1, 10)], 0.1);
+    let r = two_level_scenario(2, 4, &[(0, 4, 6, 10), (10, 1, 1, 10)], 0.1);
     let starts = start_of(&r);
     assert_eq!(starts.len(), 7, "every task ran once: {:?}", r.starts);
     let urgent = starts[&6];
@@ -275,16 +283,19 @@ fn a_get_task_bypasses_the_rings_when_tier_2_holds_higher_priority_work() {
 }
 
 /// The hint reaction. Two executors; at 0 ten 10-ms tasks at priority 4: two run, eight
-/// (0 to 7) fill the rings to the watermark. At 5 ms twenty 1-ms tasks at priority 1
-/// reach tier 2 (HINT, BEST 1). From 10 ms every GET_TASK bypasses the level-4 rings and
-/// gets a priority-1 task from tier 2, whose ASSIGN carries BEST 1 again. Once bypasses
-/// have gone on for `DEFAULT_PERSIST` (5 ms) with the rings holding lower-priority tasks,
-/// the agent RETURNs those eight to tier 2 (one RETURN), its rings empty, and its next
-/// REFILLs bring the remaining priority-1 tasks: every priority-1 task starts before
-/// any of the eight, which run last, from 20 ms.
+/// (0 to 7) fill the rings to the watermark and the level-4 ring to its capacity, so
+/// no REFILL fits. At 5 ms twenty 1-ms tasks at priority 1 reach tier 2 (HINT, BEST 1).
+/// From 10 ms every GET_TASK bypasses the level-4 ring and gets a priority-1 task from
+/// tier 2, whose ASSIGN carries BEST 1 again. Once bypasses have gone on for
+/// `DEFAULT_PERSIST` (5 ms) with the rings holding lower-priority tasks, the agent
+/// RETURNs those eight to tier 2 (one RETURN), its rings empty, and its next REFILLs
+/// bring the remaining priority-1 tasks: every priority-1 task starts before any of the
+/// eight, which run last, from 20 ms.
 #[test]
 fn persistent_bypasses_return_the_lower_priority_prefetch_to_tier_2() {
-    let r = two_level_scenario(2, 8, &[(0, 4, 10, 10), (5, 1, 20, 1)], 0.1);
+    let mut cfg = two_level_config(2, 8, &[(0, 4, 10, 10), (5, 1, 20, 1)], 0.1);
+    cfg.ring_capacity = 8;
+    let r = run(&cfg, None).unwrap();
     let starts = start_of(&r);
     assert_eq!(starts.len(), 30, "every task ran once");
     let tier1 = r.tier1.unwrap();
@@ -299,6 +310,25 @@ fn persistent_bypasses_return_the_lower_priority_prefetch_to_tier_2() {
     assert!(
         (15_000_000..16_000_000).contains(&(10..30).map(|t| starts[&t]).filter(|&at| at > 14_500_000).min().unwrap())
     );
+}
+
+/// A backlog at a higher level comes to the rings. As above, with room in the rings: at
+/// 5 ms the HINT wakes the agent, and 1 ms later (`HELD_BACK_AFTER`) its level-4 ring no
+/// longer counts towards the target, so it asks; tier 2 answers with its best level, and
+/// from 10 ms the executors take the priority-1 tasks from the rings: no bypass, nothing
+/// returned, and still every priority-1 task before the eight level-4 ones.
+#[test]
+fn a_higher_level_that_stays_at_tier_2_is_refilled_into_the_rings() {
+    let r = two_level_scenario(2, 8, &[(0, 4, 10, 10), (5, 1, 20, 1)], 0.1);
+    let starts = start_of(&r);
+    assert_eq!(starts.len(), 30, "every task ran once");
+    let tier1 = r.tier1.unwrap();
+    assert_eq!((tier1.bypasses, tier1.hint_returned), (0, 0), "{tier1:?}");
+    let counters = r.switch.unwrap().counters;
+    assert_eq!(counters.assigns, 2, "only the first two tasks came from tier 2: {counters:?}");
+    let last_urgent = (10..30).map(|t| starts[&t]).max().unwrap();
+    let first_prefetched = (0..8).map(|t| starts[&t]).min().unwrap();
+    assert!(last_urgent < first_prefetched, "{:?}", r.starts);
 }
 
 /// Waiting at the host. Two executors ask at 0 and find the rings empty: they wait at
