@@ -217,6 +217,7 @@ impl RefillController {
     /// that of the counted levels ([`RefillController::counted_levels`]), so that the
     /// answer brings what this node drains of them in a round trip, not the held-back
     /// levels' share as well.
+    ///
     /// `occupancy` is the rings' now: while they hold tasks below the level, the moment
     /// they stop counting is a deadline ([`RefillController::next_deadline`]).
     pub fn set_tier2_best(&mut self, now: Instant, tier2_best: u8, occupancy: &[i64; RING_COUNT]) {
@@ -381,7 +382,8 @@ impl RefillController {
     }
 
     /// When [`RefillController::poll`] next needs to run even if nothing happens: the end
-    /// of a back-off, the answer timeout, or soon while frames of an answer arrive.
+    /// of a back-off, the answer timeout, soon while frames of an answer arrive, or when
+    /// held-back rings stop counting ([`RefillController::set_tier2_best`]).
     pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
         let polled = self.poll_deadline(now);
         match (polled, self.held_back_at) {
