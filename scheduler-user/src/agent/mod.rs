@@ -694,8 +694,7 @@ impl Agent {
     fn step_refill(&mut self, now: Instant) -> anyhow::Result<()> {
         self.size_prefetch(now)?;
         let occupancy = self.tier1.rings.occupancy();
-        self.refill.set_tier2_best(now, self.tier2_best(), &occupancy);
-        self.refill.set_target(self.sizer.target_through(self.refill.counted_levels()));
+        self.refill.set_targets(now, self.tier2_best(), &occupancy, &self.sizer.targets());
         self.stats.prefetch_target = self.refill.target();
         let progress = self.progress()?;
         self.stats.waiters_now = self.waiters_now();

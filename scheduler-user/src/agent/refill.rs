@@ -207,16 +207,34 @@ impl RefillController {
         self.counted as u8
     }
 
+    /// A refill step's inputs from outside the controller: tier 2's fresh BEST
+    /// ([`RefillController::set_tier2_best`]) and the measured target of every level
+    /// ([`PrefetchSizer::targets`]). The target is the sum over the levels that count,
+    /// bounded as [`RefillController::set_target`] bounds it.
+    ///
+    /// [`PrefetchSizer::targets`]: super::policy::prefetch::PrefetchSizer::targets
+    pub fn set_targets(
+        &mut self,
+        now: Instant,
+        tier2_best: u8,
+        occupancy: &[i64; RING_COUNT],
+        level_targets: &[u32; RING_COUNT],
+    ) {
+        self.set_tier2_best(now, tier2_best, occupancy);
+        let sum: u64 = level_targets[..self.counted].iter().map(|&t| t as u64).sum();
+        self.set_target(sum.min(u32::MAX as u64) as u32);
+    }
+
     /// Tier 2's fresh BEST at `now` (0: none, or stale). Once tier 2 has named the same
     /// level for [`HELD_BACK_AFTER`] while rings of lower priority hold tasks, those rings
     /// no longer count towards the target: the bypass rule holds them back (a GET_TASK
     /// that would reach them goes to tier 2), so they serve no one now. A node whose
     /// rings hold only such tasks then asks, and tier 2, which answers a REFILL_REQ from
     /// its highest level down, sends its best level to the rings, instead of every
-    /// executor here fetching it with a round trip of its own. The target to set then is
-    /// that of the counted levels ([`RefillController::counted_levels`]), so that the
-    /// answer brings what this node drains of them in a round trip, not the held-back
-    /// levels' share as well.
+    /// executor here fetching it with a round trip of its own. The target is then that of
+    /// the counted levels ([`RefillController::set_targets`]), so that the answer brings
+    /// what this node drains of them in a round trip, not the held-back levels' share as
+    /// well.
     ///
     /// `occupancy` is the rings' now: while they hold tasks below the level, the moment
     /// they stop counting is a deadline ([`RefillController::next_deadline`]).
@@ -534,6 +552,24 @@ mod tests {
         assert_eq!(c.next_deadline(t0 + HELD_BACK_AFTER * 10), None);
         c.set_tier2_best(t0 + HELD_BACK_AFTER * 20, 1, &level1);
         assert_eq!(c.counted_levels(), 4, "nothing held back: every level counts");
+    }
+
+    #[test]
+    fn the_target_is_that_of_the_counted_levels() {
+        let mut c =
+            RefillController::new(RefillPolicy { low_watermark: 1000, batch: 64, ..RefillPolicy::default() }, 4096, 4);
+        let targets = [41, 5, 1, 1, 0, 0, 0, 0];
+        let t0 = Instant::now();
+        c.set_targets(t0, 0, &occ(0), &targets);
+        assert_eq!(c.target(), 48, "every level");
+        let level4 = [0, 0, 0, 9, 0, 0, 0, 0];
+        c.set_targets(t0, 2, &level4, &targets);
+        c.set_targets(t0 + HELD_BACK_AFTER, 2, &level4, &targets);
+        assert_eq!((c.counted_levels(), c.target()), (2, 46), "levels 1 and 2");
+        // Still bounded by the low watermark.
+        let mut b = RefillController::new(RefillPolicy { low_watermark: 8, ..RefillPolicy::default() }, 4096, 4);
+        b.set_targets(t0, 0, &occ(0), &targets);
+        assert_eq!(b.target(), 8);
     }
 
     #[test]

@@ -130,12 +130,7 @@ impl PrefetchSizer {
     /// The sum of the targets, bounded by `max_total`: below this many queued tasks
     /// the node asks tier 2 for more.
     pub fn total_target(&self) -> u32 {
-        self.target_through(RING_COUNT as u8)
-    }
-
-    /// The sum of the targets of levels 1..=`levels`, bounded as the total is.
-    pub fn target_through(&self, levels: u8) -> u32 {
-        let sum: u64 = self.targets().iter().take(levels as usize).map(|&t| t as u64).sum();
+        let sum: u64 = self.targets().iter().map(|&t| t as u64).sum();
         (sum.min(self.max_total as u64) as u32).max(1)
     }
 }
@@ -185,9 +180,9 @@ mod tests {
         assert_eq!(t[0], 40 + FLOOR);
         assert_eq!(t[1], 4 + FLOOR);
         assert_eq!(s.total_target(), 44 + 2 * FLOOR);
-        // The target through a level sums the levels up to it.
-        assert_eq!(s.target_through(1), 40 + FLOOR);
-        assert_eq!(s.target_through(2), s.total_target());
+        // What the refill controller sums over the levels it counts.
+        assert_eq!(t[0], 40 + FLOOR);
+        assert_eq!(t[..2].iter().sum::<u32>(), s.total_target());
     }
 
     #[test]
