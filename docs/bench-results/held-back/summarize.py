@@ -1,13 +1,15 @@
-"""One line per run of `bolt bench all --only trace --only priority` in this directory:
-XDP shares, per-level queueing medians (one-level / two-level), the trace's delays.
+"""One line per run of `bolt bench all --only trace --only priority` (or `--only priority`)
+in a directory, this one by default: XDP shares, per-level queueing medians (one-level /
+two-level), the trace's delays. Each run is NAME-priority.jsonl and NAME-trace.jsonl.
 
-    python3 docs/bench-results/held-back/summarize.py
+    python3 docs/bench-results/held-back/summarize.py [DIR]
 """
 import glob
 import json
 import os
+import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 
 
 def load(path):

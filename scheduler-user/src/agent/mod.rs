@@ -694,7 +694,7 @@ impl Agent {
     fn step_refill(&mut self, now: Instant) -> anyhow::Result<()> {
         self.size_prefetch(now)?;
         let occupancy = self.tier1.rings.occupancy();
-        self.refill.set_targets(now, self.tier2_best(), &occupancy, &self.sizer.targets());
+        self.refill.set_targets(now, self.tier2_best(), &occupancy, &self.sizer.targets(), &self.sizer.rates());
         self.stats.prefetch_target = self.refill.target();
         let progress = self.progress()?;
         self.stats.waiters_now = self.waiters_now();

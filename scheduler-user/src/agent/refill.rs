@@ -4,8 +4,9 @@
 //! measurement by [`super::policy::prefetch`], bounded by the low watermark) the agent
 //! asks for `want = min(target, batch, free space of the fullest ring, 255)`
 //! tasks, so that however the answer's priorities fall, every task fits its ring. Rings
-//! below a level tier 2 has gone on naming as its best do not count: the bypass rule
-//! holds them back ([`RefillController::set_tier2_best`]). One
+//! below tier 2's best level, once that level has lasted or is most of this node's
+//! work, do not count: the bypass rule holds them back
+//! ([`RefillController::set_tier2_best`]). One
 //! request is in flight at a time. The answer is not read from a socket (the XDP program consumes REFILL frames),
 //! but from the program's REFILL counters: frames and tasks taken in since the request.
 //! An answer is complete when it carried `want` tasks, when one of its frames was short
@@ -65,13 +66,23 @@ impl Default for RefillPolicy {
 }
 
 /// How long tier 2 must name a level above the rings' before their lower levels stop
-/// counting towards the target ([`RefillController::set_tier2_best`]). Until then the
-/// bypass rule serves that level: its few tasks go to whichever executors of the cluster
-/// ask first, where a REFILL would commit them to this host's executors alone. Acting at
-/// once put level 1's median queueing at 1.16x and 1.42x one-level's in two runs of
+/// counting towards the target ([`RefillController::set_tier2_best`]), unless this
+/// node drains that level mostly ([`drains_mostly`]). Until then the bypass rule serves
+/// the level: its few tasks go to whichever executors of the cluster ask first, where a
+/// REFILL would commit them to this host's executors alone. Acting at once for every
+/// level put level 1's median queueing at 1.16x and 1.42x one-level's in two runs of
 /// `bolt bench all --only priority` (1.0x to 1.1x before). A level still named a
 /// millisecond later is a backlog, which the rings should carry.
 pub const HELD_BACK_AFTER: Duration = Duration::from_millis(1);
+
+/// True when this node drains `level` (1-based, at most `levels`) at all, and at least
+/// as fast as every level below it together: most of what its executors run from those
+/// levels is this one, so its tasks keep coming to this node, and the ones a REFILL
+/// brings are the ones its executors would fetch from tier 2 next.
+pub fn drains_mostly(level_rates: &[f64; RING_COUNT], level: usize, levels: usize) -> bool {
+    let own = level_rates[level - 1];
+    own > 0.0 && own >= level_rates[level..levels].iter().sum::<f64>()
+}
 
 /// Longest the answer timeout grows to while the switch stays silent.
 const MAX_ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
@@ -219,26 +230,40 @@ impl RefillController {
         tier2_best: u8,
         occupancy: &[i64; RING_COUNT],
         level_targets: &[u32; RING_COUNT],
+        level_rates: &[f64; RING_COUNT],
     ) {
-        self.set_tier2_best(now, tier2_best, occupancy);
+        self.set_tier2_best(now, tier2_best, occupancy, level_rates);
         let sum: u64 = level_targets[..self.counted].iter().map(|&t| t as u64).sum();
         self.set_target(sum.min(u32::MAX as u64) as u32);
     }
 
-    /// Tier 2's fresh BEST at `now` (0: none, or stale). Once tier 2 has named the same
-    /// level for [`HELD_BACK_AFTER`] while rings of lower priority hold tasks, those rings
-    /// no longer count towards the target: the bypass rule holds them back (a GET_TASK
-    /// that would reach them goes to tier 2), so they serve no one now. A node whose
-    /// rings hold only such tasks then asks, and tier 2, which answers a REFILL_REQ from
-    /// its highest level down, sends its best level to the rings, instead of every
-    /// executor here fetching it with a round trip of its own. The target is then that of
-    /// the counted levels ([`RefillController::set_targets`]), so that the answer brings
-    /// what this node drains of them in a round trip, not the held-back levels' share as
-    /// well.
+    /// Tier 2's fresh BEST at `now` (0: none, or stale), and what this node drains per
+    /// level (`level_rates`, tasks per second, index 0 = priority 1). While rings of
+    /// lower priority than that level hold tasks, they serve no one (the bypass rule
+    /// passes a GET_TASK that would reach them on to tier 2), so they stop counting
+    /// towards the target:
+    /// - at once, for a level this node drains at least as fast as every level below it
+    ///   together ([`drains_mostly`]): a stream of this node's work, whose tasks would
+    ///   come here anyway, so that each round trip saved is a gain;
+    /// - for any other level, once tier 2 has named it for [`HELD_BACK_AFTER`]: until
+    ///   then its few tasks go to whichever executors of the cluster ask first.
     ///
-    /// `occupancy` is the rings' now: while they hold tasks below the level, the moment
-    /// they stop counting is a deadline ([`RefillController::next_deadline`]).
-    pub fn set_tier2_best(&mut self, now: Instant, tier2_best: u8, occupancy: &[i64; RING_COUNT]) {
+    /// A node whose rings hold only held-back tasks then asks, and tier 2, which answers
+    /// a REFILL_REQ from its highest level down, sends its best level to the rings,
+    /// instead of every executor here fetching it with a round trip of its own. The
+    /// target is then that of the counted levels ([`RefillController::set_targets`]), so
+    /// that the answer brings what this node drains of them in a round trip, not the
+    /// held-back levels' share as well.
+    ///
+    /// `occupancy` is the rings' now: while they hold tasks below a level that waits
+    /// out [`HELD_BACK_AFTER`], its end is a deadline ([`RefillController::next_deadline`]).
+    pub fn set_tier2_best(
+        &mut self,
+        now: Instant,
+        tier2_best: u8,
+        occupancy: &[i64; RING_COUNT],
+        level_rates: &[f64; RING_COUNT],
+    ) {
         let since = match self.best_since {
             Some(since) if tier2_best == self.tier2_best => since,
             _ => {
@@ -248,10 +273,11 @@ impl RefillController {
             }
         };
         let best = (tier2_best as usize).min(self.levels);
-        let lasting = now.saturating_duration_since(since) >= HELD_BACK_AFTER;
         let below = best != 0 && occupancy[best..self.levels].iter().any(|&n| n > 0);
-        self.counted = if below && lasting { best } else { self.levels };
-        self.held_back_at = (below && !lasting).then_some(since + HELD_BACK_AFTER);
+        let lasting = now.saturating_duration_since(since) >= HELD_BACK_AFTER;
+        let hold = below && (lasting || drains_mostly(level_rates, best, self.levels));
+        self.counted = if hold { best } else { self.levels };
+        self.held_back_at = (below && !hold).then_some(since + HELD_BACK_AFTER);
     }
 
     /// How many tasks to ask for with rings at `occupancy`: 0 when the node holds its
@@ -477,6 +503,13 @@ mod tests {
     }
 
     /// A measured target of 64 under a bound of 1000, batch 64.
+    /// No level drained yet.
+    const NONE: [f64; RING_COUNT] = [0.0; RING_COUNT];
+
+    fn rates(per_level: &[f64]) -> [f64; RING_COUNT] {
+        std::array::from_fn(|i| per_level.get(i).copied().unwrap_or(0.0))
+    }
+
     fn controller() -> RefillController {
         let mut c =
             RefillController::new(RefillPolicy { low_watermark: 1000, batch: 64, ..RefillPolicy::default() }, 4096, 4);
@@ -517,15 +550,15 @@ mod tests {
         // 64 tasks of level 4 fill the target while tier 2 holds nothing better.
         let level4 = [0, 0, 0, 64, 0, 0, 0, 0];
         assert_eq!(c.want(&level4), 0);
-        // Tier 2 holds level 3: after HELD_BACK_AFTER, level 4 is held back by the
-        // bypass rule, so the node asks.
+        // Tier 2 holds level 3, which this node has not drained: after HELD_BACK_AFTER,
+        // level 4 is held back by the bypass rule, so the node asks.
         let t0 = Instant::now();
-        c.set_tier2_best(t0, 3, &level4);
+        c.set_tier2_best(t0, 3, &level4, &NONE);
         assert_eq!(c.want(&level4), 0, "a level just named is left to the bypass rule");
         assert_eq!(c.next_deadline(t0), Some(t0 + HELD_BACK_AFTER), "the agent wakes when it ends");
-        c.set_tier2_best(t0 + HELD_BACK_AFTER / 2, 3, &level4);
+        c.set_tier2_best(t0 + HELD_BACK_AFTER / 2, 3, &level4, &NONE);
         assert_eq!(c.want(&level4), 0);
-        c.set_tier2_best(t0 + HELD_BACK_AFTER, 3, &level4);
+        c.set_tier2_best(t0 + HELD_BACK_AFTER, 3, &level4, &NONE);
         assert_eq!(c.want(&level4), 64);
         assert_eq!(c.counted_levels(), 3, "the target to set is that of levels 1 to 3");
         assert_eq!(c.next_deadline(t0 + HELD_BACK_AFTER), None, "idle, nothing pending");
@@ -537,21 +570,47 @@ mod tests {
             RefillController::new(RefillPolicy { low_watermark: 100, batch: 255, ..RefillPolicy::default() }, 40, 4);
         small.set_target(30);
         let level4_35 = [0, 0, 0, 35, 0, 0, 0, 0];
-        small.set_tier2_best(t0, 1, &level4_35);
-        small.set_tier2_best(t0 + HELD_BACK_AFTER, 1, &level4_35);
+        small.set_tier2_best(t0, 1, &level4_35, &NONE);
+        small.set_tier2_best(t0 + HELD_BACK_AFTER, 1, &level4_35, &NONE);
         assert_eq!(small.want(&level4_35), 5);
         // Another level named starts the wait again.
-        c.set_tier2_best(t0 + HELD_BACK_AFTER * 2, 2, &level4);
+        c.set_tier2_best(t0 + HELD_BACK_AFTER * 2, 2, &level4, &NONE);
         assert_eq!(c.want(&level4), 0);
         // Tier 2 empty again (or the hint stale): every level counts.
-        c.set_tier2_best(t0 + HELD_BACK_AFTER * 9, 0, &level4);
+        c.set_tier2_best(t0 + HELD_BACK_AFTER * 9, 0, &level4, &NONE);
         assert_eq!(c.want(&level4), 0);
         // Nothing below tier 2's level: no deadline (a level-1 workload wakes no one).
         let level1 = occ(10);
-        c.set_tier2_best(t0 + HELD_BACK_AFTER * 10, 1, &level1);
+        c.set_tier2_best(t0 + HELD_BACK_AFTER * 10, 1, &level1, &NONE);
         assert_eq!(c.next_deadline(t0 + HELD_BACK_AFTER * 10), None);
-        c.set_tier2_best(t0 + HELD_BACK_AFTER * 20, 1, &level1);
+        c.set_tier2_best(t0 + HELD_BACK_AFTER * 20, 1, &level1, &NONE);
         assert_eq!(c.counted_levels(), 4, "nothing held back: every level counts");
+    }
+
+    #[test]
+    fn a_level_this_node_drains_mostly_holds_the_rings_below_back_at_once() {
+        let level4 = [0, 0, 0, 64, 0, 0, 0, 0];
+        let t0 = Instant::now();
+        // Level 3 at 1,200 tasks/s against level 4's 600: held back as soon as named.
+        let mut c = controller();
+        c.set_tier2_best(t0, 3, &level4, &rates(&[20.0, 0.0, 1200.0, 600.0]));
+        assert_eq!((c.counted_levels(), c.want(&level4)), (3, 64));
+        assert_eq!(c.next_deadline(t0), None, "nothing to wake for");
+        // Level 1 at 20 tasks/s against 1,800 below it: the millisecond first.
+        let mut c = controller();
+        let drained = rates(&[20.0, 0.0, 1200.0, 600.0]);
+        c.set_tier2_best(t0, 1, &level4, &drained);
+        assert_eq!((c.counted_levels(), c.want(&level4)), (4, 0));
+        assert_eq!(c.next_deadline(t0), Some(t0 + HELD_BACK_AFTER));
+        c.set_tier2_best(t0 + HELD_BACK_AFTER, 1, &level4, &drained);
+        assert_eq!(c.counted_levels(), 1);
+        // A level drained exactly as fast as those below it together counts as mostly;
+        // one never drained does not, whatever is below it.
+        assert!(drains_mostly(&rates(&[0.0, 300.0, 200.0, 100.0]), 2, 4));
+        assert!(!drains_mostly(&rates(&[0.0, 299.0, 200.0, 100.0]), 2, 4));
+        assert!(!drains_mostly(&NONE, 1, 4));
+        // Levels past those in use do not count.
+        assert!(drains_mostly(&rates(&[10.0, 5.0, 0.0, 0.0, 999.0]), 1, 4));
     }
 
     #[test]
@@ -560,15 +619,15 @@ mod tests {
             RefillController::new(RefillPolicy { low_watermark: 1000, batch: 64, ..RefillPolicy::default() }, 4096, 4);
         let targets = [41, 5, 1, 1, 0, 0, 0, 0];
         let t0 = Instant::now();
-        c.set_targets(t0, 0, &occ(0), &targets);
+        c.set_targets(t0, 0, &occ(0), &targets, &NONE);
         assert_eq!(c.target(), 48, "every level");
         let level4 = [0, 0, 0, 9, 0, 0, 0, 0];
-        c.set_targets(t0, 2, &level4, &targets);
-        c.set_targets(t0 + HELD_BACK_AFTER, 2, &level4, &targets);
+        c.set_targets(t0, 2, &level4, &targets, &NONE);
+        c.set_targets(t0 + HELD_BACK_AFTER, 2, &level4, &targets, &NONE);
         assert_eq!((c.counted_levels(), c.target()), (2, 46), "levels 1 and 2");
         // Still bounded by the low watermark.
         let mut b = RefillController::new(RefillPolicy { low_watermark: 8, ..RefillPolicy::default() }, 4096, 4);
-        b.set_targets(t0, 0, &occ(0), &targets);
+        b.set_targets(t0, 0, &occ(0), &targets, &NONE);
         assert_eq!(b.target(), 8);
     }
 

@@ -782,7 +782,7 @@ impl<'a> World<'a> {
                 let tier2_best = host.hint.fresh_best(DEFAULT_HINT_TTL_NS, self.q.now());
                 let (Some(refill), Some(sizer)) = (host.refill.as_mut(), host.sizer.as_mut()) else { return };
                 sizer.observe_served(now, served);
-                refill.set_targets(now, tier2_best, &occupancy, &sizer.targets());
+                refill.set_targets(now, tier2_best, &occupancy, &sizer.targets(), &sizer.rates());
                 let action = refill.poll_with_waiters(now, &occupancy, host.progress, waiting as u32);
                 if let Some(Outcome::Tasks { round_trip, .. }) = refill.take_outcome() {
                     sizer.observe_round_trip(round_trip);

@@ -112,6 +112,11 @@ impl PrefetchSizer {
         self.rate.get((prio as usize).wrapping_sub(1)).copied().unwrap_or(0.0)
     }
 
+    /// Drain rate of every level (index 0 = priority 1), tasks per second.
+    pub fn rates(&self) -> [f64; RING_COUNT] {
+        self.rate
+    }
+
     pub fn round_trip(&self) -> Duration {
         Duration::from_secs_f64(self.rtt)
     }
