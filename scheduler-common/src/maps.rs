@@ -281,11 +281,17 @@ impl Tier2Hint {
         self.0 & !0xff
     }
 
-    /// BEST while this hint is younger than `ttl_ns` at `now_ns`; 0 once it is older
-    /// (a stale level is no reason to act) or when `ttl_ns` is 0.
+    /// Whether this hint is younger than `ttl_ns` at `now_ns` (never when `ttl_ns` is 0).
+    #[inline(always)]
+    pub const fn is_fresh(self, ttl_ns: u64, now_ns: u64) -> bool {
+        now_ns.wrapping_sub(self.read_at_ns()) < ttl_ns
+    }
+
+    /// BEST while this hint is fresh ([`Tier2Hint::is_fresh`]); 0 once it is older (a
+    /// stale level is no reason to act) or when `ttl_ns` is 0.
     #[inline(always)]
     pub const fn fresh_best(self, ttl_ns: u64, now_ns: u64) -> u8 {
-        if now_ns.wrapping_sub(self.read_at_ns()) < ttl_ns {
+        if self.is_fresh(ttl_ns, now_ns) {
             self.best()
         } else {
             0
@@ -304,7 +310,7 @@ impl Tier2Hint {
         if best == 0 || local_best == 0 || best < rtrv_prio || best >= local_best || ttl_ns == 0 {
             return false;
         }
-        now_ns().wrapping_sub(self.read_at_ns()) < ttl_ns
+        self.is_fresh(ttl_ns, now_ns())
     }
 }
 

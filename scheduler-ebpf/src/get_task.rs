@@ -148,7 +148,7 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
 #[inline(always)]
 fn tier2_known_empty_for(hint: Tier2Hint, rtrv_prio: u8, ttl_ns: u64, now: u64) -> bool {
     let best = hint.best();
-    (best == 0 || best < rtrv_prio) && now.wrapping_sub(hint.read_at_ns()) < ttl_ns
+    (best == 0 || best < rtrv_prio) && hint.is_fresh(ttl_ns, now)
 }
 
 /// Pops the first task a request searching from level `first` with resources `rsrc`

@@ -502,7 +502,6 @@ mod tests {
         Progress { frames, tasks }
     }
 
-    /// A measured target of 64 under a bound of 1000, batch 64.
     /// No level drained yet.
     const NONE: [f64; RING_COUNT] = [0.0; RING_COUNT];
 
@@ -510,6 +509,7 @@ mod tests {
         std::array::from_fn(|i| per_level.get(i).copied().unwrap_or(0.0))
     }
 
+    /// A measured target of 64 under a bound of 1000, batch 64.
     fn controller() -> RefillController {
         let mut c =
             RefillController::new(RefillPolicy { low_watermark: 1000, batch: 64, ..RefillPolicy::default() }, 4096, 4);

@@ -132,8 +132,8 @@ impl PrefetchSizer {
         out
     }
 
-    /// The sum of the targets, bounded by `max_total`: below this many queued tasks
-    /// the node asks tier 2 for more.
+    /// The sum of the targets, bounded by `max_total`: the node's target while every
+    /// level counts (`RefillController::set_targets` sums the levels that count).
     pub fn total_target(&self) -> u32 {
         let sum: u64 = self.targets().iter().map(|&t| t as u64).sum();
         (sum.min(self.max_total as u64) as u32).max(1)
@@ -185,8 +185,7 @@ mod tests {
         assert_eq!(t[0], 40 + FLOOR);
         assert_eq!(t[1], 4 + FLOOR);
         assert_eq!(s.total_target(), 44 + 2 * FLOOR);
-        // What the refill controller sums over the levels it counts.
-        assert_eq!(t[0], 40 + FLOOR);
+        // What the refill controller sums when every level counts.
         assert_eq!(t[..2].iter().sum::<u32>(), s.total_target());
     }
 
