@@ -109,11 +109,24 @@ pub fn recv_msg(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<Datagram> {
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: msg is the header recvmsg just filled.
+    let (ifindex, arrived_unix_ns) = unsafe { control_fields(&msg) };
+    let from = (msg.msg_namelen as usize >= size_of::<libc::sockaddr_in>()).then(|| from_sockaddr(&name)).flatten();
+    Ok(Datagram { len: n as usize, from, ifindex, arrived_unix_ns })
+}
+
+/// The interface and the arrival stamp in the control messages of `msg`, as filled by
+/// recvmsg or recvmmsg.
+///
+/// # Safety
+/// `msg.msg_control` points to a live buffer of at least `msg.msg_controllen` bytes
+/// (or is null with length 0), as the kernel left it.
+unsafe fn control_fields(msg: &libc::msghdr) -> (Option<u32>, Option<u64>) {
     let (mut ifindex, mut arrived_unix_ns) = (None, None);
-    // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
-    // msg_controllen; the payloads are read unaligned.
+    // SAFETY: the CMSG macros walk the control buffer within msg_controllen; the
+    // payloads are read unaligned.
     unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        let mut c = libc::CMSG_FIRSTHDR(msg);
         while !c.is_null() {
             match ((*c).cmsg_level, (*c).cmsg_type) {
                 (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
@@ -128,11 +141,10 @@ pub fn recv_msg(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<Datagram> {
                 }
                 _ => {}
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
+            c = libc::CMSG_NXTHDR(msg, c);
         }
     }
-    let from = (msg.msg_namelen as usize >= size_of::<libc::sockaddr_in>()).then(|| from_sockaddr(&name)).flatten();
-    Ok(Datagram { len: n as usize, from, ifindex, arrived_unix_ns })
+    (ifindex, arrived_unix_ns)
 }
 
 /// Asks for `bytes` of send and receive buffer; the kernel caps it at its rmem/wmem
@@ -159,9 +171,15 @@ pub struct Batch {
     addrs: Box<[libc::sockaddr_in]>,
     iovs: Box<[libc::iovec]>,
     hdrs: Box<[libc::mmsghdr]>,
+    /// Room per slot for a timestamp control message (empty unless
+    /// [`Batch::with_arrival_stamps`]).
+    controls: Box<[[u64; STAMP_CONTROL_WORDS]]>,
     /// Slots filled (received, or queued for sending).
     len: usize,
 }
+
+/// A timespec control message with its header, in u64s (CMSG_SPACE(16) is 32 bytes).
+const STAMP_CONTROL_WORDS: usize = 4;
 
 // SAFETY: the raw pointers in iovs/hdrs point into this struct's own boxed buffers,
 // which move with it; nothing is shared.
@@ -169,6 +187,16 @@ unsafe impl Send for Batch {}
 
 impl Batch {
     pub fn new(slots: usize) -> Batch {
+        Batch::with_controls(slots, 0)
+    }
+
+    /// A receive batch that also keeps each datagram's arrival stamp, for a socket
+    /// [`enable_arrival_stamps`] was called on: see [`Batch::arrived_unix_ns`].
+    pub fn with_arrival_stamps(slots: usize) -> Batch {
+        Batch::with_controls(slots, slots)
+    }
+
+    fn with_controls(slots: usize, controls: usize) -> Batch {
         assert!(slots > 0 && slots <= 1024);
         // SAFETY: plain C structs; zero is valid for all of them.
         let mut b = Batch {
@@ -177,6 +205,7 @@ impl Batch {
             addrs: vec![unsafe { zeroed() }; slots].into_boxed_slice(),
             iovs: vec![unsafe { zeroed() }; slots].into_boxed_slice(),
             hdrs: vec![unsafe { zeroed() }; slots].into_boxed_slice(),
+            controls: vec![[0u64; STAMP_CONTROL_WORDS]; controls].into_boxed_slice(),
             len: 0,
         };
         b.wire();
@@ -192,6 +221,18 @@ impl Batch {
             h.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
+            if let Some(c) = self.controls.get_mut(i) {
+                h.msg_control = c.as_mut_ptr().cast();
+            }
+        }
+        self.reset_controls();
+    }
+
+    /// Gives each slot's control buffer its full length again (recvmmsg shrinks it to
+    /// what it wrote).
+    fn reset_controls(&mut self) {
+        for (h, c) in self.hdrs.iter_mut().zip(self.controls.iter()) {
+            h.msg_hdr.msg_controllen = std::mem::size_of_val(c) as _;
         }
     }
 
@@ -227,6 +268,7 @@ impl Batch {
             self.iovs[i].iov_len = SLOT_BYTES;
             self.hdrs[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
         }
+        self.reset_controls();
         // SAFETY: hdrs are wired to live buffers of the stated sizes.
         let n = unsafe {
             libc::recvmmsg(
@@ -258,6 +300,17 @@ impl Batch {
         (&self.bufs[i][..len], from_sockaddr(&self.addrs[i]))
     }
 
+    /// When received datagram `i` reached the stack, ns since the Unix epoch (None unless
+    /// the batch was made [`Batch::with_arrival_stamps`] and the socket stamps arrivals).
+    pub fn arrived_unix_ns(&self, i: usize) -> Option<u64> {
+        if i >= self.len || self.controls.is_empty() {
+            return None;
+        }
+        // SAFETY: the header's control pointer is this slot's buffer, its length what
+        // recvmmsg wrote into it.
+        unsafe { control_fields(&self.hdrs[i].msg_hdr) }.1
+    }
+
     /// Queues a datagram to `to`, written by `fill` into the slot buffer (returns its
     /// length). The caller flushes when `is_full()`.
     pub fn push(&mut self, to: SocketAddrV4, fill: impl FnOnce(&mut [u8]) -> usize) {
@@ -267,6 +320,8 @@ impl Batch {
         self.iovs[i].iov_len = n;
         self.addrs[i] = to_sockaddr(to);
         self.hdrs[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // Whatever a receive left in the control buffer is not sent along.
+        self.hdrs[i].msg_hdr.msg_controllen = 0;
         self.len += 1;
     }
 
@@ -364,5 +419,40 @@ mod tests {
         assert_eq!(got, (0..8u8).map(|k| vec![k, k, k]).collect::<Vec<_>>());
         // Nothing more: the timeout returns an empty batch rather than an error.
         assert_eq!(rx.try_recv(&b).unwrap(), 0);
+        assert_eq!(rx.arrived_unix_ns(0), None, "a plain batch keeps no stamps");
+    }
+
+    #[test]
+    fn a_stamping_batch_tells_when_each_datagram_arrived() {
+        let a = bind_udp("127.0.0.1:0".parse().unwrap(), Some(Duration::from_millis(500))).unwrap();
+        let b = bind_udp("127.0.0.1:0".parse().unwrap(), Some(Duration::from_millis(500))).unwrap();
+        enable_arrival_stamps(&b).unwrap();
+        let SocketAddr::V4(to) = b.local_addr().unwrap() else { unreachable!() };
+        let mut rx = Batch::with_arrival_stamps(4);
+        for round in 0..3u8 {
+            let before = crate::executor::unix_now_ns();
+            let mut tx = Batch::new(2);
+            for k in 0..2u8 {
+                tx.push(to, |buf| {
+                    buf[0] = round * 2 + k;
+                    1
+                });
+            }
+            assert_eq!(tx.flush(&a), 0);
+            let mut got = 0;
+            for _ in 0..10 {
+                rx.recv(&b).unwrap();
+                for i in 0..rx.len() {
+                    let arrived = rx.arrived_unix_ns(i).expect("stamped");
+                    assert!(arrived >= before && arrived <= crate::executor::unix_now_ns(), "round {round}");
+                    got += 1;
+                }
+                if got == 2 {
+                    break;
+                }
+            }
+            assert_eq!(got, 2, "round {round}: each receive refills the control buffers");
+            assert_eq!(rx.arrived_unix_ns(rx.len()), None, "beyond what was received");
+        }
     }
 }

@@ -208,6 +208,8 @@ pub struct DeploymentReport {
     /// took in by steals.
     pub tier1_returned: u64,
     pub stolen: u64,
+    /// Where the software switch thread's time went over the deployment's life.
+    pub switch_thread: switch::ThreadStats,
 }
 
 impl DeploymentReport {
@@ -274,7 +276,9 @@ impl Deployment {
         }
         // Let the switch take the returned tasks before it goes.
         std::thread::sleep(Duration::from_millis(50));
-        self.switch.take();
+        if let Some(s) = self.switch.take() {
+            report.switch_thread = s.shutdown()?.thread;
+        }
         Ok(report)
     }
 }

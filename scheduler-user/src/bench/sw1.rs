@@ -108,9 +108,9 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             })?;
             let assignments = d.take_assignments();
             let mut level_fields = LevelFields::of(&d);
-            level_fields.stop(d)?;
+            let report = level_fields.stop(d)?;
             let runs = [(r1.uid, &r1.records[..]), (r2.uid, &r2.records[..])];
-            let executor_threads = ThreadTimes::of_run(runs, &assignments);
+            let executor_threads = ThreadTimes::of_run(runs, &assignments).with_switch(&report.switch_thread);
             if let Some(out) = task_lines.as_mut() {
                 for (uid, t, a) in with_assignments(runs, &assignments) {
                     out.write(&TaskLine {

@@ -69,9 +69,9 @@ pub(crate) fn measure(site: &Site, level: Level, trace: &Trace, work: Work, drai
     })?;
     let assignments = d.take_assignments();
     let mut fields = LevelFields::of(&d);
-    fields.stop(d)?;
+    let report = fields.stop(d)?;
     let timings = timings(&r, &assignments);
-    let threads = ThreadTimes::of_run([(r.uid, &r.records[..])], &assignments);
+    let threads = ThreadTimes::of_run([(r.uid, &r.records[..])], &assignments).with_switch(&report.switch_thread);
     Ok(Measured { fields, replayed: r, timings, threads })
 }
 

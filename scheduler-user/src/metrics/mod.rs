@@ -13,6 +13,19 @@ pub use http::{get, MetricsServer, StatsSource};
 
 use crate::queue::stats::ORIGINS;
 
+/// The cumulative probabilities quantile tables are given at (the simulator draws from
+/// such tables: `sim::executors::Draw::Quantiles`).
+pub const QUANTILE_POINTS: [f64; 14] =
+    [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0];
+
+/// `h`'s values at [`QUANTILE_POINTS`]; empty for an empty histogram.
+pub fn quantile_table(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, u64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    QUANTILE_POINTS.iter().map(|&p| (p, if p == 0.0 { h.min() } else { h.value_at_quantile(p) })).collect()
+}
+
 /// The switch's metrics port unless told otherwise.
 pub const SWITCH_PORT: u16 = 9171;
 /// The agent's metrics port unless told otherwise.

@@ -28,10 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::clock::Nanos;
 use crate::client::TaskRecord;
 use crate::executor::AssignmentRecord;
-
-/// The cumulative probabilities the quantile tables are given at.
-pub const QUANTILE_POINTS: [f64; 14] =
-    [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0];
+use crate::metrics::QUANTILE_POINTS;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Calibration {
@@ -82,6 +79,18 @@ pub struct ThreadTimes {
     /// simulator replays the stalls instead (every event in one waits for its end).
     #[serde(default)]
     pub stalls: Vec<Stall>,
+    /// The software switch thread's times in the same run (`switch::ThreadStats`):
+    /// receives woken by a datagram, and quantiles of the wait from its arrival stamp to
+    /// the thread running; of its handling per message; of its sending per datagram.
+    /// Empty in lines made before they were recorded.
+    #[serde(default)]
+    pub switch_wakeups: u64,
+    #[serde(default)]
+    pub switch_wait_ns: Vec<(f64, Nanos)>,
+    #[serde(default)]
+    pub switch_handle_ns: Vec<(f64, Nanos)>,
+    #[serde(default)]
+    pub switch_send_ns: Vec<(f64, Nanos)>,
 }
 
 /// A sleep that overran its length by more than this, while others did too, counts
@@ -137,6 +146,17 @@ pub fn machine_stalls(overruns: &[(u64, u64, (u16, u16))]) -> (Vec<(u64, u64)>, 
 }
 
 impl ThreadTimes {
+    /// These times with the software switch thread's of the same run.
+    pub fn with_switch(self, switch: &crate::switch::ThreadStats) -> ThreadTimes {
+        ThreadTimes {
+            switch_wakeups: switch.wakeups,
+            switch_wait_ns: switch.wakeup_ns.clone(),
+            switch_handle_ns: switch.handle_ns.clone(),
+            switch_send_ns: switch.send_ns.clone(),
+            ..self
+        }
+    }
+
     /// Joins one client's task records (`uid`) with the executors' assignment records.
     /// A task without an arrival stamp, or whose start precedes it (clocks stepped),
     /// adds no wait; a task that is not a sleep adds no overshoot. Overshoots in a stall
@@ -183,6 +203,7 @@ impl ThreadTimes {
                 .iter()
                 .map(|&(from, to)| Stall { at_ns: from.saturating_sub(first_send), len_ns: to - from })
                 .collect(),
+            ..ThreadTimes::default()
         }
     }
 }

@@ -108,7 +108,7 @@ pub struct ValidateArgs {
     /// A `bolt bench all --only sw1 --only trace` results directory (its sw1.jsonl and
     /// trace.jsonl) to validate against (repeat for several runs; points are compared
     /// as medians over runs); default: the three runs committed in
-    /// docs/bench-results/sim-validate-testbed-offset5/ (made with
+    /// docs/bench-results/sim-validate-switch-thread/ (made with
     /// --client-offset-ms 5).
     #[arg(long, value_name = "DIR")]
     pub testbed: Vec<PathBuf>,
@@ -357,12 +357,20 @@ fn off_by(sim_us: Option<f64>, testbed_ms: f64) -> String {
     sim_us.map_or("–".into(), |us| format!("{:+.0} %", (us / 1000.0 / testbed_ms - 1.0) * 100.0))
 }
 
+/// The table cells of a simulated p50 and p99 (ms; infinite: saturated) against the
+/// testbed's: the simulated values, then how far off each is.
+fn simulated_cells(t50: f64, t99: f64, s50: f64, s99: f64) -> String {
+    let us = |ms: f64| ms.is_finite().then_some(ms * 1000.0);
+    format!("{} / {} | {} | {}", fmt_us(us(s50)), fmt_us(us(s99)), off_by(us(s50), t50), off_by(us(s99), t99))
+}
+
 fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
     let runs = super::validate::load(&a.testbed, a.seed)?;
     let mut lines = jsonl(&a.out, "validate")?;
-    // Per point (in the first run's order): the testbed's and the simulator's p50 and p99
-    // of every run, ms.
-    let mut rows: Vec<(String, &'static str, [Vec<f64>; 4])> = Vec::new();
+    // Per point (in the first run's order), of every run, ms: the testbed's and the
+    // simulator's p50 and p99, then the same of the part before the executor's thread
+    // (the testbed's is NaN in lines made before it was recorded).
+    let mut rows: Vec<(String, &'static str, [Vec<f64>; 8])> = Vec::new();
     for run in &runs {
         for p in &run.points {
             let r = run_with_bar(&p.cfg, true)?;
@@ -370,7 +378,7 @@ fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
                 lines,
                 "{}",
                 serde_json::to_string(
-                    &serde_json::json!({ "testbed_run": run.name, "testbed_p50_ms": p.p50_ms, "testbed_p99_ms": p.p99_ms, "simulated": r })
+                    &serde_json::json!({ "testbed_run": run.name, "testbed_p50_ms": p.p50_ms, "testbed_p99_ms": p.p99_ms, "testbed_before_arrival_ms": p.before_arrival_ms, "simulated": r })
                 )?
             )?;
             let at = match rows.iter().position(|(n, s, _)| *n == p.name && *s == p.cfg.system.name()) {
@@ -380,14 +388,31 @@ fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
                     rows.len() - 1
                 }
             };
-            let v = &mut rows[at].2;
             let ms = |us: Option<f64>| us.map_or(f64::INFINITY, |us| us / 1000.0);
-            v[0].push(p.p50_ms);
-            v[1].push(p.p99_ms);
-            v[2].push(ms(r.p50_us));
-            v[3].push(ms(r.p99_us));
+            let (b50, b99) = p.before_arrival_ms.unwrap_or((f64::NAN, f64::NAN));
+            let measured = [
+                p.p50_ms,
+                p.p99_ms,
+                ms(r.p50_us),
+                ms(r.p99_us),
+                b50,
+                b99,
+                ms(r.p50_before_arrival_us),
+                ms(r.p99_before_arrival_us),
+            ];
+            for (v, x) in rows[at].2.iter_mut().zip(measured) {
+                v.push(x);
+            }
         }
     }
+    // The middle run (the lower of the middle two for an even count); a saturated
+    // simulation is infinite and sorts last.
+    let mid = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[(v.len() - 1) / 2]
+    };
+    let within = |s: f64, t: f64| ((s / t - 1.0).abs() <= 0.25) as u32;
     println!("Medians over {} testbed runs and the simulator driven by each run's measured threads.\n", runs.len());
     println!(
         "| workload | level | testbed p50 / p99 | runs' p50 range | simulated p50 / p99 | p50 off by | p99 off by |"
@@ -395,27 +420,23 @@ fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
     println!("|---|---|---:|---:|---:|---:|---:|");
     let (mut p50_ok, mut p99_ok) = (0, 0);
     for (name, system, v) in &rows {
-        // The middle run (the lower of the middle two for an even count); a saturated
-        // simulation is infinite and sorts last.
-        let mid = |v: &[f64]| {
-            let mut v = v.to_vec();
-            v.sort_by(f64::total_cmp);
-            v[(v.len() - 1) / 2]
-        };
         let [t50, t99, s50, s99] = [0, 1, 2, 3].map(|i| mid(&v[i]));
-        let us = |ms: f64| ms.is_finite().then_some(ms * 1000.0);
         let (lo, hi) = v[0].iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-        let within = |s: f64, t: f64| ((s / t - 1.0).abs() <= 0.25) as u32;
         p50_ok += within(s50, t50);
         p99_ok += within(s99, t99);
-        println!(
-            "| {name} | {system} | {t50:.3} / {t99:.2} ms | {lo:.3} – {hi:.3} ms | {} / {} | {} | {} |",
-            fmt_us(us(s50)),
-            fmt_us(us(s99)),
-            off_by(us(s50), t50),
-            off_by(us(s99), t99)
-        );
+        let sim = simulated_cells(t50, t99, s50, s99);
+        println!("| {name} | {system} | {t50:.3} / {t99:.2} ms | {lo:.3} – {hi:.3} ms | {sim} |");
     }
     println!("\nWithin 25 %: medians {p50_ok} of {n}, p99s {p99_ok} of {n}.", n = rows.len());
+    if rows.iter().any(|(_, _, v)| v[4].iter().any(|x| x.is_nan())) {
+        return Ok(());
+    }
+    println!("\nThe part before the executor's thread: first send → the task reaching its executor.\n");
+    println!("| workload | level | testbed p50 / p99 | simulated p50 / p99 | p50 off by | p99 off by |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for (name, system, v) in &rows {
+        let [t50, t99, s50, s99] = [4, 5, 6, 7].map(|i| mid(&v[i]));
+        println!("| {name} | {system} | {t50:.3} / {t99:.2} ms | {} |", simulated_cells(t50, t99, s50, s99));
+    }
     Ok(())
 }

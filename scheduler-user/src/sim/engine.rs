@@ -29,6 +29,10 @@ use crate::agent::refill::{Action, Outcome, RefillController};
 use crate::client::TrackerConfig;
 use crate::switch::Answer;
 
+/// Seeds tier 2's own draws apart from the engine's (the same seed would give both
+/// the same sequence).
+const TOFINO_SEED_SALT: u64 = 0x746f_6669_6e6f;
+
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
     /// The next job of the workload is submitted.
@@ -260,7 +264,7 @@ impl<'a> World<'a> {
             .collect();
         let tofino = match cfg.system {
             System::OneLevel | System::TwoLevel => {
-                Some(Tofino::new(cfg.tofino.clone(), base).map_err(anyhow::Error::msg)?)
+                Some(Tofino::new(cfg.tofino.clone(), base, cfg.seed ^ TOFINO_SEED_SALT).map_err(anyhow::Error::msg)?)
             }
             _ => None,
         };
@@ -677,12 +681,13 @@ impl<'a> World<'a> {
 
     fn start(&mut self, exec: u32, tid: u32) {
         let cpu_wait = self.cfg.exec.cpu_wait.sample(&mut self.rng);
-        let now = self.q.now() + cpu_wait;
+        let arrived = self.q.now();
+        let now = arrived + cpu_wait;
         let job = self.jobs.job_index(tid);
         let due = self.jobs.jobs[job].at;
         if self.rec.in_window(due) {
             let sent = self.sent_late.get(&(job as u32)).copied().unwrap_or(due);
-            self.rec.start(sent, now);
+            self.rec.start(sent, arrived, now);
         }
         if self.cfg.record_starts {
             self.starts.push((tid, exec, now));
@@ -1086,6 +1091,8 @@ impl<'a> World<'a> {
             p50_us: self.rec.quantile_us(0.5),
             p99_us: self.rec.quantile_us(0.99),
             mean_us: self.rec.mean_us(),
+            p50_before_arrival_us: self.rec.before_arrival_us(0.5),
+            p99_before_arrival_us: self.rec.before_arrival_us(0.99),
             switch,
             tier1_hits_per_task: (self.cfg.system == System::TwoLevel)
                 .then(|| self.hosts.iter().map(|h| h.served.iter().sum::<u64>()).sum::<u64>() as f64 / run),

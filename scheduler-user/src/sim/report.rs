@@ -7,11 +7,13 @@ use serde::{Deserialize, Serialize};
 use super::clock::Nanos;
 use super::tofino::TofinoStats;
 
-/// Scheduling delays (submit → start), nanoseconds, of the tasks in the window.
+/// Scheduling delays (submit → start), nanoseconds, of the tasks in the window, and
+/// their part before the executor's thread (submit → the task reaching the executor).
 pub struct Recorder {
     pub from: Nanos,
     pub until: Nanos,
     hist: Histogram<u64>,
+    before_arrival: Histogram<u64>,
     /// Tasks submitted in the window (started or not).
     pub expected: u64,
     pub started: u64,
@@ -23,6 +25,7 @@ impl Recorder {
             from,
             until,
             hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+            before_arrival: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
             expected: 0,
             started: 0,
         }
@@ -36,9 +39,18 @@ impl Recorder {
         self.expected += tasks;
     }
 
-    pub fn start(&mut self, submitted: Nanos, now: Nanos) {
+    /// A task submitted at `submitted` reached its executor at `arrived` and started at
+    /// `now`.
+    pub fn start(&mut self, submitted: Nanos, arrived: Nanos, now: Nanos) {
         self.started += 1;
         self.hist.saturating_record(now - submitted);
+        self.before_arrival.saturating_record(arrived.saturating_sub(submitted));
+    }
+
+    /// The q-quantile in µs of the part before the executor's thread, over the tasks
+    /// started (what the testbed's `before_arrival_ns` measures); None before any.
+    pub fn before_arrival_us(&self, q: f64) -> Option<f64> {
+        (!self.before_arrival.is_empty()).then(|| self.before_arrival.value_at_quantile(q) as f64 / 1e3)
     }
 
     /// The q-quantile in µs over every task of the window, a task not started counting
@@ -129,6 +141,12 @@ pub struct Report {
     pub p50_us: Option<f64>,
     pub p99_us: Option<f64>,
     pub mean_us: f64,
+    /// The delays' part before the executor's thread (submit → the task reaching its
+    /// executor), over the tasks started.
+    #[serde(default)]
+    pub p50_before_arrival_us: Option<f64>,
+    #[serde(default)]
+    pub p99_before_arrival_us: Option<f64>,
     pub switch: Option<SwitchReport>,
     /// Two-level: tasks the hosts' rings served (XDP hits), per task run.
     #[serde(default)]

@@ -5,7 +5,7 @@ use std::time::Instant;
 use scheduler_common::Requester;
 
 use super::executors::Endpoint;
-use super::tofino::{Request, Tofino, TofinoParams};
+use super::tofino::{Request, SwitchThread, Tofino, TofinoParams};
 use super::*;
 use crate::switch::Answer;
 
@@ -56,7 +56,7 @@ fn the_pipeline_rate_binds_when_offered_more() {
         ..TofinoParams::thesis()
     };
     let base = Instant::now();
-    let mut t = Tofino::new(params.clone(), base).unwrap();
+    let mut t = Tofino::new(params.clone(), base, 1).unwrap();
     // 10,000 GET_TASKs without WAIT at once to an empty queue: one pass each, a NOOP each.
     for e in 0..10_000 {
         let (req, src) = get_task(e);
@@ -72,7 +72,7 @@ fn the_pipeline_rate_binds_when_offered_more() {
     assert_eq!(times[0], 300);
     assert!(times.windows(2).all(|w| w[1] - w[0] == 1_000));
     // Offered less than the rate, every packet is served when it arrives.
-    let mut t = Tofino::new(params.clone(), base).unwrap();
+    let mut t = Tofino::new(params.clone(), base, 1).unwrap();
     let mut out = Vec::new();
     for e in 0..100u32 {
         let (req, src) = get_task(e);
@@ -83,7 +83,7 @@ fn the_pipeline_rate_binds_when_offered_more() {
     assert_eq!(t.stats().passes, 100);
     assert!(noop_times(&out).iter().enumerate().all(|(i, at)| *at == i as u64 * 2_000 + 300));
     // A full ingress buffer drops.
-    let mut t = Tofino::new(TofinoParams { ingress_packets: 10, ..params }, base).unwrap();
+    let mut t = Tofino::new(TofinoParams { ingress_packets: 10, ..params }, base, 1).unwrap();
     for e in 0..20 {
         let (req, src) = get_task(e);
         t.arrive(0, req, src);
@@ -118,6 +118,15 @@ fn hand_scenario_stalled(
     switch_wait_ns: super::clock::Nanos,
     stalls: &[(super::clock::Nanos, super::clock::Nanos)],
 ) -> Report {
+    run(&hand_config(cpu_wait_mean_ns, switch_wait_ns, stalls), None).unwrap()
+}
+
+/// The configuration of [`hand_scenario_stalled`].
+fn hand_config(
+    cpu_wait_mean_ns: super::clock::Nanos,
+    switch_wait_ns: super::clock::Nanos,
+    stalls: &[(super::clock::Nanos, super::clock::Nanos)],
+) -> SimConfig {
     let w = WorkloadSpec::Sw1 { utilization: 1.0, seconds: 0.01, client_offset_ns: 0 };
     let mut cfg = SimConfig::testbed(System::OneLevel, w, 2, 1, 1);
     cfg.net =
@@ -128,7 +137,7 @@ fn hand_scenario_stalled(
     cfg.switch_cpu_wait = Draw::Fixed(switch_wait_ns);
     cfg.drain_s = 0.001;
     cfg.stalls = stalls.to_vec();
-    run(&cfg, None).unwrap()
+    cfg
 }
 
 /// Two executors on one host, two clients each submitting one 10-ms task at t = 0,
@@ -159,7 +168,7 @@ fn a_small_scenario_has_the_delays_computed_by_hand() {
 
 /// The testbed's wait for a CPU moves a task's start, and its end with it (the thread
 /// sleeps the task's length once it runs): in the scenario above with a 1-ms mean wait
-/// both delays grow by their waits, and the tasks end past the run's end (11 ms), so the
+/// both delays grow by their waits (their part before the executor's thread does not), and the tasks end past the run's end (11 ms), so the
 /// executors never ask again: the 9 passes up to the second ASSIGN, not 17.
 #[test]
 fn a_wait_for_a_cpu_moves_the_start_and_the_end() {
@@ -168,6 +177,9 @@ fn a_wait_for_a_cpu_moves_the_start_and_the_end() {
     // The two waits drawn with this seed: about 1.18 and 3.66 ms (2.1 and 2.3 µs without).
     let (p50, p99) = (r.p50_us.unwrap(), r.p99_us.unwrap());
     assert!(p50 > 1_000.0 && p99 > 3_000.0 && p99 < 10_000.0, "{p50} {p99}");
+    // The part before the executor's thread is the delay computed by hand.
+    let (b50, b99) = (r.p50_before_arrival_us.unwrap(), r.p99_before_arrival_us.unwrap());
+    assert!((b50 - 2.101).abs() < 0.003 && (b99 - 2.306).abs() < 0.003, "{b50} {b99}");
     assert_eq!(r.switch.unwrap().counters.passes, 9);
 }
 
@@ -182,6 +194,23 @@ fn a_wait_of_tier_2s_thread_delays_what_finds_it_idle_and_what_queues_behind() {
     assert!((p50 - 7.101).abs() < 0.01, "p50 {p50} µs");
     assert!((p99 - 7.306).abs() < 0.01, "p99 {p99} µs");
     assert_eq!(r.switch.unwrap().counters.passes, 17);
+}
+
+/// A software switch's thread as measured (`TofinoParams::thread`) instead of a
+/// pipeline: in the scenario above with every message handled in 2 µs and every answer
+/// sent in 0.5 µs, the four messages arriving at 1,000 are handled one after another.
+/// SUBMIT A: 1,000 to 3,000, no answer. Executor 0's GET_TASK: 3,000 to 5,000, its
+/// ASSIGN sent by 5,500, arriving at 6,500: delay 6.5 µs. Executor 1's GET_TASK: 5,500
+/// to 7,500, parked. SUBMIT B: 7,500 to 9,500, the parked GET_TASK takes B, its ASSIGN
+/// sent by 10,000 and arriving at 11,000: delay 11 µs.
+#[test]
+fn a_software_switch_thread_handles_a_message_at_a_time_and_sends_its_answers_in_turn() {
+    let mut cfg = hand_config(0, 0, &[]);
+    cfg.tofino.thread = Some(SwitchThread { handle: Draw::Fixed(2_000), send: Draw::Fixed(500) });
+    let r = run(&cfg, None).unwrap();
+    assert_eq!((r.tasks_measured, r.tasks_started), (2, 2));
+    let (p50, p99) = (r.p50_us.unwrap(), r.p99_us.unwrap());
+    assert!((p50 - 6.5).abs() < 0.01 && (p99 - 11.0).abs() < 0.02, "{p50} {p99}");
 }
 
 /// A stall of the machine (`SimConfig::stalls`, as measured on the testbed). In the

@@ -15,6 +15,10 @@
 //!   generated packet to send it).
 //! - `max_parked` 0 and `hints` off is the Tofino as bolt.p4 builds it (p4/README.md,
 //!   "Protocol version 2 on a Tofino"): no park table, no HINT, BEST on every answer.
+//! - With `thread` set, a software switch's thread as measured in a testbed run
+//!   (`switch::ThreadStats`) instead of a pipeline: a message holds it for a drawn
+//!   handling time rather than its passes, then its answers are sent one after another,
+//!   each for a drawn sending time, and each leaves when its own send ends.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -24,7 +28,11 @@ use arrayvec::ArrayVec;
 use scheduler_common::{Entry, JobRef, Message, RefillRequest, Requester, Task, MAX_LIST};
 use serde::Serialize;
 
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
 use super::clock::Nanos;
+use super::executors::Draw;
 use crate::queue::{QueueConfig, QueueStats, Scheduler};
 use crate::switch::{Answer, HintStats, ParkStats, Tier2, WaitConfig};
 
@@ -47,6 +55,18 @@ pub struct TofinoParams {
     pub hints: bool,
     /// HINTs per level change, at most (`WaitConfig::hint_fanout`).
     pub hint_fanout: usize,
+    /// A software switch's measured thread instead of a pipeline's passes (None: a
+    /// pipeline).
+    pub thread: Option<SwitchThread>,
+}
+
+/// What the software switch's thread spends, drawn per message and per answer.
+#[derive(Clone, Debug, Serialize)]
+pub struct SwitchThread {
+    /// Handling one message (decoding and the tier-2 work, without sending).
+    pub handle: Draw,
+    /// Sending one datagram.
+    pub send: Draw,
 }
 
 impl TofinoParams {
@@ -65,6 +85,7 @@ impl TofinoParams {
             park_ns: wait.park_for.as_nanos() as Nanos,
             hints: true,
             hint_fanout: wait.hint_fanout,
+            thread: None,
         }
     }
 
@@ -148,10 +169,13 @@ pub struct Tofino {
     ingress: VecDeque<(Nanos, Request, SocketAddrV4)>,
     answers: Vec<Answer>,
     stats: TofinoStats,
+    /// Draws of the thread's costs (`TofinoParams::thread`).
+    rng: StdRng,
 }
 
 impl Tofino {
-    pub fn new(p: TofinoParams, base: Instant) -> Result<Tofino, String> {
+    /// `seed` seeds the draws of a software switch's thread costs.
+    pub fn new(p: TofinoParams, base: Instant, seed: u64) -> Result<Tofino, String> {
         let config = QueueConfig { capacity: p.queue_capacity, priorities: p.priorities, ..QueueConfig::default() };
         let wait = WaitConfig {
             park_for: Duration::from_nanos(p.park_ns),
@@ -170,6 +194,7 @@ impl Tofino {
             ingress: VecDeque::new(),
             answers: Vec::new(),
             stats: TofinoStats::default(),
+            rng: StdRng::seed_from_u64(seed),
         })
     }
 
@@ -260,10 +285,20 @@ impl Tofino {
                 }
                 (self.pipeline_passes() - before).max(1)
             };
-            self.free_ps = self.free_ps.max(start * 1000) + passes * self.interval_ps;
             self.stats.passes += passes;
-            let leaves = start + passes * self.p.pass_ns;
+            // When each answer leaves: all at once after the passes, or one after another
+            // from the thread's sends.
+            let mut leaves = match &self.p.thread {
+                None => {
+                    self.free_ps = self.free_ps.max(start * 1000) + passes * self.interval_ps;
+                    start + passes * self.p.pass_ns
+                }
+                Some(t) => start + t.handle.sample(&mut self.rng),
+            };
             for a in self.answers.drain(..) {
+                if let Some(t) = &self.p.thread {
+                    leaves += t.send.sample(&mut self.rng);
+                }
                 match &a {
                     Answer::Assign { .. } | Answer::Bundle { .. } => self.stats.assigns += 1,
                     Answer::Noop { .. } => self.stats.noops += 1,
@@ -275,6 +310,9 @@ impl Tofino {
                     Answer::Recall { .. } => self.stats.recalls += 1,
                 }
                 out.push((leaves, a));
+            }
+            if self.p.thread.is_some() {
+                self.free_ps = leaves * 1000;
             }
         }
     }

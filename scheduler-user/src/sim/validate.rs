@@ -11,8 +11,9 @@
 //! points (tasks as long as the interval between jobs: whether an executor is free at
 //! the next submission turns on its overshoot), so points are compared as the median
 //! over runs. Without directories, the three runs committed in
-//! docs/bench-results/sim-validate-testbed-offset5/ are used (`--client-offset-ms 5`:
-//! the SW1 clients' phase, which moves the testbed's medians, fixed and simulated).
+//! docs/bench-results/sim-validate-switch-thread/ are used (`--client-offset-ms 5`:
+//! the SW1 clients' phase, which moves the testbed's medians, fixed and simulated; with
+//! the software switch's thread times recorded).
 
 use std::path::PathBuf;
 
@@ -20,6 +21,7 @@ use anyhow::Context as _;
 
 use super::calibrate::ThreadTimes;
 use super::executors::Draw;
+use super::tofino::SwitchThread;
 use super::{SimConfig, System, WorkloadSpec};
 use crate::bench::cluster::Level;
 use crate::bench::suite::LevelFields;
@@ -34,18 +36,18 @@ pub const TESTBED_HOSTS: u32 = 2;
 const COMMITTED: [(&str, &str, &str); 3] = [
     (
         "run1",
-        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run1/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run1/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run1/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run1/trace.jsonl"),
     ),
     (
         "run2",
-        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run2/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run2/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run2/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run2/trace.jsonl"),
     ),
     (
         "run3",
-        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run3/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-testbed-offset5/run3/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run3/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run3/trace.jsonl"),
     ),
 ];
 
@@ -55,6 +57,15 @@ pub struct TestbedPoint {
     pub cfg: SimConfig,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// The delays' part before the executor's thread (first send → the ASSIGN's arrival
+    /// stamp), median and p99, ms; None in lines made before it was recorded.
+    pub before_arrival_ms: Option<(f64, f64)>,
+}
+
+/// The median and p99 of a quantile table at `QUANTILE_POINTS`, ms.
+fn median_and_p99_ms(q: &[(f64, super::clock::Nanos)]) -> Option<(f64, f64)> {
+    let at = |p: f64| q.iter().find(|&&(x, _)| x == p).map(|&(_, ns)| ns as f64 / 1e6);
+    Some((at(0.5)?, at(0.99)?))
 }
 
 fn system(level: &LevelFields) -> anyhow::Result<System> {
@@ -77,8 +88,15 @@ fn with_threads(mut cfg: SimConfig, t: ThreadTimes, point: &str) -> anyhow::Resu
         "{point}: the run recorded no executor thread times (made before they were)"
     );
     // The software switch is one more thread woken on the cores the executors share: its
-    // wait is drawn from theirs (the switch's own is not recorded per packet).
-    cfg.switch_cpu_wait = Draw::Quantiles(t.wait_ns.clone());
+    // own wake-up wait where the run recorded it, else the executors'.
+    let switch_wait = if t.switch_wait_ns.is_empty() { t.wait_ns.clone() } else { t.switch_wait_ns };
+    cfg.switch_cpu_wait = Draw::Quantiles(switch_wait);
+    // Its handling and sending as measured, where the run recorded them, instead of the
+    // pipeline rate measured stand-alone.
+    if !t.switch_handle_ns.is_empty() && !t.switch_send_ns.is_empty() {
+        cfg.tofino.thread =
+            Some(SwitchThread { handle: Draw::Quantiles(t.switch_handle_ns), send: Draw::Quantiles(t.switch_send_ns) });
+    }
     cfg.exec.cpu_wait = Draw::Quantiles(t.wait_ns);
     cfg.exec.run_overhead = Draw::Quantiles(t.overshoot_ns);
     cfg.stalls = t.stalls.iter().map(|s| (s.at_ns, s.at_ns + s.len_ns)).collect();
@@ -103,10 +121,17 @@ pub fn testbed_points(sw1: &str, trace: &str, seed: u64) -> anyhow::Result<Vec<T
             seconds: 4.0,
             client_offset_ns: (l.client_offset_ms * 1e6) as super::clock::Nanos,
         };
+        let before_arrival_ms = median_and_p99_ms(&l.executor_threads.before_arrival_ns);
         let mut cfg =
             with_threads(SimConfig::testbed(system, w, l.executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
         cfg.host_wait_ns = host_wait_ns(&l.level);
-        points.push(TestbedPoint { name, cfg, p50_ms: l.p50_sched_delay_ms, p99_ms: l.p99_sched_delay_ms });
+        points.push(TestbedPoint {
+            name,
+            cfg,
+            p50_ms: l.p50_sched_delay_ms,
+            p99_ms: l.p99_sched_delay_ms,
+            before_arrival_ms,
+        });
     }
     for (i, line) in trace.lines().filter(|l| !l.trim().is_empty()).enumerate() {
         let at = || format!("trace.jsonl line {}", i + 1);
@@ -119,10 +144,17 @@ pub fn testbed_points(sw1: &str, trace: &str, seed: u64) -> anyhow::Result<Vec<T
         let system = system(&l.level)?;
         let params = TraceParams::new(l.trace.seed, l.trace.seconds, l.executors, l.trace.load);
         let w = WorkloadSpec::Trace { params, clients: 1 };
+        let before_arrival_ms = median_and_p99_ms(&l.executor_threads.before_arrival_ns);
         let mut cfg =
             with_threads(SimConfig::testbed(system, w, l.executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
         cfg.host_wait_ns = host_wait_ns(&l.level);
-        points.push(TestbedPoint { name, cfg, p50_ms: l.sched_delay_ms.p50, p99_ms: l.sched_delay_ms.p99 });
+        points.push(TestbedPoint {
+            name,
+            cfg,
+            p50_ms: l.sched_delay_ms.p50,
+            p99_ms: l.sched_delay_ms.p99,
+            before_arrival_ms,
+        });
     }
     anyhow::ensure!(!points.is_empty(), "no SW1 or sleep-trace points to validate against");
     // One-level first, then two-level, each in the order run.
@@ -162,7 +194,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_committed_runs_give_sw1_and_trace_points_at_both_levels_with_their_own_thread_times() {
+    fn the_committed_runs_give_sw1_and_trace_points_at_both_levels_with_their_own_thread_times_and_switch() {
         let runs = load(&[], 1).unwrap();
         assert_eq!(runs.len(), 3);
         let points = &runs[0].points;
@@ -175,6 +207,8 @@ mod tests {
                 assert!(p.p50_ms > 0.0 && p.p99_ms >= p.p50_ms, "{}: {} / {}", p.name, p.p50_ms, p.p99_ms);
                 assert!(matches!(p.cfg.exec.cpu_wait, Draw::Quantiles(ref q) if q.len() > 2), "{}", p.name);
                 assert!(matches!(p.cfg.switch_cpu_wait, Draw::Quantiles(ref q) if q.len() > 2), "{}", p.name);
+                assert!(p.cfg.tofino.thread.is_some(), "{}: the switch's thread as measured", p.name);
+                assert!(p.before_arrival_ms.is_some_and(|(m, p99)| m > 0.0 && p99 >= m), "{}", p.name);
             }
         }
     }
@@ -191,6 +225,23 @@ mod tests {
         let old = good.split(r#","executor_threads""#).next().unwrap().to_string() + "}";
         let e = testbed_points(&old, "", 1).err().expect("refused");
         assert!(e.to_string().contains("no executor thread times"), "{e}");
+    }
+
+    /// Tier 2's thread waits as the run's switch did where its line recorded that, and as
+    /// the run's executors did in a line made before.
+    #[test]
+    fn the_simulated_switch_waits_as_the_runs_switch_did_where_recorded() {
+        let before = r#"{"level":"one-level","ran":"one-level","fallback":null,"xdp_share":null,"tier1_returned":null,"stolen":null,"utilization":0.4,"executors":40,"tasks_per_job":8,"jobs":800,"submitted":6400,"completed":6400,"p50_job_ms":10.4,"p99_job_ms":11.2,"p50_sched_delay_ms":0.3,"p99_sched_delay_ms":1.2,"executor_threads":{"waits":2,"sleeps":2,"wait_ns":[[0.0,1000],[1.0,2000]],"overshoot_ns":[[0.0,5000],[1.0,9000]]}}"#;
+        let switch_wait = |line: &str| match &testbed_points(line, "", 1).unwrap()[0].cfg.switch_cpu_wait {
+            Draw::Quantiles(q) => q.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(switch_wait(before), vec![(0.0, 1000), (1.0, 2000)]);
+        let recorded = before.replace(
+            r#""overshoot_ns":[[0.0,5000],[1.0,9000]]"#,
+            r#""overshoot_ns":[[0.0,5000],[1.0,9000]],"switch_wakeups":7,"switch_wait_ns":[[0.0,300],[1.0,700]]"#,
+        );
+        assert_eq!(switch_wait(&recorded), vec![(0.0, 300), (1.0, 700)]);
     }
 
     /// A two-level run's executors waited at their host as long as its line says; a line

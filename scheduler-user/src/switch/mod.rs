@@ -10,6 +10,7 @@ mod metrics;
 mod park;
 mod recall;
 mod server;
+mod thread;
 mod tier2;
 
 use std::net::{SocketAddr, UdpSocket};
@@ -28,6 +29,7 @@ pub use credit::{ReturnCredit, CREDIT_SLOTS};
 pub use metrics::{run_stats, SwitchCli, SwitchCommand, SwitchStatsArgs};
 pub use park::ParkStats;
 pub use server::{run_cli, SwitchArgs};
+pub use thread::ThreadStats;
 pub use tier2::{Answer, HintStats, Tier2, WaitConfig};
 
 /// How to run a software switch.
@@ -116,6 +118,9 @@ pub struct SwitchStats {
     pub park: ParkStats,
     /// BEST and HINT.
     pub hints: HintStats,
+    /// Where the switch thread's time goes: its wake-up wait, handling per message,
+    /// sending per datagram.
+    pub thread: ThreadStats,
 }
 
 impl SwitchStats {
@@ -192,6 +197,7 @@ pub fn spawn(config: SwitchConfig) -> anyhow::Result<SwitchHandle> {
     let scheduler = Scheduler::new(config.queue()).map_err(anyhow::Error::msg)?;
     let sock: UdpSocket = crate::net::bind_udp(config.listen, Some(Duration::from_millis(50)))
         .with_context(|| format!("binding the switch to {}", config.listen))?;
+    crate::net::enable_arrival_stamps(&sock).context("asking for arrival stamps on the switch's socket")?;
     let local_addr = sock.local_addr()?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),

@@ -8,8 +8,10 @@ use scheduler_common::{decode, Ipv4Prefix, Message};
 
 use super::admission::{parse_prefix, AccessRules, GetTaskLimit};
 use super::credit::ReturnCredit;
+use super::thread::ThreadCosts;
 use super::tier2::{Answer, Tier2, WaitConfig};
 use super::{Shared, SwitchConfig, SwitchStats};
+use crate::executor::unix_now_ns;
 use crate::net::Batch;
 use crate::queue::origin_index;
 
@@ -28,6 +30,7 @@ fn send_all(
     sock: &UdpSocket,
     credit: &mut ReturnCredit,
     counters: &mut SwitchStats,
+    costs: &mut ThreadCosts,
 ) {
     for a in out.drain(..) {
         if let Answer::Refill { to, entries, .. } = &a {
@@ -37,9 +40,16 @@ fn send_all(
         }
         tx.push(a.to(), |b| a.encode(b).unwrap_or(0));
         if tx.is_full() {
-            counters.send_failures += tx.flush(sock) as u64;
+            flush(tx, sock, counters, costs);
         }
     }
+}
+
+/// Sends what the batch holds, timing it.
+fn flush(tx: &mut Batch, sock: &UdpSocket, counters: &mut SwitchStats, costs: &mut ThreadCosts) {
+    let (datagrams, from) = (tx.len(), Instant::now());
+    counters.send_failures += tx.flush(sock) as u64;
+    costs.flushed(datagrams, from.elapsed());
 }
 
 /// Receives a batch, runs every datagram through tier 2, sends what it produced, and
@@ -52,7 +62,8 @@ pub(super) fn packet_loop(
     mut limit: Option<GetTaskLimit>,
     shared: &Shared,
 ) -> anyhow::Result<()> {
-    let mut rx = Batch::new(batch);
+    let mut rx = Batch::with_arrival_stamps(batch);
+    let mut costs = ThreadCosts::new();
     let mut tx = Batch::new(batch);
     let mut out: Vec<Answer> = Vec::with_capacity(batch * 2);
     let mut credit = ReturnCredit::default();
@@ -69,7 +80,9 @@ pub(super) fn packet_loop(
         if wait != read_timeout && sock.set_read_timeout(Some(wait)).is_ok() {
             read_timeout = wait;
         }
+        let called = unix_now_ns();
         let n = rx.recv(&sock)?;
+        costs.received(called, rx.arrived_unix_ns(0), unix_now_ns());
         counters.received += n as u64;
         let now = Instant::now();
         tier2.expire(now, &mut out);
@@ -96,7 +109,7 @@ pub(super) fn packet_loop(
                             let (covered, over) = credit.cover_return(entries, src, &mut out);
                             counters.return_over_credit += over;
                             if covered.is_empty() {
-                                send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters);
+                                send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters, &mut costs);
                                 continue;
                             }
                             Message::Return(covered)
@@ -109,15 +122,18 @@ pub(super) fn packet_loop(
                 }
                 Err(e) => counters.malformed[e.index()] += 1,
             }
-            send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters);
+            send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters, &mut costs);
         }
-        send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters);
-        counters.send_failures += tx.flush(&sock) as u64;
+        send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters, &mut costs);
+        flush(&mut tx, &sock, &mut counters, &mut costs);
+        costs.handled(n, now.elapsed());
         if n == 0 || last_publish.elapsed() >= PUBLISH_EVERY {
+            counters.thread = costs.stats();
             publish(&tier2, &mut counters, shared);
             last_publish = Instant::now();
         }
     }
+    counters.thread = costs.stats();
     publish(&tier2, &mut counters, shared);
     Ok(())
 }

@@ -60,6 +60,32 @@ fn submit_then_get_over_udp() {
     assert_eq!(stats.queue_depth, vec![0; 4]);
 }
 
+/// Requests sent while the switch thread sleeps in its receive are counted as wake-ups,
+/// with the wait from their arrival stamp to the thread running; each is handled and its
+/// answer sent, and both are timed.
+#[test]
+fn the_switch_thread_times_its_wake_ups_handling_and_sending() {
+    let sw = start(8);
+    let exec = client_socket();
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    for seq in 0..3 {
+        std::thread::sleep(Duration::from_millis(10));
+        let n = encode_get_task(&mut buf, 1, 0, Requester::new(7, 1, seq), false).unwrap();
+        exec.send_to(&buf[..n], sw.local_addr()).unwrap();
+        let n = recv(&exec, &mut buf);
+        assert!(matches!(decode(&buf[..n]).unwrap(), Message::Noop { .. }));
+    }
+    let t = sw.shutdown().unwrap().thread;
+    // One may meet the thread between its 50 ms read timeout and its next receive.
+    assert!((2..=3).contains(&t.wakeups), "{t:?}");
+    assert_eq!((t.handled, t.sent), (3, 3), "{t:?}");
+    for q in [&t.wakeup_ns, &t.handle_ns, &t.send_ns] {
+        assert_eq!(q.len(), crate::metrics::QUANTILE_POINTS.len());
+        assert!(q[0].1 > 0, "{t:?}");
+    }
+    assert!(t.p50_wakeup_ns <= t.p99_wakeup_ns && t.p50_send_ns <= t.p99_send_ns, "{t:?}");
+}
+
 #[test]
 fn queue_full_goes_back_to_the_submitter() {
     let sw = start(2);
