@@ -91,6 +91,45 @@ fn the_pipeline_rate_binds_when_offered_more() {
     assert_eq!(t.stats().dropped, 10);
 }
 
+/// A software switch's thread (`TofinoParams::thread`): four executors' GET_TASKs with
+/// WAIT are parked, then a SUBMIT of four tasks is handled and its four ASSIGNs are sent
+/// one after another, each taking the same send time drawn for the message (a flush's
+/// measured time per datagram), and the thread is busy until the last has gone.
+#[test]
+fn a_software_switch_sends_a_messages_answers_in_turn_at_one_drawn_time_each() {
+    let params = TofinoParams {
+        thread: Some(SwitchThread {
+            handle: Draw::Fixed(1_000),
+            send: Draw::Quantiles(vec![(0.0, 2_000), (1.0, 50_000)]),
+        }),
+        ..TofinoParams::software_switch()
+    };
+    let mut t = Tofino::new(params, Instant::now(), 1).unwrap();
+    let mut out = Vec::new();
+    for e in 0..4 {
+        let src = Endpoint::Executor(e).addr();
+        assert!(t.arrive(0, Request::GetTask { from: Requester::new(0, e as u16, 0), wait: true }, src));
+    }
+    // Handled one at a time from 0, 1 µs each, all parked.
+    assert_eq!(t.run_until(5_000, &mut out), Some(10_000_000), "next: the park's expiry");
+    assert!(out.is_empty(), "parked");
+    let tasks = (0..4u32).map(|k| {
+        let mut task = scheduler_common::Task { prio: 1, ..Default::default() };
+        task.set_tid(k);
+        task
+    });
+    let submit = Request::Submit { job: scheduler_common::JobRef::new(1, 1), tasks: tasks.collect() };
+    let at = 10_000;
+    assert!(t.arrive(at, submit, Endpoint::Client(0).addr()));
+    t.run_until(at, &mut out);
+    let times: Vec<u64> = out.iter().filter(|(_, a)| matches!(a, Answer::Assign { .. })).map(|&(at, _)| at).collect();
+    assert_eq!(times.len(), 4, "{out:?}");
+    let send = times[0] - (at + 1_000);
+    assert!((2_000..=50_000).contains(&send), "{send}");
+    assert!(times.windows(2).all(|w| w[1] - w[0] == send), "{times:?}");
+    assert!(!t.idle(times[3] - 1) && t.idle(times[3]), "busy until the last ASSIGN has gone");
+}
+
 #[test]
 fn the_whole_one_level_run_stays_within_the_pipeline_rate() {
     let mut cfg = small(System::OneLevel);

@@ -18,7 +18,8 @@
 //! - With `thread` set, a software switch's thread as measured in a testbed run
 //!   (`switch::ThreadStats`) instead of a pipeline: a message holds it for a drawn
 //!   handling time rather than its passes, then its answers are sent one after another,
-//!   each for a drawn sending time, and each leaves when its own send ends.
+//!   each for the message's drawn sending time per datagram, and each leaves when its
+//!   own send ends.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -287,18 +288,17 @@ impl Tofino {
             };
             self.stats.passes += passes;
             // When each answer leaves: all at once after the passes, or one after another
-            // from the thread's sends.
-            let mut leaves = match &self.p.thread {
+            // from the thread's sends. Every answer of a message takes the same drawn send:
+            // the measurement is a flush's time over its datagrams, which does not tell the
+            // datagrams of one flush apart, and a message's answers go out in one flush.
+            let (mut leaves, send_each) = match &self.p.thread {
                 None => {
                     self.free_ps = self.free_ps.max(start * 1000) + passes * self.interval_ps;
-                    start + passes * self.p.pass_ns
+                    (start + passes * self.p.pass_ns, 0)
                 }
-                Some(t) => start + t.handle.sample(&mut self.rng),
+                Some(t) => (start + t.handle.sample(&mut self.rng), t.send.sample(&mut self.rng)),
             };
             for a in self.answers.drain(..) {
-                if let Some(t) = &self.p.thread {
-                    leaves += t.send.sample(&mut self.rng);
-                }
                 match &a {
                     Answer::Assign { .. } | Answer::Bundle { .. } => self.stats.assigns += 1,
                     Answer::Noop { .. } => self.stats.noops += 1,
@@ -309,6 +309,7 @@ impl Tofino {
                     Answer::Hint { .. } => self.stats.hints += 1,
                     Answer::Recall { .. } => self.stats.recalls += 1,
                 }
+                leaves += send_each;
                 out.push((leaves, a));
             }
             if self.p.thread.is_some() {
