@@ -82,7 +82,7 @@ pub(super) fn packet_loop(
         }
         let called = unix_now_ns();
         let n = rx.recv(&sock)?;
-        costs.received(called, rx.arrived_unix_ns(0), unix_now_ns());
+        costs.received(called, rx.first_arrived_unix_ns(), unix_now_ns());
         counters.received += n as u64;
         let now = Instant::now();
         tier2.expire(now, &mut out);
