@@ -568,7 +568,7 @@ pub fn summarize(t: &Tracker) -> Summary {
     let s = t.stats();
     let l = t.latencies();
     let states = t.states();
-    let q = stats::quantile;
+    let q = crate::metrics::quantile;
     Summary {
         submitted: s.tasks_added,
         completed: s.done,

@@ -121,12 +121,3 @@ impl Latencies {
         }
     }
 }
-
-/// Quantile of a histogram, or 0 when it is empty.
-pub fn quantile(h: &Histogram<u64>, q: f64) -> u64 {
-    if h.is_empty() {
-        0
-    } else {
-        h.value_at_quantile(q)
-    }
-}

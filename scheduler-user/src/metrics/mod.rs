@@ -18,12 +18,21 @@ use crate::queue::stats::ORIGINS;
 pub const QUANTILE_POINTS: [f64; 14] =
     [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0];
 
+/// Quantile `q` of a histogram, or 0 when it is empty.
+pub fn quantile(h: &hdrhistogram::Histogram<u64>, q: f64) -> u64 {
+    if h.is_empty() {
+        0
+    } else {
+        h.value_at_quantile(q)
+    }
+}
+
 /// `h`'s values at [`QUANTILE_POINTS`]; empty for an empty histogram.
 pub fn quantile_table(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, u64)> {
     if h.is_empty() {
         return Vec::new();
     }
-    QUANTILE_POINTS.iter().map(|&p| (p, if p == 0.0 { h.min() } else { h.value_at_quantile(p) })).collect()
+    QUANTILE_POINTS.iter().map(|&p| (p, if p == 0.0 { h.min() } else { quantile(h, p) })).collect()
 }
 
 /// The switch's metrics port unless told otherwise.

@@ -101,8 +101,7 @@ impl ThreadCosts {
     }
 
     pub(super) fn stats(&self) -> ThreadStats {
-        let q = |h: &Histogram<u64>, p: f64| if h.is_empty() { 0 } else { h.value_at_quantile(p) };
-        let table = crate::metrics::quantile_table;
+        use crate::metrics::{quantile as q, quantile_table as table};
         ThreadStats {
             wakeups: self.wakeup.len(),
             p50_wakeup_ns: q(&self.wakeup, 0.5),
