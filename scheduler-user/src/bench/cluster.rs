@@ -105,7 +105,11 @@ impl Site {
     }
 
     fn deploy_loopback(&self, level: Level, opts: &DeployOptions, why: String) -> anyhow::Result<Deployment> {
-        let switch = switch::spawn(SwitchConfig { listen: "127.0.0.1:0".parse()?, ..SwitchConfig::default() })?;
+        let switch = switch::spawn(SwitchConfig {
+            listen: "127.0.0.1:0".parse()?,
+            record_timeline: opts.record_switch_timeline,
+            ..SwitchConfig::default()
+        })?;
         let addr = switch.local_addr();
         let mut pools = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
@@ -127,8 +131,9 @@ impl Site {
     fn deploy_testbed(&self, layout: &Layout, level: Level, opts: &DeployOptions) -> anyhow::Result<Deployment> {
         let listen = SocketAddr::V4(layout.switch_socket());
         let access = layout.access_rules();
+        let record_timeline = opts.record_switch_timeline;
         let switch = netns::run_in(&layout.switch_ns, move || {
-            switch::spawn(SwitchConfig { listen, access, ..SwitchConfig::default() })
+            switch::spawn(SwitchConfig { listen, access, record_timeline, ..SwitchConfig::default() })
         })?;
         let mut d = Deployment {
             requested: level,
@@ -166,6 +171,8 @@ impl Site {
 pub struct DeployOptions {
     /// Executors keep an [`AssignmentRecord`] per task (GET_TASK round trips).
     pub record_assignments: bool,
+    /// The switch keeps each task's way through its thread (`switch::SwitchTimeline`).
+    pub record_switch_timeline: bool,
 }
 
 fn executor_config(switch: SocketAddr, node: u16, n: &NodeSpec, opts: &DeployOptions) -> ExecutorConfig {
@@ -210,6 +217,9 @@ pub struct DeploymentReport {
     pub stolen: u64,
     /// Where the software switch thread's time went over the deployment's life.
     pub switch_thread: switch::ThreadStats,
+    /// Each task's way through it, if `DeployOptions::record_switch_timeline`.
+    #[serde(skip)]
+    pub switch_timeline: switch::SwitchTimeline,
 }
 
 impl DeploymentReport {
@@ -277,7 +287,9 @@ impl Deployment {
         // Let the switch take the returned tasks before it goes.
         std::thread::sleep(Duration::from_millis(50));
         if let Some(s) = self.switch.take() {
-            report.switch_thread = s.shutdown()?.thread;
+            let (stats, timeline) = s.shutdown_with_timeline()?;
+            report.switch_thread = stats.thread;
+            report.switch_timeline = timeline;
         }
         Ok(report)
     }

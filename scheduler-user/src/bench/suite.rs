@@ -185,7 +185,9 @@ pub struct SuiteArgs {
     pub seed: u64,
     /// Also write every task's timeline (sw1: `sw1_tasks.jsonl`, one line per task with
     /// its first send, its ASSIGN's arrival at the executor's host, its start, the node
-    /// and executor that ran it and how long that executor's GET_TASK had been out).
+    /// and executor that ran it, how long that executor's GET_TASK had been out, and the
+    /// software switch's stamps: its SUBMIT's arrival, the switch thread taking it in and
+    /// done handling it, and the flush that sent the task on).
     #[arg(long)]
     pub task_records: bool,
     /// SW1: the second client's jobs are due this many milliseconds after the first's

@@ -6,6 +6,7 @@
 //! Executors sleep for the task (the thesis's run integer arithmetic on 60 cores; this
 //! machine has two, which the switch, agents and clients also need).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use scheduler_common::descriptor::Handler;
@@ -17,6 +18,7 @@ use super::suite::{markdown_table, Context, LevelFields, Outcome};
 use super::workload::{bench_client_config, replay, TimedJob};
 use crate::client::TaskSpec;
 use crate::sim::calibrate::{with_assignments, ThreadTimes};
+use crate::switch::{SubmitTaken, TaskSent};
 
 pub const TASK_MS: u32 = 10;
 pub const INTERVAL_MS: u64 = 10;
@@ -69,6 +71,19 @@ struct TaskLine {
     start_unix_ns: u64,
     /// The executor's latest GET_TASK sent → this ASSIGN received (0: no record).
     get_rtt_ns: u64,
+    /// The software switch's stamps (`switch::SwitchTimeline`; 0: none): its SUBMIT's
+    /// arrival at the switch's host (stamped for the first datagram of a receive only),
+    /// the switch thread taking it in, and the flush that sent the task on returning
+    /// (its ASSIGN at one level, its REFILL at two).
+    switch_arrived_unix_ns: u64,
+    switch_taken_unix_ns: u64,
+    switch_sent_unix_ns: u64,
+    /// Tier 2 done with the SUBMIT; the flush that sent the task called; the SUBMIT's
+    /// place in its receive batch and the batch's size.
+    switch_handled_unix_ns: u64,
+    switch_flush_called_unix_ns: u64,
+    switch_batch_index: u16,
+    switch_batch_len: u16,
 }
 
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
@@ -95,7 +110,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             .collect();
         for level in Level::BOTH {
             ctx.progress("sw1", format_args!("{} at {:.0} % ({tasks_per_job} tasks per job)", level.name(), u * 100.0));
-            let d = site.deploy(level, &DeployOptions { record_assignments: true })?;
+            let options = DeployOptions { record_assignments: true, record_switch_timeline: ctx.task_records };
+            let d = site.deploy(level, &options)?;
             let a = jobs.clone();
             let b: Vec<TimedJob> =
                 jobs.iter().map(|j| TimedJob { at: j.at + ctx.client_offset, tasks: j.tasks.clone() }).collect();
@@ -112,7 +128,15 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             let runs = [(r1.uid, &r1.records[..]), (r2.uid, &r2.records[..])];
             let executor_threads = ThreadTimes::of_run(runs, &assignments).with_switch(&report.switch_thread);
             if let Some(out) = task_lines.as_mut() {
+                let timeline = &report.switch_timeline;
+                let submits: HashMap<(u32, u32), &SubmitTaken> =
+                    timeline.submits.iter().rev().map(|s| ((s.uid, s.jid), s)).collect();
+                // A task sent on twice (a RETURN, a lease) is stamped with its first send.
+                let sent: HashMap<(u32, u32, u32), &TaskSent> =
+                    timeline.sent.iter().rev().map(|s| ((s.uid, s.jid, s.tid), s)).collect();
                 for (uid, t, a) in with_assignments(runs, &assignments) {
+                    let submit = submits.get(&(uid, t.jid));
+                    let sent = sent.get(&(uid, t.jid, t.tid));
                     out.write(&TaskLine {
                         level,
                         utilization: u,
@@ -125,6 +149,13 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                         arrived_unix_ns: a.map_or(0, |a| a.arrived_unix_ns),
                         start_unix_ns: t.start_unix_ns,
                         get_rtt_ns: a.map_or(0, |a| a.get_rtt_ns),
+                        switch_arrived_unix_ns: submit.map_or(0, |s| s.arrived_unix_ns),
+                        switch_taken_unix_ns: submit.map_or(0, |s| s.taken_unix_ns),
+                        switch_sent_unix_ns: sent.map_or(0, |s| s.sent_unix_ns),
+                        switch_handled_unix_ns: submit.map_or(0, |s| s.handled_unix_ns),
+                        switch_flush_called_unix_ns: sent.map_or(0, |s| s.flush_called_unix_ns),
+                        switch_batch_index: submit.map_or(0, |s| s.batch_index),
+                        switch_batch_len: submit.map_or(0, |s| s.batch_len),
                     })?;
                 }
             }

@@ -62,7 +62,7 @@ pub(crate) struct Measured {
 /// Replays `jobs` on a fresh deployment at `level` and returns the client's outcome,
 /// per-task timings and what the executors' threads added.
 pub(crate) fn measure(site: &Site, level: Level, trace: &Trace, work: Work, drain_s: u64) -> anyhow::Result<Measured> {
-    let d: Deployment = site.deploy(level, &DeployOptions { record_assignments: true })?;
+    let d: Deployment = site.deploy(level, &DeployOptions { record_assignments: true, ..DeployOptions::default() })?;
     let jobs = trace.timed_jobs(work)?;
     let r = d.run_clients(move |switch| async move {
         replay(bench_client_config(switch), &jobs, std::time::Duration::from_secs(drain_s)).await

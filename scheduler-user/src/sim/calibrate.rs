@@ -81,14 +81,20 @@ pub struct ThreadTimes {
     pub stalls: Vec<Stall>,
     /// The software switch thread's times in the same run (`switch::ThreadStats`):
     /// receives woken by a datagram, and quantiles of the wait from its arrival stamp to
-    /// the thread running; of its handling per message; of its sending per datagram.
-    /// Empty in lines made before they were recorded.
+    /// the thread running; of its resumption (a batch's end to the next receive
+    /// returning with what queued during it); of its handling per message, all and by op;
+    /// of its sending per datagram. Empty in lines made before they were recorded.
     #[serde(default)]
     pub switch_wakeups: u64,
     #[serde(default)]
     pub switch_wait_ns: Vec<(f64, Nanos)>,
     #[serde(default)]
+    pub switch_resume_ns: Vec<(f64, Nanos)>,
+    #[serde(default)]
     pub switch_handle_ns: Vec<(f64, Nanos)>,
+    /// The handling's quantiles per op ("SUBMIT", "GET_TASK", ...), where recorded.
+    #[serde(default)]
+    pub switch_handle_by_op_ns: std::collections::BTreeMap<String, Vec<(f64, Nanos)>>,
     #[serde(default)]
     pub switch_send_ns: Vec<(f64, Nanos)>,
 }
@@ -151,7 +157,9 @@ impl ThreadTimes {
         ThreadTimes {
             switch_wakeups: switch.wakeups,
             switch_wait_ns: switch.wakeup_ns.clone(),
+            switch_resume_ns: switch.resume_ns.clone(),
             switch_handle_ns: switch.handle_ns.clone(),
+            switch_handle_by_op_ns: switch.handle_by_op_ns.iter().map(|(op, q)| (op.to_string(), q.clone())).collect(),
             switch_send_ns: switch.send_ns.clone(),
             ..self
         }

@@ -19,14 +19,16 @@
 //!   (`switch::ThreadStats`) instead of a pipeline: a message holds it for a drawn
 //!   handling time rather than its passes, then its answers are sent one after another,
 //!   each for the message's drawn sending time per datagram, and each leaves when its
-//!   own send ends.
+//!   own send ends. Messages that queued while it was busy are taken up to `batch` at a
+//!   time, as its receive takes them, each batch after a drawn resumption: the thread's
+//!   way back to its socket, where it is most often preempted.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 use arrayvec::ArrayVec;
-use scheduler_common::{Entry, JobRef, Message, RefillRequest, Requester, Task, MAX_LIST};
+use scheduler_common::{Entry, JobRef, Message, Op, RefillRequest, Requester, Task, MAX_LIST};
 use serde::Serialize;
 
 use rand::rngs::StdRng;
@@ -64,10 +66,37 @@ pub struct TofinoParams {
 /// What the software switch's thread spends, drawn per message and per answer.
 #[derive(Clone, Debug, Serialize)]
 pub struct SwitchThread {
-    /// Handling one message (decoding and the tier-2 work, without sending).
+    /// Handling one message (decoding and the tier-2 work, without sending), whatever
+    /// its op.
     pub handle: Draw,
+    /// The handling of the ops measured on their own (by `Op::name`), drawn for their
+    /// messages instead.
+    pub handle_by_op: Vec<(&'static str, Draw)>,
     /// Sending one datagram.
     pub send: Draw,
+    /// From the end of a batch to the receive returning with messages that queued during
+    /// it (None: at once, for runs that did not measure it).
+    pub resume: Option<Draw>,
+    /// Messages one receive takes (`SwitchConfig::batch`).
+    pub batch: usize,
+}
+
+impl SwitchThread {
+    /// A thread with the software switch's receive batch and no resumption time.
+    pub fn new(handle: Draw, send: Draw) -> SwitchThread {
+        SwitchThread {
+            handle,
+            handle_by_op: Vec::new(),
+            send,
+            resume: None,
+            batch: crate::switch::SwitchConfig::default().batch,
+        }
+    }
+
+    /// What handling a message of `op` is drawn from.
+    pub fn handling(&self, op: Op) -> &Draw {
+        self.handle_by_op.iter().find(|(name, _)| *name == op.name()).map_or(&self.handle, |(_, d)| d)
+    }
 }
 
 impl TofinoParams {
@@ -172,6 +201,11 @@ pub struct Tofino {
     stats: TofinoStats,
     /// Draws of the thread's costs (`TofinoParams::thread`).
     rng: StdRng,
+    /// Messages the thread's current receive batch still holds.
+    batch_left: usize,
+    /// When the thread is back at its socket for the messages queued behind its last
+    /// batch (drawn once, when it became due).
+    resumes_at: Option<Nanos>,
 }
 
 impl Tofino {
@@ -196,6 +230,8 @@ impl Tofino {
             answers: Vec::new(),
             stats: TofinoStats::default(),
             rng: StdRng::seed_from_u64(seed),
+            batch_left: 0,
+            resumes_at: None,
         })
     }
 
@@ -256,13 +292,42 @@ impl Tofino {
         true
     }
 
+    /// When the message at the ingress's head, which arrived at `arrived`, can start with
+    /// the thread free at `free`. A software switch's thread takes a message that queued
+    /// while it was busy only after its way back to its socket, unless the message came
+    /// in the same receive batch as the one before.
+    fn batch_start(&mut self, arrived: Nanos, free: Nanos) -> Nanos {
+        let Some(resume) = self.p.thread.as_ref().and_then(|t| t.resume.as_ref()) else {
+            return arrived.max(free);
+        };
+        if self.batch_left > 0 || arrived >= free {
+            return arrived.max(free);
+        }
+        // An expiry handled meanwhile may have kept the thread busy past the drawn return.
+        (*self.resumes_at.get_or_insert_with(|| free + resume.sample(&mut self.rng))).max(free)
+    }
+
+    /// The head message starts at `start`: the first of a new receive batch takes in
+    /// every message that had arrived by then, up to the batch's size.
+    fn take_into_batch(&mut self, start: Nanos) {
+        let Some(t) = &self.p.thread else { return };
+        self.resumes_at = None;
+        if self.batch_left > 0 {
+            self.batch_left -= 1;
+            return;
+        }
+        let arrived = self.ingress.iter().take_while(|r| r.0 <= start).count();
+        self.batch_left = arrived.min(t.batch).saturating_sub(1);
+    }
+
     /// Runs every message and park expiry that starts by `now`, in order; what tier 2
     /// sends goes to `out` with the time it leaves. Returns when the next one could
     /// start, if any is pending.
     pub fn run_until(&mut self, now: Nanos, out: &mut Vec<(Nanos, Answer)>) -> Option<Nanos> {
         loop {
             let free = self.free_ps.div_ceil(1000);
-            let packet_at = self.ingress.front().map(|r| r.0.max(free));
+            let head = self.ingress.front().map(|r| r.0);
+            let packet_at = head.map(|arrived| self.batch_start(arrived, free));
             let expiry_at = self.tier2.next_deadline().map(|t| self.nanos(t).max(free));
             let (start, expiry) = match (packet_at, expiry_at) {
                 (None, None) => return None,
@@ -274,11 +339,14 @@ impl Tofino {
                 return Some(start);
             }
             self.answers.clear();
+            let mut op = None;
             let passes = if expiry {
                 self.tier2.expire(self.instant(start), &mut self.answers);
                 self.answers.len().max(1) as u64
             } else {
+                self.take_into_batch(start);
                 let (_, req, src) = self.ingress.pop_front().expect("a packet is waiting");
+                op = Some(req.message().op());
                 let before = self.pipeline_passes();
                 let at = self.instant(start);
                 if self.tier2.handle(&req.message(), src, at, &mut self.answers).is_err() {
@@ -296,7 +364,10 @@ impl Tofino {
                     self.free_ps = self.free_ps.max(start * 1000) + passes * self.interval_ps;
                     (start + passes * self.p.pass_ns, 0)
                 }
-                Some(t) => (start + t.handle.sample(&mut self.rng), t.send.sample(&mut self.rng)),
+                Some(t) => {
+                    let handling = op.map_or(&t.handle, |op| t.handling(op));
+                    (start + handling.sample(&mut self.rng), t.send.sample(&mut self.rng))
+                }
             };
             for a in self.answers.drain(..) {
                 match &a {

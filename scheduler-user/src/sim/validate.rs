@@ -11,9 +11,9 @@
 //! points (tasks as long as the interval between jobs: whether an executor is free at
 //! the next submission turns on its overshoot), so points are compared as the median
 //! over runs. Without directories, the three runs committed in
-//! docs/bench-results/sim-validate-switch-thread/ are used (`--client-offset-ms 5`:
+//! docs/bench-results/sim-validate-switch-per-op/ are used (`--client-offset-ms 5`:
 //! the SW1 clients' phase, which moves the testbed's medians, fixed and simulated; with
-//! the software switch's thread times recorded).
+//! the software switch's thread times recorded, its handling by op and its resumption).
 
 use std::path::PathBuf;
 
@@ -36,18 +36,18 @@ pub const TESTBED_HOSTS: u32 = 2;
 const COMMITTED: [(&str, &str, &str); 3] = [
     (
         "run1",
-        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run1/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run1/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run1/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run1/trace.jsonl"),
     ),
     (
         "run2",
-        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run2/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run2/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run2/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run2/trace.jsonl"),
     ),
     (
         "run3",
-        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run3/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-switch-thread/run3/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run3/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run3/trace.jsonl"),
     ),
 ];
 
@@ -92,10 +92,19 @@ fn with_threads(mut cfg: SimConfig, t: ThreadTimes, point: &str) -> anyhow::Resu
     let switch_wait = if t.switch_wait_ns.is_empty() { t.wait_ns.clone() } else { t.switch_wait_ns };
     cfg.switch_cpu_wait = Draw::Quantiles(switch_wait);
     // Its handling and sending as measured, where the run recorded them, instead of the
-    // pipeline rate measured stand-alone.
+    // pipeline rate measured stand-alone; its resumption between batches where recorded.
     if !t.switch_handle_ns.is_empty() && !t.switch_send_ns.is_empty() {
-        cfg.tofino.thread =
-            Some(SwitchThread { handle: Draw::Quantiles(t.switch_handle_ns), send: Draw::Quantiles(t.switch_send_ns) });
+        let mut thread = SwitchThread::new(Draw::Quantiles(t.switch_handle_ns), Draw::Quantiles(t.switch_send_ns));
+        thread.resume = (!t.switch_resume_ns.is_empty()).then_some(Draw::Quantiles(t.switch_resume_ns));
+        thread.handle_by_op = t
+            .switch_handle_by_op_ns
+            .into_iter()
+            .filter(|(_, q)| !q.is_empty())
+            .filter_map(|(name, q)| {
+                crate::queue::ORIGINS.iter().find(|op| op.name() == name).map(|op| (op.name(), Draw::Quantiles(q)))
+            })
+            .collect();
+        cfg.tofino.thread = Some(thread);
     }
     cfg.exec.cpu_wait = Draw::Quantiles(t.wait_ns);
     cfg.exec.run_overhead = Draw::Quantiles(t.overshoot_ns);
@@ -207,7 +216,10 @@ mod tests {
                 assert!(p.p50_ms > 0.0 && p.p99_ms >= p.p50_ms, "{}: {} / {}", p.name, p.p50_ms, p.p99_ms);
                 assert!(matches!(p.cfg.exec.cpu_wait, Draw::Quantiles(ref q) if q.len() > 2), "{}", p.name);
                 assert!(matches!(p.cfg.switch_cpu_wait, Draw::Quantiles(ref q) if q.len() > 2), "{}", p.name);
-                assert!(p.cfg.tofino.thread.is_some(), "{}: the switch's thread as measured", p.name);
+                let thread = p.cfg.tofino.thread.as_ref().expect("the switch's thread as measured");
+                assert!(thread.resume.is_some(), "{}: its resumption as measured", p.name);
+                let submit = thread.handle_by_op.iter().any(|(op, _)| *op == "SUBMIT");
+                assert!(submit, "{}: a SUBMIT's handling as measured", p.name);
                 assert!(p.before_arrival_ms.is_some_and(|(m, p99)| m > 0.0 && p99 >= m), "{}", p.name);
             }
         }
@@ -242,6 +254,27 @@ mod tests {
             r#""overshoot_ns":[[0.0,5000],[1.0,9000]],"switch_wakeups":7,"switch_wait_ns":[[0.0,300],[1.0,700]]"#,
         );
         assert_eq!(switch_wait(&recorded), vec![(0.0, 300), (1.0, 700)]);
+    }
+
+    /// The thread's handling by op and its resumption are the run's where its line
+    /// recorded them; without them every op draws from the handling of all messages and
+    /// the thread is back at its socket at once.
+    #[test]
+    fn the_simulated_switch_handles_each_op_and_resumes_as_the_run_did_where_recorded() {
+        let line = r#"{"level":"one-level","ran":"one-level","fallback":null,"xdp_share":null,"tier1_returned":null,"stolen":null,"utilization":0.4,"executors":40,"tasks_per_job":8,"jobs":800,"submitted":6400,"completed":6400,"p50_job_ms":10.4,"p99_job_ms":11.2,"p50_sched_delay_ms":0.3,"p99_sched_delay_ms":1.2,"executor_threads":{"waits":2,"sleeps":2,"wait_ns":[[0.0,1000],[1.0,2000]],"overshoot_ns":[[0.0,5000],[1.0,9000]],"switch_wait_ns":[[0.0,300],[1.0,700]],"switch_handle_ns":[[0.0,1000],[1.0,3000]],"switch_send_ns":[[0.0,5000],[1.0,9000]]}}"#;
+        let thread = |line: &str| testbed_points(line, "", 1).unwrap()[0].cfg.tofino.thread.clone().expect("measured");
+        let t = thread(line);
+        assert!(t.resume.is_none() && t.handle_by_op.is_empty());
+        assert_eq!(t.handling(scheduler_common::Op::Submit), &Draw::Quantiles(vec![(0.0, 1000), (1.0, 3000)]));
+        let recorded = line.replace(
+            r#""switch_send_ns""#,
+            r#""switch_resume_ns":[[0.0,50],[1.0,90]],"switch_handle_by_op_ns":{"SUBMIT":[[0.0,8000],[1.0,20000]],"NOT_AN_OP":[[0.0,1],[1.0,2]]},"switch_send_ns""#,
+        );
+        let t = thread(&recorded);
+        assert_eq!(t.resume, Some(Draw::Quantiles(vec![(0.0, 50), (1.0, 90)])));
+        assert_eq!(t.handling(scheduler_common::Op::Submit), &Draw::Quantiles(vec![(0.0, 8000), (1.0, 20000)]));
+        assert_eq!(t.handling(scheduler_common::Op::GetTask), &Draw::Quantiles(vec![(0.0, 1000), (1.0, 3000)]));
+        assert_eq!(t.handle_by_op.len(), 1, "an op it does not know is left out");
     }
 
     /// A two-level run's executors waited at their host as long as its line says; a line

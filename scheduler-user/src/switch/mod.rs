@@ -12,6 +12,7 @@ mod recall;
 mod server;
 mod thread;
 mod tier2;
+mod timeline;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +32,7 @@ pub use park::ParkStats;
 pub use server::{run_cli, SwitchArgs};
 pub use thread::ThreadStats;
 pub use tier2::{Answer, HintStats, Tier2, WaitConfig};
+pub use timeline::{SubmitTaken, SwitchTimeline, TaskSent};
 
 /// How to run a software switch.
 #[derive(Clone, Debug)]
@@ -51,6 +53,9 @@ pub struct SwitchConfig {
     pub get_task_burst: u32,
     /// Parking of requests that find nothing, and HINT registration.
     pub wait: WaitConfig,
+    /// Keep each task's way through the thread (`SwitchTimeline`), for the benchmarks'
+    /// task records.
+    pub record_timeline: bool,
 }
 
 impl Default for SwitchConfig {
@@ -66,6 +71,7 @@ impl Default for SwitchConfig {
             get_task_rate: 0,
             get_task_burst: 64,
             wait: WaitConfig::default(),
+            record_timeline: false,
         }
     }
 }
@@ -137,6 +143,8 @@ impl SwitchStats {
 struct Shared {
     stop: AtomicBool,
     stats: Mutex<SwitchStats>,
+    /// Handed over by the packet thread when it stops, if it kept one.
+    timeline: Mutex<SwitchTimeline>,
 }
 
 /// A running software switch.
@@ -166,9 +174,16 @@ impl SwitchHandle {
     }
 
     /// Stops the packet thread and waits for it.
-    pub fn shutdown(mut self) -> anyhow::Result<SwitchStats> {
+    pub fn shutdown(self) -> anyhow::Result<SwitchStats> {
+        Ok(self.shutdown_with_timeline()?.0)
+    }
+
+    /// Stops the packet thread, waits for it, and takes what `record_timeline` kept
+    /// (empty without it).
+    pub fn shutdown_with_timeline(mut self) -> anyhow::Result<(SwitchStats, SwitchTimeline)> {
         self.stop_and_join()?;
-        Ok(self.stats())
+        let timeline = self.shared.timeline.lock().map(|mut t| std::mem::take(&mut *t)).unwrap_or_default();
+        Ok((self.stats(), timeline))
     }
 
     fn stop_and_join(&mut self) -> anyhow::Result<()> {
@@ -202,15 +217,17 @@ pub fn spawn(config: SwitchConfig) -> anyhow::Result<SwitchHandle> {
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         stats: Mutex::new(SwitchStats { capacity: config.queue_capacity, ..SwitchStats::default() }),
+        timeline: Mutex::new(SwitchTimeline::default()),
     });
     let thread_shared = shared.clone();
     let batch = config.batch;
     let access = config.access.clone();
     let limit = GetTaskLimit::new(config.get_task_rate, config.get_task_burst);
     let tier2 = Tier2::new(scheduler, config.wait);
+    let timeline = config.record_timeline.then(timeline::Timeline::default);
     let thread = std::thread::Builder::new()
         .name("bolt-switch".into())
-        .spawn(move || server::packet_loop(sock, tier2, batch, &access, limit, &thread_shared))?;
+        .spawn(move || server::packet_loop(sock, tier2, batch, &access, limit, timeline, &thread_shared))?;
     tracing::info!(
         %local_addr,
         capacity = config.queue_capacity,

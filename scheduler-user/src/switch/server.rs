@@ -10,6 +10,7 @@ use super::admission::{parse_prefix, AccessRules, GetTaskLimit};
 use super::credit::ReturnCredit;
 use super::thread::ThreadCosts;
 use super::tier2::{Answer, Tier2, WaitConfig};
+use super::timeline::Timeline;
 use super::{Shared, SwitchConfig, SwitchStats};
 use crate::executor::unix_now_ns;
 use crate::net::Batch;
@@ -31,6 +32,7 @@ fn send_all(
     credit: &mut ReturnCredit,
     counters: &mut SwitchStats,
     costs: &mut ThreadCosts,
+    timeline: &mut Option<Timeline>,
 ) {
     for a in out.drain(..) {
         if let Answer::Refill { to, entries, .. } = &a {
@@ -38,18 +40,33 @@ fn send_all(
                 counters.credit_takeovers += 1;
             }
         }
+        if let Some(t) = timeline.as_mut() {
+            t.queued(&a);
+        }
         tx.push(a.to(), |b| a.encode(b).unwrap_or(0));
         if tx.is_full() {
-            flush(tx, sock, counters, costs);
+            flush(tx, sock, counters, costs, timeline);
         }
     }
 }
 
 /// Sends what the batch holds, timing it.
-fn flush(tx: &mut Batch, sock: &UdpSocket, counters: &mut SwitchStats, costs: &mut ThreadCosts) {
+fn flush(
+    tx: &mut Batch,
+    sock: &UdpSocket,
+    counters: &mut SwitchStats,
+    costs: &mut ThreadCosts,
+    timeline: &mut Option<Timeline>,
+) {
     let (datagrams, from) = (tx.len(), Instant::now());
+    if let Some(t) = timeline.as_mut() {
+        t.flushing(unix_now_ns());
+    }
     counters.send_failures += tx.flush(sock) as u64;
     costs.flushed(datagrams, from.elapsed());
+    if let Some(t) = timeline.as_mut() {
+        t.flushed(unix_now_ns());
+    }
 }
 
 /// Receives a batch, runs every datagram through tier 2, sends what it produced, and
@@ -60,6 +77,7 @@ pub(super) fn packet_loop(
     batch: usize,
     access: &AccessRules,
     mut limit: Option<GetTaskLimit>,
+    mut timeline: Option<Timeline>,
     shared: &Shared,
 ) -> anyhow::Result<()> {
     let mut rx = Batch::with_arrival_stamps(batch);
@@ -71,6 +89,7 @@ pub(super) fn packet_loop(
         SwitchStats { capacity: tier2.scheduler().pipeline().config().capacity, ..SwitchStats::default() };
     let mut last_publish = Instant::now();
     let mut read_timeout = IDLE_WAIT;
+    let mut idle_since = unix_now_ns();
     while !shared.stop.load(Ordering::Relaxed) {
         // Sleep no longer than the next parked deadline, so expiry answers are on time.
         let wait = match tier2.next_deadline() {
@@ -80,53 +99,65 @@ pub(super) fn packet_loop(
         if wait != read_timeout && sock.set_read_timeout(Some(wait)).is_ok() {
             read_timeout = wait;
         }
-        let called = unix_now_ns();
         let n = rx.recv(&sock)?;
-        costs.received(called, rx.first_arrived_unix_ns(), unix_now_ns());
+        let (first_arrived, taken) = (rx.first_arrived_unix_ns(), unix_now_ns());
+        costs.received(idle_since, first_arrived, taken);
         counters.received += n as u64;
         let now = Instant::now();
         tier2.expire(now, &mut out);
         for i in 0..n {
-            let (bytes, src) = rx.received(i);
-            let Some(src) = src else {
-                counters.non_ipv4 += 1;
-                continue;
-            };
-            match decode(bytes) {
-                Ok(msg) => {
-                    let op = msg.op();
-                    if !access.admits(op, src) {
-                        counters.refused[origin_index(op)] += 1;
-                        continue;
+            let began = costs.begin();
+            let handled = 'message: {
+                let (bytes, src) = rx.received(i);
+                let Some(src) = src else {
+                    counters.non_ipv4 += 1;
+                    break 'message None;
+                };
+                let msg = match decode(bytes) {
+                    Ok(msg) => msg,
+                    Err(e) => {
+                        counters.malformed[e.index()] += 1;
+                        break 'message None;
                     }
-                    let get = matches!(op, scheduler_common::Op::GetTask | scheduler_common::Op::GetBundle);
-                    if get && limit.as_mut().is_some_and(|l| !l.admit(src, now)) {
-                        counters.get_task_limited += 1;
-                        continue;
-                    }
-                    let msg = match msg {
-                        Message::Return(entries) => {
-                            let (covered, over) = credit.cover_return(entries, src, &mut out);
-                            counters.return_over_credit += over;
-                            if covered.is_empty() {
-                                send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters, &mut costs);
-                                continue;
-                            }
-                            Message::Return(covered)
-                        }
-                        other => other,
-                    };
-                    if tier2.handle(&msg, src, now, &mut out).is_err() {
-                        counters.wrong_direction += 1;
-                    }
+                };
+                let op = msg.op();
+                if !access.admits(op, src) {
+                    counters.refused[origin_index(op)] += 1;
+                    break 'message None;
                 }
-                Err(e) => counters.malformed[e.index()] += 1,
+                let get = matches!(op, scheduler_common::Op::GetTask | scheduler_common::Op::GetBundle);
+                if get && limit.as_mut().is_some_and(|l| !l.admit(src, now)) {
+                    counters.get_task_limited += 1;
+                    break 'message None;
+                }
+                let msg = match msg {
+                    Message::Return(entries) => {
+                        let (covered, over) = credit.cover_return(entries, src, &mut out);
+                        counters.return_over_credit += over;
+                        if covered.is_empty() {
+                            break 'message Some(op);
+                        }
+                        Message::Return(covered)
+                    }
+                    other => other,
+                };
+                if tier2.handle(&msg, src, now, &mut out).is_err() {
+                    counters.wrong_direction += 1;
+                }
+                if let (Message::Submit { job, .. }, Some(t)) = (&msg, timeline.as_mut()) {
+                    t.submit(job, (i, n), first_arrived.filter(|_| i == 0), taken, unix_now_ns());
+                }
+                Some(op)
+            };
+            send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters, &mut costs, &mut timeline);
+            if let Some(op) = handled {
+                costs.handled(op, began);
             }
-            send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters, &mut costs);
         }
-        send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters, &mut costs);
-        flush(&mut tx, &sock, &mut counters, &mut costs);
-        costs.handled(n, now.elapsed());
+        send_all(&mut out, &mut tx, &sock, &mut credit, &mut counters, &mut costs, &mut timeline);
+        flush(&mut tx, &sock, &mut counters, &mut costs, &mut timeline);
+        // Publishing and the way back to the socket count towards the next receive's wait.
+        idle_since = unix_now_ns();
         if n == 0 || last_publish.elapsed() >= PUBLISH_EVERY {
             counters.thread = costs.stats();
             publish(&tier2, &mut counters, shared);
@@ -135,6 +166,9 @@ pub(super) fn packet_loop(
     }
     counters.thread = costs.stats();
     publish(&tier2, &mut counters, shared);
+    if let (Some(t), Ok(mut kept)) = (timeline, shared.timeline.lock()) {
+        *kept = t.into_kept();
+    }
     Ok(())
 }
 

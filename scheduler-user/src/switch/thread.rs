@@ -3,20 +3,30 @@
 //! use), these are what its thread adds to a request, and `bolt sim validate` draws the
 //! simulated switch's from them:
 //!
-//! - the **wake-up wait**: from a datagram reaching this host's stack while the thread
-//!   slept in its receive to the receive returning with it. A datagram that arrived while
-//!   the thread was busy queued behind others instead and is not counted: that queueing
-//!   follows from the two costs below, which the simulator charges itself;
-//! - the **handling** per message: a receive batch's decoding and tier-2 work, without
-//!   its sends, over its messages;
+//! - the **wake-up wait**: from a datagram reaching this host's stack after the thread
+//!   had finished its last batch (asleep in its receive, or on its way there) to the
+//!   receive returning with it;
+//! - the **resumption**: for a datagram that arrived while the thread was still busy with
+//!   the batch before, from that batch's end to the receive returning with it. Its
+//!   queueing behind that batch follows from the two costs below, which the simulator
+//!   charges itself; what it cannot derive is how long the thread takes to come back to
+//!   its socket, and a thread preempted between batches (two cores shared with the
+//!   executors) takes longest there;
+//! - the **handling** of each message, by its op: its decoding, tier-2 work and
+//!   encoding, without sends. A SUBMIT that enqueues a job and answers parked executors
+//!   costs ten times a GET_TASK that parks, so the simulator draws each op's own;
 //! - the **sending** per datagram: a `sendmmsg` flush over the datagrams it sent (on a
 //!   veth or loopback the kernel delivers each into its receiver's socket and wakes the
 //!   receiver within that call).
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use scheduler_common::Op;
 use serde::Serialize;
+
+use crate::queue::{origin_index, ORIGINS};
 
 /// Longest time the histograms tell apart (longer ones count as this).
 const MAX_NS: u64 = 10_000_000_000;
@@ -24,20 +34,28 @@ const MAX_NS: u64 = 10_000_000_000;
 /// The switch thread's times so far.
 pub(super) struct ThreadCosts {
     wakeup: Histogram<u64>,
-    handle: Histogram<u64>,
+    resume: Histogram<u64>,
+    /// Per origin op (`queue::ORIGINS`).
+    handle: [Histogram<u64>; ORIGINS.len()],
     send: Histogram<u64>,
-    /// Time spent sending since the last [`ThreadCosts::handled`], which it leaves out.
+    /// Time spent sending since the last [`ThreadCosts::begin`], which the handling
+    /// leaves out.
     sending: Duration,
 }
 
 /// What [`ThreadCosts`] measured, as the switch's counters publish it (`thread`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ThreadStats {
-    /// Receives woken by a datagram that arrived while the thread slept.
+    /// Receives whose first datagram arrived after the thread had finished its last batch.
     pub wakeups: u64,
     pub p50_wakeup_ns: u64,
     pub p99_wakeup_ns: u64,
-    /// Messages handled, and the handling per message.
+    /// Receives whose first datagram arrived while the thread was busy with the batch
+    /// before, and the time from that batch's end to the receive returning.
+    pub resumes: u64,
+    pub p50_resume_ns: u64,
+    pub p99_resume_ns: u64,
+    /// Messages handled, and the handling of each, whatever its op.
     pub handled: u64,
     pub p50_handle_ns: u64,
     pub p99_handle_ns: u64,
@@ -50,7 +68,12 @@ pub struct ThreadStats {
     #[serde(skip)]
     pub wakeup_ns: Vec<(f64, u64)>,
     #[serde(skip)]
+    pub resume_ns: Vec<(f64, u64)>,
+    #[serde(skip)]
     pub handle_ns: Vec<(f64, u64)>,
+    /// The handling's table of each op that was handled, by the op's name.
+    #[serde(skip)]
+    pub handle_by_op_ns: BTreeMap<&'static str, Vec<(f64, u64)>>,
     #[serde(skip)]
     pub send_ns: Vec<(f64, u64)>,
 }
@@ -66,19 +89,33 @@ fn each(total: Duration, n: usize) -> u64 {
 
 impl ThreadCosts {
     pub(super) fn new() -> ThreadCosts {
-        ThreadCosts { wakeup: histogram(), handle: histogram(), send: histogram(), sending: Duration::ZERO }
+        ThreadCosts {
+            wakeup: histogram(),
+            resume: histogram(),
+            handle: std::array::from_fn(|_| histogram()),
+            send: histogram(),
+            sending: Duration::ZERO,
+        }
     }
 
-    /// One receive: called just before it (`called_unix_ns`), returned at
-    /// `returned_unix_ns` with its first datagram stamped `first_arrived_unix_ns` (None:
-    /// nothing received, or no stamp). Counts a wake-up only if that datagram arrived
-    /// after the call, i.e. found the thread asleep or about to be.
-    pub(super) fn received(&mut self, called_unix_ns: u64, first_arrived_unix_ns: Option<u64>, returned_unix_ns: u64) {
+    /// One receive, returned at `returned_unix_ns` with its first datagram stamped
+    /// `first_arrived_unix_ns` (None: nothing received, or no stamp); the thread had
+    /// finished its batch before at `idle_since_unix_ns`. A datagram that came after that
+    /// counts as a wake-up, from its arrival; one that came before, as a resumption, from
+    /// the batch's end.
+    pub(super) fn received(
+        &mut self,
+        idle_since_unix_ns: u64,
+        first_arrived_unix_ns: Option<u64>,
+        returned_unix_ns: u64,
+    ) {
         let Some(arrived) = first_arrived_unix_ns else { return };
-        if arrived < called_unix_ns {
-            return;
-        }
-        self.wakeup.saturating_record(returned_unix_ns.saturating_sub(arrived).max(1));
+        let (histogram, from) = if arrived >= idle_since_unix_ns {
+            (&mut self.wakeup, arrived)
+        } else {
+            (&mut self.resume, idle_since_unix_ns)
+        };
+        histogram.saturating_record(returned_unix_ns.saturating_sub(from).max(1));
     }
 
     /// A flush sent `datagrams` in `took`.
@@ -90,30 +127,48 @@ impl ThreadCosts {
         let _ = self.send.record_n(each(took, datagrams).min(MAX_NS), datagrams as u64);
     }
 
-    /// A receive batch of `messages` took `busy` from the receive returning to its last
-    /// flush; the flushes in it are left out.
-    pub(super) fn handled(&mut self, messages: usize, busy: Duration) {
-        let handling = busy.saturating_sub(std::mem::take(&mut self.sending));
-        if messages == 0 {
-            return;
-        }
-        let _ = self.handle.record_n(each(handling, messages).min(MAX_NS), messages as u64);
+    /// A message's handling begins.
+    pub(super) fn begin(&mut self) -> Instant {
+        self.sending = Duration::ZERO;
+        Instant::now()
+    }
+
+    /// A message of `op` whose handling began at `began` is done; the flushes since are
+    /// left out.
+    pub(super) fn handled(&mut self, op: Op, began: Instant) {
+        let handling = began.elapsed().saturating_sub(std::mem::take(&mut self.sending));
+        self.handle[origin_index(op)].saturating_record((handling.as_nanos() as u64).clamp(1, MAX_NS));
     }
 
     pub(super) fn stats(&self) -> ThreadStats {
         use crate::metrics::{quantile as q, quantile_table as table};
+        let mut handle = histogram();
+        for h in &self.handle {
+            let _ = handle.add(h);
+        }
+        let handle_by_op_ns = ORIGINS
+            .iter()
+            .zip(&self.handle)
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(op, h)| (op.name(), table(h)))
+            .collect();
         ThreadStats {
             wakeups: self.wakeup.len(),
             p50_wakeup_ns: q(&self.wakeup, 0.5),
             p99_wakeup_ns: q(&self.wakeup, 0.99),
-            handled: self.handle.len(),
-            p50_handle_ns: q(&self.handle, 0.5),
-            p99_handle_ns: q(&self.handle, 0.99),
+            resumes: self.resume.len(),
+            p50_resume_ns: q(&self.resume, 0.5),
+            p99_resume_ns: q(&self.resume, 0.99),
+            handled: handle.len(),
+            p50_handle_ns: q(&handle, 0.5),
+            p99_handle_ns: q(&handle, 0.99),
             sent: self.send.len(),
             p50_send_ns: q(&self.send, 0.5),
             p99_send_ns: q(&self.send, 0.99),
             wakeup_ns: table(&self.wakeup),
-            handle_ns: table(&self.handle),
+            resume_ns: table(&self.resume),
+            handle_ns: table(&handle),
+            handle_by_op_ns,
             send_ns: table(&self.send),
         }
     }
@@ -129,45 +184,51 @@ mod tests {
     }
 
     #[test]
-    fn only_a_datagram_that_found_the_thread_asleep_counts_as_a_wake_up() {
+    fn a_datagram_that_came_after_the_batch_wakes_one_that_came_before_resumes() {
         let mut c = ThreadCosts::new();
         assert_eq!(c.stats(), ThreadStats::default());
-        // Queued while the thread was busy: not a wake-up.
-        c.received(1_000, Some(900), 1_200);
         // Nothing received (the receive timed out).
         c.received(2_000, None, 52_000);
-        assert_eq!(c.stats().wakeups, 0);
-        // Arrived at 10,000 while the thread slept since 5,000; it ran at 30,000.
+        assert_eq!((c.stats().wakeups, c.stats().resumes), (0, 0));
+        // Arrived at 10,000, after the batch before ended at 5,000; it ran at 30,000.
         c.received(5_000, Some(10_000), 30_000);
         c.received(40_000, Some(41_000), 42_000);
+        // Queued at 60,000 while the batch before ran until 70,000; taken at 75,000.
+        c.received(70_000, Some(60_000), 75_000);
         let s = c.stats();
-        assert_eq!(s.wakeups, 2);
+        assert_eq!((s.wakeups, s.resumes), (2, 1));
         assert_eq!(s.wakeup_ns.len(), crate::metrics::QUANTILE_POINTS.len());
         let (lo, hi) = (s.wakeup_ns[0].1, s.wakeup_ns.last().unwrap().1);
         assert!(near(lo, 1_000) && near(hi, 20_000), "{lo} {hi}");
         assert!(s.p50_wakeup_ns <= s.p99_wakeup_ns && s.p99_wakeup_ns == hi);
+        assert!(near(s.p50_resume_ns, 5_000) && s.resume_ns.iter().all(|&(_, ns)| near(ns, 5_000)), "{s:?}");
     }
 
-    /// A batch's handling is its busy time less its flushes, shared by its messages;
-    /// a flush's time is shared by its datagrams.
+    /// A message's handling leaves out the flushes during it and is kept by op; a
+    /// flush's time is shared by its datagrams.
     #[test]
-    fn handling_leaves_out_the_sending_and_each_is_per_item() {
+    fn handling_is_per_message_by_op_without_the_sending() {
         let mut c = ThreadCosts::new();
-        // Four messages in 100 µs, of which two flushes of 4 and 6 datagrams took 20 and
-        // 40 µs: 10 µs per message handled, 5 and 6.67 µs per datagram sent.
-        c.flushed(4, Duration::from_micros(20));
-        c.flushed(6, Duration::from_micros(40));
-        c.flushed(0, Duration::from_micros(1));
-        c.handled(4, Duration::from_micros(100));
+        c.flushed(3, Duration::from_millis(30));
+        let began = c.begin();
+        std::thread::sleep(Duration::from_millis(5));
+        c.handled(Op::Submit, began);
+        let began = c.begin();
+        std::thread::sleep(Duration::from_millis(40));
+        // 30 ms of it sending four and six datagrams.
+        c.flushed(4, Duration::from_millis(20));
+        c.flushed(6, Duration::from_millis(10));
+        c.flushed(0, Duration::from_millis(1));
+        c.handled(Op::GetTask, began);
         let s = c.stats();
-        assert_eq!((s.handled, s.sent), (4, 10));
-        assert!(near(s.p50_handle_ns, 10_000) && near(s.p99_handle_ns, 10_000), "{s:?}");
-        assert!(near(s.p50_send_ns, 6_666) && near(s.send_ns[0].1, 5_000), "{s:?}");
-        // The next batch starts afresh: no flush to leave out.
-        c.handled(1, Duration::from_micros(3));
-        assert!(near(c.stats().handle_ns[0].1, 3_000));
-        // A timed-out receive handles nothing and records nothing.
-        c.handled(0, Duration::from_micros(50));
-        assert_eq!(c.stats().handled, 5);
+        assert_eq!((s.handled, s.sent), (2, 13));
+        let submit = s.handle_by_op_ns["SUBMIT"][0].1;
+        let get = s.handle_by_op_ns["GET_TASK"][0].1;
+        // Sleeps overrun; they never fall short.
+        assert!((5_000_000..20_000_000).contains(&submit), "{s:?}");
+        assert!((10_000_000..25_000_000).contains(&get), "the 30 ms of sends left out: {s:?}");
+        assert_eq!(s.handle_by_op_ns.len(), 2, "only ops that were handled");
+        assert_eq!(s.handle_ns.len(), crate::metrics::QUANTILE_POINTS.len());
+        assert!(near(s.send_ns[0].1, 1_666_666) && near(s.send_ns.last().unwrap().1, 10_000_000), "{s:?}");
     }
 }
