@@ -57,6 +57,7 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
                 };
                 assert_eq!(v["host_wait_ms"], wait, "{line}");
                 assert!(v["executor_threads"]["stalls"].is_array(), "{line}");
+                assert!(v["executor_threads"]["spells"].is_array(), "{line}");
                 // The switch thread's times, for `bolt sim validate` to run tier 2 with.
                 for k in ["switch_wait_ns", "switch_resume_ns", "switch_handle_ns", "switch_send_ns"] {
                     let q = v["executor_threads"][k].as_array().map_or(0, Vec::len);

@@ -79,6 +79,16 @@ pub struct ThreadTimes {
     /// simulator replays the stalls instead (every event in one waits for its end).
     #[serde(default)]
     pub stalls: Vec<Stall>,
+    /// When the machine was slow ([`slow_spells`]), from the run's first send: windows
+    /// in which the executors' waits ran far above their median. Everything the run's
+    /// threads spent in one was near the top of its distribution at once (the switch's
+    /// timeline, docs/benchmarks.md "Where SW1's tail goes"); the simulator draws every
+    /// thread cost in one from the top of its distribution (`sim::spells`).
+    #[serde(default)]
+    pub spells: Vec<Stall>,
+    /// The span the spells were looked for in: the first send to the last arrival.
+    #[serde(default)]
+    pub spell_span_ns: Nanos,
     /// The software switch thread's times in the same run (`switch::ThreadStats`):
     /// receives woken by a datagram, and quantiles of the wait from its arrival stamp to
     /// the thread running; of its resumption (a batch's end to the next receive
@@ -112,6 +122,49 @@ pub struct Stall {
     /// From the run's first send, ns.
     pub at_ns: Nanos,
     pub len_ns: Nanos,
+}
+
+/// Length of the windows [`slow_spells`] looks at: SW1's interval between jobs.
+pub const SPELL_WINDOW_NS: Nanos = 10_000_000;
+/// A window is slow when its executors' median wait is this many times the run's.
+pub const SPELL_FACTOR: u64 = 4;
+/// Waits a window needs for its median to count.
+pub const SPELL_MIN_WAITS: usize = 3;
+
+/// The slow spells among `waits` ((arrival, start) of each task, ns): the run cut into
+/// [`SPELL_WINDOW_NS`] windows from `first`, a window slow when at least
+/// [`SPELL_MIN_WAITS`] tasks arrived in it and their median wait is [`SPELL_FACTOR`] times
+/// the run's median or more; adjacent slow windows joined. Returns (from, to) in order.
+pub fn slow_spells(waits: &[(u64, u64)], first: u64) -> Vec<(u64, u64)> {
+    let mut all: Vec<u64> = waits.iter().map(|&(a, s)| s.saturating_sub(a)).collect();
+    if all.is_empty() {
+        return Vec::new();
+    }
+    all.sort_unstable();
+    let median = all[all.len() / 2];
+    let mut by_window: std::collections::BTreeMap<u64, Vec<u64>> = std::collections::BTreeMap::new();
+    for &(arrived, start) in waits {
+        by_window
+            .entry(arrived.saturating_sub(first) / SPELL_WINDOW_NS)
+            .or_default()
+            .push(start.saturating_sub(arrived));
+    }
+    let mut spells: Vec<(u64, u64)> = Vec::new();
+    for (window, mut w) in by_window {
+        if w.len() < SPELL_MIN_WAITS {
+            continue;
+        }
+        w.sort_unstable();
+        if w[w.len() / 2] < median.saturating_mul(SPELL_FACTOR).max(1) {
+            continue;
+        }
+        let (from, to) = (first + window * SPELL_WINDOW_NS, first + (window + 1) * SPELL_WINDOW_NS);
+        match spells.last_mut() {
+            Some(last) if last.1 == from => last.1 = to,
+            _ => spells.push((from, to)),
+        }
+    }
+    spells
 }
 
 /// The stalls among sleep overruns: `overruns` are (from, to, executor) per sleep task
@@ -210,6 +263,16 @@ impl ThreadTimes {
             stalls: stalls
                 .iter()
                 .map(|&(from, to)| Stall { at_ns: from.saturating_sub(first_send), len_ns: to - from })
+                .collect(),
+            spell_span_ns: waits
+                .iter()
+                .map(|&(arrived, _)| arrived)
+                .max()
+                .unwrap_or(first_send)
+                .saturating_sub(first_send),
+            spells: slow_spells(&waits, first_send)
+                .iter()
+                .map(|&(from, to)| Stall { at_ns: from - first_send, len_ns: to - from })
                 .collect(),
             ..ThreadTimes::default()
         }
@@ -398,5 +461,29 @@ mod tests {
         let at = |q: &[(f64, Nanos)], p: f64| q.iter().find(|(x, _)| *x == p).map(|(_, v)| *v);
         assert_eq!(at(&t.overshoot_ns, 1.0), Some(100_000));
         assert_eq!(at(&t.wait_ns, 1.0), Some(1_000));
+    }
+
+    /// Windows whose median wait is four times the run's are spells, adjacent ones
+    /// joined; a window with fewer than three waits is not judged.
+    #[test]
+    fn windows_of_long_waits_are_slow_spells() {
+        let ms = 1_000_000u64;
+        let first = 1_000 * ms;
+        // 100 µs waits everywhere; 500 µs in windows 2 and 3 (joined) and 5; a single
+        // 5 ms wait in window 7 (too few to judge).
+        let mut waits = Vec::new();
+        for window in 0..9u64 {
+            let wait = if matches!(window, 2 | 3 | 5) { 500_000 } else { 100_000 };
+            for k in 0..4 {
+                let arrived = first + window * SPELL_WINDOW_NS + k * ms;
+                waits.push((arrived, arrived + wait));
+            }
+        }
+        let lone = first + 7 * SPELL_WINDOW_NS + 9 * ms;
+        waits.retain(|&(a, _)| a < first + 7 * SPELL_WINDOW_NS || a >= first + 8 * SPELL_WINDOW_NS);
+        waits.push((lone, lone + 5 * ms));
+        let w = SPELL_WINDOW_NS;
+        assert_eq!(slow_spells(&waits, first), vec![(first + 2 * w, first + 4 * w), (first + 5 * w, first + 6 * w)]);
+        assert!(slow_spells(&[], first).is_empty());
     }
 }

@@ -108,7 +108,7 @@ pub struct ValidateArgs {
     /// A `bolt bench all --only sw1 --only trace` results directory (its sw1.jsonl and
     /// trace.jsonl) to validate against (repeat for several runs; points are compared
     /// as medians over runs); default: the three runs committed in
-    /// docs/bench-results/sim-validate-switch-per-op/ (made with
+    /// docs/bench-results/sim-validate-spells/ (made with
     /// --client-offset-ms 5).
     #[arg(long, value_name = "DIR")]
     pub testbed: Vec<PathBuf>,

@@ -546,7 +546,11 @@ impl<'a> World<'a> {
         let tofino = self.tofino.as_mut().expect("a Bolt run has tier 2");
         // A message that finds tier 2's thread idle waits for it to run; those behind it
         // wait in the ingress.
-        let ready = if tofino.idle(now) { now + self.cfg.switch_cpu_wait.sample(&mut self.rng) } else { now };
+        let ready = if tofino.idle(now) {
+            now + self.cfg.spells.draw(&self.cfg.switch_cpu_wait, now, &mut self.rng)
+        } else {
+            now
+        };
         if !tofino.arrive(ready, req, src) {
             // Dropped at the ingress: the sender's timeout sends it again.
             match inbound {
@@ -692,8 +696,8 @@ impl<'a> World<'a> {
     }
 
     fn start(&mut self, exec: u32, tid: u32) {
-        let cpu_wait = self.cfg.exec.cpu_wait.sample(&mut self.rng);
         let arrived = self.q.now();
+        let cpu_wait = self.cfg.spells.draw(&self.cfg.exec.cpu_wait, arrived, &mut self.rng);
         let now = arrived + cpu_wait;
         let job = self.jobs.job_index(tid);
         let due = self.jobs.jobs[job].at;

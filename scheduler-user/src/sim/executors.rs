@@ -24,12 +24,18 @@ pub enum Draw {
 impl Draw {
     /// A fixed delay draws no random number (runs without one stay as they were).
     pub fn sample(&self, rng: &mut impl Rng) -> Nanos {
+        self.sample_with(rng, |u| u)
+    }
+
+    /// A draw whose uniform number `u` is moved by `map` (within [0, 1]) before the
+    /// distribution is read at it.
+    pub fn sample_with(&self, rng: &mut impl Rng, map: impl Fn(f64) -> f64) -> Nanos {
         match self {
             Draw::Fixed(ns) => *ns,
             Draw::Exponential(0) => 0,
-            Draw::Exponential(mean) => (-(*mean as f64) * (1.0 - rng.gen::<f64>()).ln()) as Nanos,
+            Draw::Exponential(mean) => (-(*mean as f64) * (1.0 - map(rng.gen::<f64>())).ln()) as Nanos,
             Draw::Quantiles(points) => {
-                let u = rng.gen::<f64>();
+                let u = map(rng.gen::<f64>());
                 let i = points.partition_point(|&(p, _)| p <= u).clamp(1, points.len().max(1) - 1);
                 match (points.get(i - 1), points.get(i)) {
                     (Some(&(p0, v0)), Some(&(p1, v1))) if p1 > p0 => {

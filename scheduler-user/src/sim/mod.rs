@@ -19,6 +19,7 @@ pub mod executors;
 pub mod host;
 pub mod network;
 pub mod report;
+pub mod spells;
 #[cfg(test)]
 mod tests;
 pub mod tofino;
@@ -104,6 +105,11 @@ pub struct SimConfig {
     /// (`ThreadTimes::stalls`): every event due in one happens at its end. None at scale.
     #[serde(skip)]
     pub stalls: Vec<(Nanos, Nanos)>,
+    /// When the machine was slow, as the testbed's was (`ThreadTimes::spells`): the
+    /// threads' costs drawn in one come from the top of their distributions. None at
+    /// scale.
+    #[serde(skip)]
+    pub spells: std::sync::Arc<spells::Spells>,
     /// The wait of tier 2's thread for a CPU when a message finds it idle (0 at scale: a
     /// Tofino has no thread). On the testbed the software switch is one more thread on
     /// the two cores the executors share.
@@ -286,6 +292,7 @@ impl SimConfig {
             batch_steals: true,
             host_wait_ns: DEFAULT_HOST_WAIT_NS,
             stalls: Vec::new(),
+            spells: Default::default(),
             switch_cpu_wait: Draw::Fixed(0),
         }
     }
@@ -327,6 +334,7 @@ impl SimConfig {
             batch_steals: true,
             host_wait_ns: DEFAULT_HOST_WAIT_NS,
             stalls: Vec::new(),
+            spells: Default::default(),
             switch_cpu_wait: Draw::Fixed(0),
         }
     }

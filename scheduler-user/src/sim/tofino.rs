@@ -79,6 +79,9 @@ pub struct SwitchThread {
     pub resume: Option<Draw>,
     /// Messages one receive takes (`SwitchConfig::batch`).
     pub batch: usize,
+    /// The machine's slow spells its costs are drawn through (`SimConfig::spells`).
+    #[serde(skip)]
+    pub spells: std::sync::Arc<super::spells::Spells>,
 }
 
 impl SwitchThread {
@@ -90,6 +93,7 @@ impl SwitchThread {
             send,
             resume: None,
             batch: crate::switch::SwitchConfig::default().batch,
+            spells: Default::default(),
         }
     }
 
@@ -304,7 +308,8 @@ impl Tofino {
             return arrived.max(free);
         }
         // An expiry handled meanwhile may have kept the thread busy past the drawn return.
-        (*self.resumes_at.get_or_insert_with(|| free + resume.sample(&mut self.rng))).max(free)
+        let spells = &self.p.thread.as_ref().expect("a thread resumes").spells;
+        (*self.resumes_at.get_or_insert_with(|| free + spells.draw(resume, free, &mut self.rng))).max(free)
     }
 
     /// The head message starts at `start`: the first of a new receive batch takes in
@@ -366,7 +371,8 @@ impl Tofino {
                 }
                 Some(t) => {
                     let handling = op.map_or(&t.handle, |op| t.handling(op));
-                    (start + handling.sample(&mut self.rng), t.send.sample(&mut self.rng))
+                    let handle = t.spells.draw(handling, start, &mut self.rng);
+                    (start + handle, t.spells.draw(&t.send, start + handle, &mut self.rng))
                 }
             };
             for a in self.answers.drain(..) {

@@ -11,9 +11,10 @@
 //! points (tasks as long as the interval between jobs: whether an executor is free at
 //! the next submission turns on its overshoot), so points are compared as the median
 //! over runs. Without directories, the three runs committed in
-//! docs/bench-results/sim-validate-switch-per-op/ are used (`--client-offset-ms 5`:
-//! the SW1 clients' phase, which moves the testbed's medians, fixed and simulated; with
-//! the software switch's thread times recorded, its handling by op and its resumption).
+//! docs/bench-results/sim-validate-spells/ are used (`--client-offset-ms 5`: the SW1
+//! clients' phase, which moves the testbed's medians, fixed and simulated; with the
+//! software switch's thread times recorded, its handling by op and its resumption, and
+//! the machine's slow spells).
 
 use std::path::PathBuf;
 
@@ -21,6 +22,7 @@ use anyhow::Context as _;
 
 use super::calibrate::ThreadTimes;
 use super::executors::Draw;
+use super::spells::Spells;
 use super::tofino::SwitchThread;
 use super::{SimConfig, System, WorkloadSpec};
 use crate::bench::cluster::Level;
@@ -36,18 +38,18 @@ pub const TESTBED_HOSTS: u32 = 2;
 const COMMITTED: [(&str, &str, &str); 3] = [
     (
         "run1",
-        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run1/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run1/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-spells/run1/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-spells/run1/trace.jsonl"),
     ),
     (
         "run2",
-        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run2/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run2/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-spells/run2/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-spells/run2/trace.jsonl"),
     ),
     (
         "run3",
-        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run3/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-switch-per-op/run3/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-spells/run3/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-spells/run3/trace.jsonl"),
     ),
 ];
 
@@ -109,6 +111,11 @@ fn with_threads(mut cfg: SimConfig, t: ThreadTimes, point: &str) -> anyhow::Resu
     cfg.exec.cpu_wait = Draw::Quantiles(t.wait_ns);
     cfg.exec.run_overhead = Draw::Quantiles(t.overshoot_ns);
     cfg.stalls = t.stalls.iter().map(|s| (s.at_ns, s.at_ns + s.len_ns)).collect();
+    let spells: Vec<_> = t.spells.iter().map(|s| (s.at_ns, s.at_ns + s.len_ns)).collect();
+    cfg.spells = std::sync::Arc::new(Spells::new(spells, t.spell_span_ns));
+    if let Some(thread) = cfg.tofino.thread.as_mut() {
+        thread.spells = cfg.spells.clone();
+    }
     Ok(cfg)
 }
 
@@ -223,6 +230,9 @@ mod tests {
                 assert!(p.before_arrival_ms.is_some_and(|(m, p99)| m > 0.0 && p99 >= m), "{}", p.name);
             }
         }
+        let sw1 = || runs.iter().flat_map(|r| &r.points).filter(|p| p.name.starts_with("SW1"));
+        assert!(sw1().any(|p| p.cfg.spells.share() > 0.0), "the runs' slow spells are replayed");
+        assert!(sw1().all(|p| p.cfg.spells.share() < 0.5), "spells are the exception");
     }
 
     #[test]
@@ -275,6 +285,23 @@ mod tests {
         assert_eq!(t.handling(scheduler_common::Op::Submit), &Draw::Quantiles(vec![(0.0, 8000), (1.0, 20000)]));
         assert_eq!(t.handling(scheduler_common::Op::GetTask), &Draw::Quantiles(vec![(0.0, 1000), (1.0, 3000)]));
         assert_eq!(t.handle_by_op.len(), 1, "an op it does not know is left out");
+    }
+
+    /// The run's slow spells reach the simulator, its executors' draws and its switch
+    /// thread's, with the share of the run they cover; a line without them has none.
+    #[test]
+    fn the_runs_slow_spells_are_simulated_where_recorded() {
+        let line = r#"{"level":"one-level","ran":"one-level","fallback":null,"xdp_share":null,"tier1_returned":null,"stolen":null,"utilization":0.4,"executors":40,"tasks_per_job":8,"jobs":800,"submitted":6400,"completed":6400,"p50_job_ms":10.4,"p99_job_ms":11.2,"p50_sched_delay_ms":0.3,"p99_sched_delay_ms":1.2,"executor_threads":{"waits":2,"sleeps":2,"wait_ns":[[0.0,1000],[1.0,2000]],"overshoot_ns":[[0.0,5000],[1.0,9000]],"switch_wait_ns":[[0.0,300],[1.0,700]],"switch_handle_ns":[[0.0,1000],[1.0,3000]],"switch_send_ns":[[0.0,5000],[1.0,9000]]}}"#;
+        let cfg = |line: &str| testbed_points(line, "", 1).unwrap().remove(0).cfg;
+        assert_eq!(cfg(line).spells.share(), 0.0);
+        let with = line.replace(
+            r#""switch_send_ns""#,
+            r#""spells":[{"at_ns":100000000,"len_ns":20000000},{"at_ns":300000000,"len_ns":20000000}],"spell_span_ns":4000000000,"switch_send_ns""#,
+        );
+        let c = cfg(&with);
+        assert!((c.spells.share() - 0.01).abs() < 1e-12);
+        assert!(c.spells.contains(110_000_000) && !c.spells.contains(200_000_000));
+        assert_eq!(c.tofino.thread.expect("measured").spells, c.spells);
     }
 
     /// A two-level run's executors waited at their host as long as its line says; a line
