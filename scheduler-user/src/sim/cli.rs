@@ -106,8 +106,8 @@ pub struct SweepArgs {
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
     /// A `bolt bench all --only sw1 --only trace` results directory (its sw1.jsonl and
-    /// trace.jsonl) to validate against (repeat for several runs; points are compared
-    /// as medians over runs); default: the three runs committed in
+    /// trace.jsonl) to validate against (repeat for several runs; each run is compared
+    /// with its own simulation, and a point is off by the middle of its runs' errors); default: the three runs committed in
     /// docs/bench-results/sim-validate-spells/ (made with
     /// --client-offset-ms 5).
     #[arg(long, value_name = "DIR")]
@@ -115,7 +115,11 @@ pub struct ValidateArgs {
     /// Seed of the simulator's own draws (the trace's seed is the testbed run's).
     #[arg(long, default_value_t = 2021)]
     pub seed: u64,
-    /// Directory for validate.jsonl: one line per run and point, the testbed's delays
+    /// Simulations of each run, with seeds 1,000 apart; the middle of their delays is
+    /// the run's (a simulated p99 moves with the seed as a run's does).
+    #[arg(long, default_value_t = 3)]
+    pub draws: u32,
+    /// Directory for validate.jsonl: one line per run, point and draw, the testbed's delays
     /// beside the simulator's report.
     #[arg(long, default_value = "target/sim")]
     pub out: PathBuf,
@@ -353,90 +357,139 @@ fn calibrate(a: &CalibrateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn off_by(sim_us: Option<f64>, testbed_ms: f64) -> String {
-    sim_us.map_or("–".into(), |us| format!("{:+.0} %", (us / 1000.0 / testbed_ms - 1.0) * 100.0))
+/// Seeds of a run's draws are this far apart (run i's first is `--seed` + i).
+const DRAW_SEED_STRIDE: u64 = 1_000;
+
+/// The middle value (the lower of the middle two for an even count); a saturated
+/// simulation is infinite and sorts last.
+fn middle(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[(v.len() - 1) / 2]
 }
 
-/// The table cells of a simulated p50 and p99 (ms; infinite: saturated) against the
-/// testbed's: the simulated values, then how far off each is.
-fn simulated_cells(t50: f64, t99: f64, s50: f64, s99: f64) -> String {
-    let us = |ms: f64| ms.is_finite().then_some(ms * 1000.0);
-    format!("{} / {} | {} | {}", fmt_us(us(s50)), fmt_us(us(s99)), off_by(us(s50), t50), off_by(us(s99), t99))
+/// How far off a point is: the middle over its runs of each (simulated, testbed) pair's
+/// relative error, so that each run is judged against the simulation of its own threads.
+fn run_by_run_error(pairs: impl Iterator<Item = (f64, f64)>) -> f64 {
+    middle(&pairs.map(|(simulated, testbed)| simulated / testbed - 1.0).collect::<Vec<_>>())
 }
 
 fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(a.draws >= 1, "--draws must be at least 1");
     let runs = super::validate::load(&a.testbed, a.seed)?;
     let mut lines = jsonl(&a.out, "validate")?;
-    // Per point (in the first run's order), of every run, ms: the testbed's and the
-    // simulator's p50 and p99, then the same of the part before the executor's thread
-    // (the testbed's is NaN in lines made before it was recorded).
-    let mut rows: Vec<(String, &'static str, [Vec<f64>; 8])> = Vec::new();
+    // Per point (in the first run's order), per run, ms: the testbed's p50 and p99, the
+    // simulator's (each the middle of the run's draws), then the same of the part before
+    // the executor's thread (the testbed's is NaN in lines made before it was recorded).
+    let mut rows: Vec<(String, &'static str, Vec<[f64; 8]>)> = Vec::new();
+    let ms = |us: Option<f64>| us.map_or(f64::INFINITY, |us| us / 1000.0);
     for run in &runs {
         for p in &run.points {
-            let r = run_with_bar(&p.cfg, true)?;
-            writeln!(
-                lines,
-                "{}",
-                serde_json::to_string(
-                    &serde_json::json!({ "testbed_run": run.name, "testbed_p50_ms": p.p50_ms, "testbed_p99_ms": p.p99_ms, "testbed_before_arrival_ms": p.before_arrival_ms, "simulated": r })
-                )?
-            )?;
+            let mut simulated: [Vec<f64>; 4] = Default::default();
+            for draw in 0..a.draws {
+                let mut cfg = p.cfg.clone();
+                cfg.seed = p.cfg.seed + DRAW_SEED_STRIDE * u64::from(draw);
+                let r = run_with_bar(&cfg, true)?;
+                writeln!(
+                    lines,
+                    "{}",
+                    serde_json::to_string(
+                        &serde_json::json!({ "testbed_run": run.name, "draw": draw, "testbed_p50_ms": p.p50_ms, "testbed_p99_ms": p.p99_ms, "testbed_before_arrival_ms": p.before_arrival_ms, "simulated": r })
+                    )?
+                )?;
+                let values = [r.p50_us, r.p99_us, r.p50_before_arrival_us, r.p99_before_arrival_us];
+                for (v, x) in simulated.iter_mut().zip(values) {
+                    v.push(ms(x));
+                }
+            }
             let at = match rows.iter().position(|(n, s, _)| *n == p.name && *s == p.cfg.system.name()) {
                 Some(i) => i,
                 None => {
-                    rows.push((p.name.clone(), p.cfg.system.name(), Default::default()));
+                    rows.push((p.name.clone(), p.cfg.system.name(), Vec::new()));
                     rows.len() - 1
                 }
             };
-            let ms = |us: Option<f64>| us.map_or(f64::INFINITY, |us| us / 1000.0);
             let (b50, b99) = p.before_arrival_ms.unwrap_or((f64::NAN, f64::NAN));
-            let measured = [
-                p.p50_ms,
-                p.p99_ms,
-                ms(r.p50_us),
-                ms(r.p99_us),
-                b50,
-                b99,
-                ms(r.p50_before_arrival_us),
-                ms(r.p99_before_arrival_us),
-            ];
-            for (v, x) in rows[at].2.iter_mut().zip(measured) {
-                v.push(x);
-            }
+            let [s50, s99, sb50, sb99] = simulated.map(|v| middle(&v));
+            rows[at].2.push([p.p50_ms, p.p99_ms, s50, s99, b50, b99, sb50, sb99]);
         }
     }
-    // The middle run (the lower of the middle two for an even count); a saturated
-    // simulation is infinite and sorts last.
-    let mid = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[(v.len() - 1) / 2]
+    // Each run is compared with its own simulation (driven by that run's threads and
+    // spells): a point is off by the middle of its runs' errors. The values shown are
+    // the middles over the runs.
+    let column = |runs: &[[f64; 8]], i: usize| runs.iter().map(|r| r[i]).collect::<Vec<f64>>();
+    let off = |runs: &[[f64; 8]], s: usize, t: usize| run_by_run_error(runs.iter().map(|r| (r[s], r[t])));
+    let within = |e: f64| (e.abs() <= 0.25) as u32;
+    // The testbed's cell, and the simulator's with how far off it is.
+    let cells = |runs: &[[f64; 8]], [t50, t99, s50, s99]: [usize; 4]| {
+        let us = |ms: f64| ms.is_finite().then_some(ms * 1000.0);
+        let pct = |e: f64| if e.is_finite() { format!("{:+.0} %", e * 100.0) } else { "–".into() };
+        let testbed = format!("{:.3} / {:.2} ms", middle(&column(runs, t50)), middle(&column(runs, t99)));
+        let simulated = format!(
+            "{} / {} | {} | {}",
+            fmt_us(us(middle(&column(runs, s50)))),
+            fmt_us(us(middle(&column(runs, s99)))),
+            pct(off(runs, s50, t50)),
+            pct(off(runs, s99, t99)),
+        );
+        (testbed, simulated)
     };
-    let within = |s: f64, t: f64| ((s / t - 1.0).abs() <= 0.25) as u32;
-    println!("Medians over {} testbed runs and the simulator driven by each run's measured threads.\n", runs.len());
     println!(
-        "| workload | level | testbed p50 / p99 | runs' p50 range | simulated p50 / p99 | p50 off by | p99 off by |"
+        "{} testbed runs, each against the simulator driven by its own measured threads ({} draws per run, the middle one kept).",
+        runs.len(),
+        a.draws
     );
-    println!("|---|---|---:|---:|---:|---:|---:|");
-    let (mut p50_ok, mut p99_ok) = (0, 0);
-    for (name, system, v) in &rows {
-        let [t50, t99, s50, s99] = [0, 1, 2, 3].map(|i| mid(&v[i]));
-        let (lo, hi) = v[0].iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-        p50_ok += within(s50, t50);
-        p99_ok += within(s99, t99);
-        let sim = simulated_cells(t50, t99, s50, s99);
-        println!("| {name} | {system} | {t50:.3} / {t99:.2} ms | {lo:.3} – {hi:.3} ms | {sim} |");
+    println!("Values are the middles over the runs; a point is off by the middle of its runs' errors.\n");
+    println!(
+        "| workload | level | testbed p50 / p99 | runs' p50 range | simulated p50 / p99 | p50 off by | p99 off by | runs' p99 off by |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    let (mut p50_ok, mut p99_ok, mut p50_ok_middles, mut p99_ok_middles) = (0, 0, 0, 0);
+    for (name, system, runs) in &rows {
+        p50_ok += within(off(runs, 2, 0));
+        p99_ok += within(off(runs, 3, 1));
+        let middle_error = |s, t| middle(&column(runs, s)) / middle(&column(runs, t)) - 1.0;
+        p50_ok_middles += within(middle_error(2, 0));
+        p99_ok_middles += within(middle_error(3, 1));
+        let (lo, hi) = runs.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), r| (lo.min(r[0]), hi.max(r[0])));
+        let (t, s) = cells(runs, [0, 1, 2, 3]);
+        let errors = runs.iter().map(|r| r[3] / r[1] - 1.0);
+        let (e_lo, e_hi) = errors.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), e| (lo.min(e), hi.max(e)));
+        let spread = if e_hi.is_finite() { format!("{:+.0} to {:+.0} %", e_lo * 100.0, e_hi * 100.0) } else { "–".into() };
+        println!("| {name} | {system} | {t} | {lo:.3} – {hi:.3} ms | {s} | {spread} |");
     }
     println!("\nWithin 25 %: medians {p50_ok} of {n}, p99s {p99_ok} of {n}.", n = rows.len());
-    if rows.iter().any(|(_, _, v)| v[4].iter().any(|x| x.is_nan())) {
+    println!(
+        "Comparing the middles over the runs instead (not run by run): medians {p50_ok_middles} of {n}, p99s {p99_ok_middles} of {n}.",
+        n = rows.len()
+    );
+    if rows.iter().any(|(_, _, runs)| runs.iter().any(|r| r[4].is_nan())) {
         return Ok(());
     }
     println!("\nThe part before the executor's thread: first send → the task reaching its executor.\n");
     println!("| workload | level | testbed p50 / p99 | simulated p50 / p99 | p50 off by | p99 off by |");
     println!("|---|---|---:|---:|---:|---:|");
-    for (name, system, v) in &rows {
-        let [t50, t99, s50, s99] = [4, 5, 6, 7].map(|i| mid(&v[i]));
-        println!("| {name} | {system} | {t50:.3} / {t99:.2} ms | {} |", simulated_cells(t50, t99, s50, s99));
+    for (name, system, runs) in &rows {
+        let (t, s) = cells(runs, [4, 5, 6, 7]);
+        println!("| {name} | {system} | {t} | {s} |");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_point_is_off_by_the_middle_of_its_runs_own_errors() {
+        // (simulated, testbed): errors of +10, −55 and +120 %, so +10 %; the middles over
+        // the runs (1.8 simulated, 2.0 testbed) pair two different runs and say −10 %.
+        let runs = [(1.1, 1.0), (1.8, 4.0), (4.4, 2.0)];
+        let e = run_by_run_error(runs.into_iter());
+        assert!((e - 0.1).abs() < 1e-9, "{e}");
+        assert_eq!(middle(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(middle(&[4.0, 1.0, 3.0, 2.0]), 2.0, "the lower of the middle two");
+        // A saturated simulation sorts last.
+        assert_eq!(middle(&[f64::INFINITY, 1.0, 2.0]), 2.0);
+    }
 }
