@@ -126,7 +126,9 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             let mut level_fields = LevelFields::of(&d);
             let report = level_fields.stop(d)?;
             let runs = [(r1.uid, &r1.records[..]), (r2.uid, &r2.records[..])];
-            let executor_threads = ThreadTimes::of_run(runs, &assignments).with_switch(&report.switch_thread);
+            let submitted: Vec<(u64, u64)> = r1.submitted.iter().chain(&r2.submitted).copied().collect();
+            let executor_threads =
+                ThreadTimes::of_run(runs, &assignments, &submitted).with_switch(&report.switch_thread);
             if let Some(out) = task_lines.as_mut() {
                 let timeline = &report.switch_timeline;
                 let submits: HashMap<(u32, u32), &SubmitTaken> =

@@ -71,7 +71,8 @@ pub(crate) fn measure(site: &Site, level: Level, trace: &Trace, work: Work, drai
     let mut fields = LevelFields::of(&d);
     let report = fields.stop(d)?;
     let timings = timings(&r, &assignments);
-    let threads = ThreadTimes::of_run([(r.uid, &r.records[..])], &assignments).with_switch(&report.switch_thread);
+    let threads =
+        ThreadTimes::of_run([(r.uid, &r.records[..])], &assignments, &r.submitted).with_switch(&report.switch_thread);
     Ok(Measured { fields, replayed: r, timings, threads })
 }
 

@@ -10,6 +10,7 @@ use scheduler_common::descriptor::Handler;
 use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, ClientConfig, Summary, TaskRecord, TaskSpec};
+use crate::executor::unix_now_ns;
 
 /// A job and when (after the start of the replay) it is submitted.
 #[derive(Clone, Debug)]
@@ -192,6 +193,9 @@ pub struct Replayed {
     pub records: Vec<TaskRecord>,
     /// Each job's completion time (added → last task final), in submission order of finishing.
     pub job_ms: Vec<f64>,
+    /// Each job's (due, submitted) wall-clock times, ns: how late the client's own thread
+    /// got to it, which a stall of the whole machine makes late (`calibrate::slow_spells`).
+    pub submitted: Vec<(u64, u64)>,
 }
 
 /// Submits `jobs` at their times through one client and waits (until `deadline` after
@@ -199,17 +203,19 @@ pub struct Replayed {
 pub async fn replay(cfg: ClientConfig, jobs: &[TimedJob], drain: Duration) -> anyhow::Result<Replayed> {
     let uid = cfg.tracker.uid;
     let mut client = Client::bind(cfg).await?;
-    let start = Instant::now();
+    let (start, start_unix_ns) = (Instant::now(), unix_now_ns());
     let mut job_ms = Vec::new();
+    let mut submitted = Vec::with_capacity(jobs.len());
     for job in jobs {
         client.drive_until(start + job.at).await?;
+        submitted.push((start_unix_ns + job.at.as_nanos() as u64, unix_now_ns()));
         client.submit(&job.tasks).await?;
         job_ms.extend(client.take_finished().iter().map(|r| r.elapsed.as_secs_f64() * 1e3));
     }
     let deadline = Instant::now() + drain;
     client.wait_idle(deadline).await?;
     job_ms.extend(client.take_finished().iter().map(|r| r.elapsed.as_secs_f64() * 1e3));
-    Ok(Replayed { uid, summary: client.summary(), records: client.take_records(), job_ms })
+    Ok(Replayed { uid, summary: client.summary(), records: client.take_records(), job_ms, submitted })
 }
 
 #[cfg(test)]

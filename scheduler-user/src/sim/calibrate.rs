@@ -130,12 +130,20 @@ pub const SPELL_WINDOW_NS: Nanos = 10_000_000;
 pub const SPELL_FACTOR: u64 = 4;
 /// Waits a window needs for its median to count.
 pub const SPELL_MIN_WAITS: usize = 3;
+/// A client that submitted a job this long after it was due was held back: past the
+/// client's 1-ms timer and its thread's usual wake-up.
+pub const SPELL_HELD_BACK_NS: u64 = 2_000_000;
 
-/// The slow spells among `waits` ((arrival, start) of each task, ns): the run cut into
-/// [`SPELL_WINDOW_NS`] windows from `first`, a window slow when at least
-/// [`SPELL_MIN_WAITS`] tasks arrived in it and their median wait is [`SPELL_FACTOR`] times
-/// the run's median or more; adjacent slow windows joined. Returns (from, to) in order.
-pub fn slow_spells(waits: &[(u64, u64)], first: u64) -> Vec<(u64, u64)> {
+/// The slow spells of the whole machine among `waits` ((arrival, start) of each task,
+/// ns): the run cut into [`SPELL_WINDOW_NS`] windows from `first`, a window slow when at
+/// least [`SPELL_MIN_WAITS`] tasks arrived in it and their median wait is
+/// [`SPELL_FACTOR`] times the run's median or more; adjacent slow windows joined. A
+/// spell is kept only if a client was held back in it as well: a job of `submitted`
+/// ((due, submitted) per job) submitted [`SPELL_HELD_BACK_NS`] or more late, between its
+/// due time and its submission overlapping the spell. Slow executors alone are their
+/// waits for a CPU, which the simulator draws as measured; a stall of the machine holds
+/// every thread back, the clients' too. Returns (from, to) in order.
+pub fn slow_spells(waits: &[(u64, u64)], first: u64, submitted: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let mut all: Vec<u64> = waits.iter().map(|&(a, s)| s.saturating_sub(a)).collect();
     if all.is_empty() {
         return Vec::new();
@@ -164,6 +172,9 @@ pub fn slow_spells(waits: &[(u64, u64)], first: u64) -> Vec<(u64, u64)> {
             _ => spells.push((from, to)),
         }
     }
+    let held_back: Vec<(u64, u64)> =
+        submitted.iter().copied().filter(|&(due, at)| at.saturating_sub(due) >= SPELL_HELD_BACK_NS).collect();
+    spells.retain(|&(from, to)| held_back.iter().any(|&(due, at)| due < to && at >= from));
     spells
 }
 
@@ -222,9 +233,11 @@ impl ThreadTimes {
     /// A task without an arrival stamp, or whose start precedes it (clocks stepped),
     /// adds no wait; a task that is not a sleep adds no overshoot. Overshoots in a stall
     /// of the machine, and waits across one, are reported as the stall instead.
+    /// `submitted` holds the clients' (due, submitted) times per job, for the spells.
     pub fn of_run<'a>(
         runs: impl IntoIterator<Item = (u32, &'a [TaskRecord])>,
         assignments: &'a [AssignmentRecord],
+        submitted: &[(u64, u64)],
     ) -> ThreadTimes {
         let joined: Vec<_> = with_assignments(runs, assignments).collect();
         let Some(first_send) = joined.iter().map(|(_, t, _)| t.first_sent_unix_ns).min() else {
@@ -270,7 +283,7 @@ impl ThreadTimes {
                 .max()
                 .unwrap_or(first_send)
                 .saturating_sub(first_send),
-            spells: slow_spells(&waits, first_send)
+            spells: slow_spells(&waits, first_send, submitted)
                 .iter()
                 .map(|&(from, to)| Stall { at_ns: from - first_send, len_ns: to - from })
                 .collect(),
@@ -404,7 +417,7 @@ mod tests {
             assignment(8, 1, 1, 2_000, Some(10_000)),
             assignment(9, 1, 1, 1, Some(1)),
         ];
-        let t = ThreadTimes::of_run([(7, &runs[..]), (8, &other[..])], &assignments);
+        let t = ThreadTimes::of_run([(7, &runs[..]), (8, &other[..])], &assignments, &[]);
         assert_eq!((t.waits, t.sleeps), (2, 2));
         let at = |q: &[(f64, Nanos)], p: f64| q.iter().find(|(x, _)| *x == p).map(|(_, v)| *v);
         assert_eq!((at(&t.wait_ns, 0.0), at(&t.wait_ns, 1.0)), (Some(500), Some(3_000)));
@@ -455,7 +468,7 @@ mod tests {
             records.push(TaskRecord { executor: tid as u16, ..record(1, tid, ms, start, run as u32) });
             assignments.push(assignment(7, 1, tid, arrived, Some(10 * ms)));
         }
-        let t = ThreadTimes::of_run([(7, &records[..])], &assignments);
+        let t = ThreadTimes::of_run([(7, &records[..])], &assignments, &[]);
         assert_eq!(t.stalls, vec![Stall { at_ns: 11 * ms, len_ns: 3 * ms }]);
         assert_eq!((t.sleeps, t.waits), (2, 5));
         let at = |q: &[(f64, Nanos)], p: f64| q.iter().find(|(x, _)| *x == p).map(|(_, v)| *v);
@@ -464,7 +477,8 @@ mod tests {
     }
 
     /// Windows whose median wait is four times the run's are spells, adjacent ones
-    /// joined; a window with fewer than three waits is not judged.
+    /// joined, if a client was held back in them; a window with fewer than three waits
+    /// is not judged.
     #[test]
     fn windows_of_long_waits_are_slow_spells() {
         let ms = 1_000_000u64;
@@ -483,7 +497,18 @@ mod tests {
         waits.retain(|&(a, _)| a < first + 7 * SPELL_WINDOW_NS || a >= first + 8 * SPELL_WINDOW_NS);
         waits.push((lone, lone + 5 * ms));
         let w = SPELL_WINDOW_NS;
-        assert_eq!(slow_spells(&waits, first), vec![(first + 2 * w, first + 4 * w), (first + 5 * w, first + 6 * w)]);
-        assert!(slow_spells(&[], first).is_empty());
+        // A client held back 3 ms from 35 ms into the run (in the joined windows 2 and 3),
+        // one 1 ms late in window 5 (its timer's slack), one 4 ms late in window 0.
+        let held = |due: u64, late: u64| (first + due * ms, first + (due + late) * ms);
+        let submitted = [held(3, 4), held(35, 3), held(51, 1)];
+        assert_eq!(slow_spells(&waits, first, &submitted), vec![(first + 2 * w, first + 4 * w)]);
+        // A job due before a spell and submitted in it counts.
+        assert_eq!(
+            slow_spells(&waits, first, &[held(48, 3)]),
+            vec![(first + 5 * w, first + 6 * w)],
+            "due at 48 ms, submitted at 51 ms, in window 5"
+        );
+        assert!(slow_spells(&waits, first, &[]).is_empty(), "no client held back: no spell");
+        assert!(slow_spells(&[], first, &submitted).is_empty());
     }
 }

@@ -455,7 +455,8 @@ fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
         let (t, s) = cells(runs, [0, 1, 2, 3]);
         let errors = runs.iter().map(|r| r[3] / r[1] - 1.0);
         let (e_lo, e_hi) = errors.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), e| (lo.min(e), hi.max(e)));
-        let spread = if e_hi.is_finite() { format!("{:+.0} to {:+.0} %", e_lo * 100.0, e_hi * 100.0) } else { "–".into() };
+        let spread =
+            if e_hi.is_finite() { format!("{:+.0} to {:+.0} %", e_lo * 100.0, e_hi * 100.0) } else { "–".into() };
         println!("| {name} | {system} | {t} | {lo:.3} – {hi:.3} ms | {s} | {spread} |");
     }
     println!("\nWithin 25 %: medians {p50_ok} of {n}, p99s {p99_ok} of {n}.", n = rows.len());
