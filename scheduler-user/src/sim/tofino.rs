@@ -301,14 +301,13 @@ impl Tofino {
     /// while it was busy only after its way back to its socket, unless the message came
     /// in the same receive batch as the one before.
     fn batch_start(&mut self, arrived: Nanos, free: Nanos) -> Nanos {
-        let Some(resume) = self.p.thread.as_ref().and_then(|t| t.resume.as_ref()) else {
+        let Some((resume, spells)) = self.p.thread.as_ref().and_then(|t| Some((t.resume.as_ref()?, &t.spells))) else {
             return arrived.max(free);
         };
         if self.batch_left > 0 || arrived >= free {
             return arrived.max(free);
         }
         // An expiry handled meanwhile may have kept the thread busy past the drawn return.
-        let spells = &self.p.thread.as_ref().expect("a thread resumes").spells;
         (*self.resumes_at.get_or_insert_with(|| free + spells.draw(resume, free, &mut self.rng))).max(free)
     }
 

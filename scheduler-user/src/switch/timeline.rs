@@ -80,11 +80,7 @@ impl Timeline {
             batch_index: index.min(u16::MAX as usize) as u16,
             batch_len: len.min(u16::MAX as usize) as u16,
         };
-        if self.kept.submits.len() < MAX_RECORDS {
-            self.kept.submits.push(record);
-        } else {
-            self.kept.dropped += 1;
-        }
+        keep(&mut self.kept.submits, &mut self.kept.dropped, record);
     }
 
     /// `answer` goes into the send batch.
@@ -106,16 +102,26 @@ impl Timeline {
     pub(super) fn flushed(&mut self, sent_unix_ns: u64) {
         let flush_called_unix_ns = self.flush_called_unix_ns;
         for (uid, jid, tid) in self.unsent.drain(..) {
-            if self.kept.sent.len() < MAX_RECORDS {
-                self.kept.sent.push(TaskSent { uid, jid, tid, flush_called_unix_ns, sent_unix_ns });
-            } else {
-                self.kept.dropped += 1;
-            }
+            keep(
+                &mut self.kept.sent,
+                &mut self.kept.dropped,
+                TaskSent { uid, jid, tid, flush_called_unix_ns, sent_unix_ns },
+            );
         }
     }
 
     pub(super) fn into_kept(self) -> SwitchTimeline {
         self.kept
+    }
+}
+
+/// Keeps `record` in `list` while it holds fewer than [`MAX_RECORDS`]; counts it in
+/// `dropped` after.
+fn keep<T>(list: &mut Vec<T>, dropped: &mut u64, record: T) {
+    if list.len() < MAX_RECORDS {
+        list.push(record);
+    } else {
+        *dropped += 1;
     }
 }
 
