@@ -312,6 +312,18 @@ impl Tier2Hint {
         }
         self.is_fresh(ttl_ns, now_ns())
     }
+
+    /// The parking rule, shared by the XDP program and the simulator: whether this hint,
+    /// younger than `ttl_ns` at `now_ns`, says tier 2 holds nothing a request searching
+    /// from `rtrv_prio` would take (no level at all, or only levels above the search),
+    /// so that its executor may wait at the host. A stale hint says nothing: the request
+    /// then asks tier 2, which answers at once if it has work (waiting at the host would
+    /// cost the agent's REFILL_REQ round trip first).
+    #[inline(always)]
+    pub const fn known_empty_for(self, rtrv_prio: u8, ttl_ns: u64, now_ns: u64) -> bool {
+        let best = self.best();
+        (best == 0 || best < rtrv_prio) && self.is_fresh(ttl_ns, now_ns)
+    }
 }
 
 /// Event kinds.
@@ -584,6 +596,23 @@ mod tests {
         assert!(!Tier2Hint::new(100 * MS, 0).outranks_local(1, 3, 20 * MS, at(100)), "tier 2 empty");
         // The clock is read only when the levels say bypass.
         assert!(!hint.outranks_local(1, 1, 20 * MS, || panic!("clock read")));
+    }
+
+    #[test]
+    fn the_parking_rule() {
+        const MS: u64 = 1_000_000;
+        // Tier 2 said it was empty at 100 ms: a request may wait at its host while that
+        // is fresh, and asks tier 2 once it is stale.
+        let empty = Tier2Hint::new(100 * MS, 0);
+        assert!(empty.known_empty_for(1, 20 * MS, 119 * MS));
+        assert!(!empty.known_empty_for(1, 20 * MS, 121 * MS), "stale: ask tier 2");
+        assert!(!empty.known_empty_for(1, 0, 100 * MS), "ttl 0: never known");
+        // Tier 2 holds level 2: a request searching from 3 finds nothing there, one
+        // searching from 1 or 2 does.
+        let level2 = Tier2Hint::new(100 * MS, 2);
+        assert!(level2.known_empty_for(3, 20 * MS, 100 * MS));
+        assert!(!level2.known_empty_for(2, 20 * MS, 100 * MS));
+        assert!(!level2.known_empty_for(1, 20 * MS, 100 * MS));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use scheduler_common::{
-    maps::{lease_expired, Counter, Tier2Hint, XdpConfig, EVENT_BYPASS, EVENT_EMPTY, RING_COUNT},
+    maps::{lease_expired, Counter, XdpConfig, EVENT_BYPASS, EVENT_EMPTY, RING_COUNT},
     message_len, prefix, resources_match, BundleRequest, Entry, Header, Op, Requester, FLAG_WAIT, GET_TASK_FLAGS,
     MAX_BUNDLE, MAX_PRIORITIES, MIN_BUNDLE,
 };
@@ -126,7 +126,7 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
     if op == Op::GetTask && h.flags & FLAG_WAIT != 0 && cfg.host_wait_ns != 0 {
         // SAFETY: the helper has no preconditions.
         let now = unsafe { bpf_ktime_get_coarse_ns() };
-        if tier2_known_empty_for(hint, h.prio, cfg.hint_ttl_ns, now) {
+        if hint.known_empty_for(h.prio, cfg.hint_ttl_ns, now) {
             // SAFETY: `at` checked the bounds.
             let req = unsafe { *req };
             if waiters::park(ctx, &rings, h, req, now, tally) {
@@ -139,16 +139,6 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, op: Op, tally:
         rings.notify(first, EVENT_EMPTY, cfg, tally);
     }
     xdp_action::XDP_PASS
-}
-
-/// Whether tier 2's stamp, younger than `ttl_ns`, says it holds nothing a request
-/// searching from `rtrv_prio` would take: no level at all, or only levels above the
-/// search. A stale stamp says nothing: the request then asks tier 2, which answers at
-/// once if it has work (waiting here would cost the agent's REFILL_REQ round trip first).
-#[inline(always)]
-fn tier2_known_empty_for(hint: Tier2Hint, rtrv_prio: u8, ttl_ns: u64, now: u64) -> bool {
-    let best = hint.best();
-    (best == 0 || best < rtrv_prio) && hint.is_fresh(ttl_ns, now)
 }
 
 /// Pops the first task a request searching from level `first` with resources `rsrc`

@@ -719,7 +719,7 @@ impl<'a> World<'a> {
 
     /// GET_TASK at the executor's host: the XDP program's bypass rule (tier 2's fresh
     /// BEST outranks every non-empty ring: on to tier 2 without WAIT), a hit, or a miss
-    /// (on to tier 2 with WAIT, as `bolt executor` sends it).
+    /// (waiting at the host, or on to tier 2 with WAIT, as `bolt executor` sends it).
     fn xdp_get(&mut self, exec: u32) {
         let h = self.host_of(exec);
         let now = self.q.now();
@@ -735,8 +735,14 @@ impl<'a> World<'a> {
         match hit {
             Some(e) => self.q.after(self.topo.p.local_ns, Event::Start { exec, tid: e.task.tid() }),
             // A miss waits at the host for the agent's next REFILL, which its next
-            // REFILL_REQ asks for with this executor counted as waiting.
-            None if !bypass && self.cfg.host_wait_ns > 0 => {
+            // REFILL_REQ asks for with this executor counted as waiting, when tier 2's
+            // fresh stamp says it holds nothing for it (the XDP program's parking rule; a
+            // host that never heard from tier 2 has no stamp). Otherwise it asks tier 2.
+            None if !bypass
+                && self.cfg.host_wait_ns > 0
+                && host.hint != Tier2Hint::default()
+                && host.hint.known_empty_for(1, DEFAULT_HINT_TTL_NS, now) =>
+            {
                 host.misses += 1;
                 host.waiters.push_back((exec, now + self.cfg.host_wait_ns));
             }
@@ -777,14 +783,16 @@ impl<'a> World<'a> {
 
     fn refill_arrives(&mut self, h: u32, slot: u32) {
         let entries = self.batches.take(slot);
-        let now_ms = self.q.now() / 1_000_000;
+        // The program's coarse clock: the time of the kernel's last tick.
+        let tick = self.cfg.stamp_tick_ns.max(1);
+        let stamp_ms = self.q.now() / tick * tick / 1_000_000;
         let host = &mut self.hosts[h as usize];
         host.progress.frames += 1;
         host.progress.tasks += entries.len() as u64;
         // A REFILL lists its entries newest first: stored last to first, stamped with the
         // time they entered the ring (their lease).
         for e in entries.into_iter().rev() {
-            host.push(Entry { pad: ring_stamp(now_ms), ..e });
+            host.push(Entry { pad: ring_stamp(stamp_ms), ..e });
         }
         self.host_poll(h);
     }

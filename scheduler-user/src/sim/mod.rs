@@ -71,6 +71,11 @@ impl System {
     }
 }
 
+/// The testbed kernel's jiffy (CONFIG_HZ=250, Debian's default; `clock_getres` of
+/// CLOCK_MONOTONIC_COARSE gives 4 ms on this machine): the tick of the XDP program's
+/// ring stamps.
+pub const TESTBED_STAMP_TICK_NS: Nanos = 4_000_000;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct SimConfig {
     pub system: System,
@@ -101,6 +106,11 @@ pub struct SimConfig {
     /// host for the agent's next REFILL before it is answered NOOP (`bolt agent
     /// --host-wait-ms`); 0: it goes on to tier 2 with WAIT and waits there.
     pub host_wait_ns: Nanos,
+    /// The tick of the clock the XDP program stamps ring entries with
+    /// (`bpf_ktime_get_coarse_ns`, CLOCK_MONOTONIC_COARSE: the time of the kernel's last
+    /// jiffy). The agent reads their age, for RECALL and its lease scan, on
+    /// CLOCK_MONOTONIC, so a stamp is 0 to one tick older than its entry.
+    pub stamp_tick_ns: Nanos,
     /// Windows (from, to) in which the whole machine stops, as the testbed's did
     /// (`ThreadTimes::stalls`): every event due in one happens at its end. None at scale.
     #[serde(skip)]
@@ -291,6 +301,8 @@ impl SimConfig {
             record_starts: false,
             batch_steals: true,
             host_wait_ns: DEFAULT_HOST_WAIT_NS,
+            // A data centre's kernel at HZ=1000: the stamps' own millisecond.
+            stamp_tick_ns: 1_000_000,
             stalls: Vec::new(),
             spells: Default::default(),
             switch_cpu_wait: Draw::Fixed(0),
@@ -322,17 +334,14 @@ impl SimConfig {
                 cpu_wait: Draw::Quantiles(threads.wait_ns.to_vec()),
                 ..ExecParams::default()
             },
-            refill: RefillPolicy {
-                low_watermark: executors.div_ceil(hosts.max(1)),
-                batch: executors.div_ceil(hosts.max(1)).min(255) as u8,
-                ..RefillPolicy::default()
-            },
+            refill: RefillPolicy::default(),
             ring_capacity: 4096,
             sparrow: SparrowParams::default(),
             cloudkon: CloudKonParams::default(),
             record_starts: false,
             batch_steals: true,
             host_wait_ns: DEFAULT_HOST_WAIT_NS,
+            stamp_tick_ns: TESTBED_STAMP_TICK_NS,
             stalls: Vec::new(),
             spells: Default::default(),
             switch_cpu_wait: Draw::Fixed(0),
