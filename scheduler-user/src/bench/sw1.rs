@@ -69,6 +69,8 @@ struct TaskLine {
     /// The ASSIGN's arrival at the executor's host (0: no kernel stamp).
     arrived_unix_ns: u64,
     start_unix_ns: u64,
+    /// The task's run on its executor: its 10-ms sleep and what the sleep overshot.
+    run_ns: u32,
     /// The executor's latest GET_TASK sent → this ASSIGN received (0: no record).
     get_rtt_ns: u64,
     /// The software switch's stamps (`switch::SwitchTimeline`; 0: none): its SUBMIT's
@@ -150,6 +152,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                         first_sent_unix_ns: t.first_sent_unix_ns,
                         arrived_unix_ns: a.map_or(0, |a| a.arrived_unix_ns),
                         start_unix_ns: t.start_unix_ns,
+                        run_ns: t.run_ns,
                         get_rtt_ns: a.map_or(0, |a| a.get_rtt_ns),
                         switch_arrived_unix_ns: submit.map_or(0, |s| s.arrived_unix_ns),
                         switch_taken_unix_ns: submit.map_or(0, |s| s.taken_unix_ns),
