@@ -13,7 +13,10 @@ use std::collections::VecDeque;
 use scheduler_common::maps::lease_expired;
 
 /// A task RECALL may take has waited in the rings at least this long (milliseconds of the
-/// lease stamp, so between 1 and 2 ms). A task that has just arrived is about to be
+/// lease stamp, so between 1 and 2 ms for a task the agent stamped; the XDP program
+/// stamps with the coarse clock, a tick behind at most, so 0 to 2 ms for the tasks it
+/// stored: docs/agent.md, "The age is read on another clock than the program stamps
+/// with"). A task that has just arrived is about to be
 /// taken by this host's executors; called back, it would go to the tail of its level at
 /// tier 2 and, when the executor it was called back for got another task first, into
 /// the next host's REFILL and be called back from there again: with every executor of
