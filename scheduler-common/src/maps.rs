@@ -316,13 +316,13 @@ impl Tier2Hint {
     /// The parking rule, shared by the XDP program and the simulator: whether this hint,
     /// younger than `ttl_ns` at `now_ns`, says tier 2 holds nothing a request searching
     /// from `rtrv_prio` would take (no level at all, or only levels above the search),
-    /// so that its executor may wait at the host. A stale hint says nothing: the request
-    /// then asks tier 2, which answers at once if it has work (waiting at the host would
-    /// cost the agent's REFILL_REQ round trip first).
+    /// so that its executor may wait at the host. A stale hint says nothing, nor does one
+    /// never heard (0): the request then asks tier 2, which answers at once if it has
+    /// work (waiting at the host would cost the agent's REFILL_REQ round trip first).
     #[inline(always)]
     pub const fn known_empty_for(self, rtrv_prio: u8, ttl_ns: u64, now_ns: u64) -> bool {
         let best = self.best();
-        (best == 0 || best < rtrv_prio) && self.is_fresh(ttl_ns, now_ns)
+        self.0 != 0 && (best == 0 || best < rtrv_prio) && self.is_fresh(ttl_ns, now_ns)
     }
 }
 
@@ -607,6 +607,7 @@ mod tests {
         assert!(empty.known_empty_for(1, 20 * MS, 119 * MS));
         assert!(!empty.known_empty_for(1, 20 * MS, 121 * MS), "stale: ask tier 2");
         assert!(!empty.known_empty_for(1, 0, 100 * MS), "ttl 0: never known");
+        assert!(!Tier2Hint::default().known_empty_for(1, 20 * MS, 0), "never heard: ask tier 2");
         // Tier 2 holds level 2: a request searching from 3 finds nothing there, one
         // searching from 1 or 2 does.
         let level2 = Tier2Hint::new(100 * MS, 2);

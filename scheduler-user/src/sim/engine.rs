@@ -736,13 +736,9 @@ impl<'a> World<'a> {
             Some(e) => self.q.after(self.topo.p.local_ns, Event::Start { exec, tid: e.task.tid() }),
             // A miss waits at the host for the agent's next REFILL, which its next
             // REFILL_REQ asks for with this executor counted as waiting, when tier 2's
-            // fresh stamp says it holds nothing for it (the XDP program's parking rule; a
-            // host that never heard from tier 2 has no stamp). Otherwise it asks tier 2.
-            None if !bypass
-                && self.cfg.host_wait_ns > 0
-                && host.hint != Tier2Hint::default()
-                && host.hint.known_empty_for(1, DEFAULT_HINT_TTL_NS, now) =>
-            {
+            // fresh stamp says it holds nothing for it (the XDP program's parking rule).
+            // Otherwise it asks tier 2.
+            None if !bypass && self.cfg.host_wait_ns > 0 && host.hint.known_empty_for(1, DEFAULT_HINT_TTL_NS, now) => {
                 host.misses += 1;
                 host.waiters.push_back((exec, now + self.cfg.host_wait_ns));
             }
