@@ -107,6 +107,12 @@ pub struct ThreadTimes {
     pub switch_handle_by_op_ns: std::collections::BTreeMap<String, Vec<(f64, Nanos)>>,
     #[serde(default)]
     pub switch_send_ns: Vec<(f64, Nanos)>,
+    /// Quantiles of how late the clients sent their jobs: each job's send less the time
+    /// it was due. The replaying client sleeps on tokio's timer, whose wheel turns once a
+    /// millisecond, and its thread must then run. Jobs due or sent in a stall are left
+    /// out (the stall is replayed). Empty in lines made before it was recorded.
+    #[serde(default)]
+    pub client_late_ns: Vec<(f64, Nanos)>,
 }
 
 /// A sleep that overran its length by more than this, while others did too, counts
@@ -267,12 +273,18 @@ impl ThreadTimes {
         let mut wait_ns: Vec<Nanos> = waits.iter().filter(|&&w| !overlaps(w)).map(|&(a, b)| b - a).collect();
         let mut overshoot_ns: Vec<Nanos> =
             overshoots.iter().zip(&in_stall).filter(|(_, &m)| !m).map(|(&(a, b, _), _)| b - a).collect();
+        let mut client_late_ns: Vec<Nanos> = submitted
+            .iter()
+            .filter(|&&(due, at)| !overlaps((due, at.max(due + 1))))
+            .map(|&(due, at)| at.saturating_sub(due))
+            .collect();
         ThreadTimes {
             waits: wait_ns.len(),
             sleeps: overshoot_ns.len(),
             wait_ns: quantiles(&mut wait_ns),
             overshoot_ns: quantiles(&mut overshoot_ns),
             before_arrival_ns: quantiles(&mut before),
+            client_late_ns: quantiles(&mut client_late_ns),
             stalls: stalls
                 .iter()
                 .map(|&(from, to)| Stall { at_ns: from.saturating_sub(first_send), len_ns: to - from })
@@ -448,7 +460,8 @@ mod tests {
     }
 
     /// A run's stall is reported from its first send; the sleeps in it leave the
-    /// overshoot's quantiles, and a wait across it leaves the wait's.
+    /// overshoot's quantiles, a wait across it the wait's, and a job sent in it the
+    /// clients' lateness.
     #[test]
     fn thread_times_replace_a_stalls_overshoots_by_the_stall() {
         let ms = 1_000_000u64;
@@ -468,12 +481,16 @@ mod tests {
             records.push(TaskRecord { executor: tid as u16, ..record(1, tid, ms, start, run as u32) });
             assignments.push(assignment(7, 1, tid, arrived, Some(10 * ms)));
         }
-        let t = ThreadTimes::of_run([(7, &records[..])], &assignments, &[]);
+        // Three jobs: one sent 0.3 ms late, one due at 13 ms and sent at 14 (in the
+        // stall, which is replayed instead), one sent 0.7 ms late.
+        let submitted = [(ms, ms + 300_000), (13 * ms, 14 * ms), (20 * ms, 20 * ms + 700_000)];
+        let t = ThreadTimes::of_run([(7, &records[..])], &assignments, &submitted);
         assert_eq!(t.stalls, vec![Stall { at_ns: 11 * ms, len_ns: 3 * ms }]);
         assert_eq!((t.sleeps, t.waits), (2, 5));
         let at = |q: &[(f64, Nanos)], p: f64| q.iter().find(|(x, _)| *x == p).map(|(_, v)| *v);
         assert_eq!(at(&t.overshoot_ns, 1.0), Some(100_000));
         assert_eq!(at(&t.wait_ns, 1.0), Some(1_000));
+        assert_eq!((at(&t.client_late_ns, 0.0), at(&t.client_late_ns, 1.0)), (Some(300_000), Some(700_000)));
     }
 
     /// Windows whose median wait is four times the run's are spells, adjacent ones

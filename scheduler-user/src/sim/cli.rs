@@ -108,7 +108,7 @@ pub struct ValidateArgs {
     /// A `bolt bench all --only sw1 --only trace` results directory (its sw1.jsonl and
     /// trace.jsonl) to validate against (repeat for several runs; each run is compared
     /// with its own simulation, and a point is off by the middle of its runs' errors); default: the three runs committed in
-    /// docs/bench-results/sim-validate-spells/ (made with
+    /// docs/bench-results/sim-validate-late/ (made with
     /// --client-offset-ms 5).
     #[arg(long, value_name = "DIR")]
     pub testbed: Vec<PathBuf>,

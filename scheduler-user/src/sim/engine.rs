@@ -35,8 +35,12 @@ const TOFINO_SEED_SALT: u64 = 0x746f_6669_6e6f;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
-    /// The next job of the workload is submitted.
+    /// The next job of the workload falls due.
     Job,
+    /// Its client sends a job.
+    Send {
+        job: u32,
+    },
     /// A message reaches tier 2.
     ToSwitch {
         slot: u32,
@@ -218,8 +222,10 @@ pub struct World<'a> {
     lost_submit_retry: Nanos,
     /// Every task's start, when `record_starts`.
     starts: Vec<(u32, u32, Nanos)>,
-    /// Jobs a stall held up, and when they were sent.
+    /// Jobs sent after they fell due (their client's lateness, a stall), and when.
     sent_late: HashMap<u32, Nanos>,
+    /// Each client's latest send: its jobs go in order.
+    client_sent: Vec<Nanos>,
 }
 
 fn task(tid: u32, prio: u8) -> Task {
@@ -304,6 +310,7 @@ impl<'a> World<'a> {
             lost_submit_retry: client.task_timeout.as_nanos() as Nanos,
             starts: Vec::new(),
             sent_late: HashMap::new(),
+            client_sent: vec![0; cfg.workload.clients() as usize],
         })
     }
 
@@ -380,6 +387,7 @@ impl<'a> World<'a> {
     fn handle(&mut self, event: Event) {
         match event {
             Event::Job => self.job(),
+            Event::Send { job } => self.send(job),
             Event::ToSwitch { slot } => self.arrive_at_switch(slot),
             // A tick superseded by an earlier one (which scheduled its own successor) is
             // stale: running it would start a second chain of ticks.
@@ -456,16 +464,32 @@ impl<'a> World<'a> {
     // ---- clients ----
 
     fn job(&mut self) {
-        let j = self.jobs.jobs[self.next_job];
         let job = self.next_job as u32;
         self.next_job += 1;
-        // A job held up by a stall is sent late; its tasks' delays count from the send,
-        // as the testbed's client records its first send.
-        if self.q.now() > j.at {
-            self.sent_late.insert(job, self.q.now());
-        }
         if let Some(next) = self.jobs.jobs.get(self.next_job) {
             self.q.at(next.at, Event::Job);
+        }
+        // The client's timer and thread send it a little late, and never before the
+        // same client's previous job.
+        let now = self.q.now();
+        let client = self.jobs.jobs[job as usize].client as usize;
+        let late = self.cfg.spells.draw(&self.cfg.client_late, now, &mut self.rng);
+        let at = (now + late).max(self.client_sent[client]);
+        if at > now {
+            self.client_sent[client] = at;
+            self.q.at(at, Event::Send { job });
+        } else {
+            self.send(job);
+        }
+    }
+
+    fn send(&mut self, job: u32) {
+        let j = self.jobs.jobs[job as usize];
+        self.client_sent[j.client as usize] = self.client_sent[j.client as usize].max(self.q.now());
+        // A job sent late (by its client, or held up by a stall) has its tasks' delays
+        // counted from the send, as the testbed's client records its first send.
+        if self.q.now() > j.at {
+            self.sent_late.insert(job, self.q.now());
         }
         let from = self.client_host(j.client);
         match self.cfg.system {

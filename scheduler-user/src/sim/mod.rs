@@ -124,6 +124,18 @@ pub struct SimConfig {
     /// Tofino has no thread). On the testbed the software switch is one more thread on
     /// the two cores the executors share.
     pub switch_cpu_wait: Draw,
+    /// How late a client sends a job after it falls due (never before its own previous
+    /// one). 0 at scale; on the testbed the replaying client's timer
+    /// ([`testbed_client_late`], or what `validate`'s run measured).
+    pub client_late: Draw,
+}
+
+/// The testbed's clients (`bench::workload::replay`) sleep until each job's due time on
+/// tokio's timer, whose wheel turns once a millisecond: a job goes 0 to 1 ms after it
+/// falls due. `bolt sim validate` draws from what the run it compares with measured
+/// (`ThreadTimes::client_late_ns`); this is for runs made before that was recorded.
+pub fn testbed_client_late() -> Draw {
+    Draw::Quantiles(vec![(0.0, 0), (1.0, 1_000_000)])
 }
 
 impl WorkloadSpec {
@@ -306,6 +318,7 @@ impl SimConfig {
             stalls: Vec::new(),
             spells: Default::default(),
             switch_cpu_wait: Draw::Fixed(0),
+            client_late: Draw::Fixed(0),
         }
     }
 
@@ -345,6 +358,7 @@ impl SimConfig {
             stalls: Vec::new(),
             spells: Default::default(),
             switch_cpu_wait: Draw::Fixed(0),
+            client_late: testbed_client_late(),
         }
     }
 }

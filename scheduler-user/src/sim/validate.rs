@@ -11,10 +11,10 @@
 //! points (tasks as long as the interval between jobs: whether an executor is free at
 //! the next submission turns on its overshoot), so points are compared as the median
 //! over runs. Without directories, the three runs committed in
-//! docs/bench-results/sim-validate-spells/ are used (`--client-offset-ms 5`: the SW1
+//! docs/bench-results/sim-validate-late/ are used (`--client-offset-ms 5`: the SW1
 //! clients' phase, which moves the testbed's medians, fixed and simulated; with the
-//! software switch's thread times recorded, its handling by op and its resumption, and
-//! the machine's slow spells).
+//! software switch's thread times recorded, its handling by op and its resumption, the
+//! machine's slow spells, and how late the clients sent their jobs).
 
 use std::path::PathBuf;
 
@@ -38,18 +38,18 @@ pub const TESTBED_HOSTS: u32 = 2;
 const COMMITTED: [(&str, &str, &str); 3] = [
     (
         "run1",
-        include_str!("../../../docs/bench-results/sim-validate-spells/run1/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-spells/run1/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-late/run1/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-late/run1/trace.jsonl"),
     ),
     (
         "run2",
-        include_str!("../../../docs/bench-results/sim-validate-spells/run2/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-spells/run2/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-late/run2/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-late/run2/trace.jsonl"),
     ),
     (
         "run3",
-        include_str!("../../../docs/bench-results/sim-validate-spells/run3/sw1.jsonl"),
-        include_str!("../../../docs/bench-results/sim-validate-spells/run3/trace.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-late/run3/sw1.jsonl"),
+        include_str!("../../../docs/bench-results/sim-validate-late/run3/trace.jsonl"),
     ),
 ];
 
@@ -110,6 +110,11 @@ fn with_threads(mut cfg: SimConfig, t: ThreadTimes, point: &str) -> anyhow::Resu
     }
     cfg.exec.cpu_wait = Draw::Quantiles(t.wait_ns);
     cfg.exec.run_overhead = Draw::Quantiles(t.overshoot_ns);
+    // The clients' lateness as measured, where the run recorded it; else the testbed
+    // configuration's model of their timer stays.
+    if !t.client_late_ns.is_empty() {
+        cfg.client_late = Draw::Quantiles(t.client_late_ns);
+    }
     cfg.stalls = t.stalls.iter().map(|s| (s.at_ns, s.at_ns + s.len_ns)).collect();
     let spells: Vec<_> = t.spells.iter().map(|s| (s.at_ns, s.at_ns + s.len_ns)).collect();
     cfg.spells = std::sync::Arc::new(Spells::new(spells, t.spell_span_ns));
@@ -228,6 +233,7 @@ mod tests {
                 let submit = thread.handle_by_op.iter().any(|(op, _)| *op == "SUBMIT");
                 assert!(submit, "{}: a SUBMIT's handling as measured", p.name);
                 assert!(p.before_arrival_ms.is_some_and(|(m, p99)| m > 0.0 && p99 >= m), "{}", p.name);
+                assert!(matches!(p.cfg.client_late, Draw::Quantiles(ref q) if q.len() > 2), "{}", p.name);
             }
         }
         let sw1 = || runs.iter().flat_map(|r| &r.points).filter(|p| p.name.starts_with("SW1"));
@@ -302,6 +308,20 @@ mod tests {
         assert!((c.spells.share() - 0.01).abs() < 1e-12);
         assert!(c.spells.contains(110_000_000) && !c.spells.contains(200_000_000));
         assert_eq!(c.tofino.thread.expect("measured").spells, c.spells);
+    }
+
+    /// The clients send as late as the run's did where its line recorded that, and by the
+    /// testbed's timer model in a line made before.
+    #[test]
+    fn the_simulated_clients_are_as_late_as_the_runs_where_recorded() {
+        let line = r#"{"level":"one-level","ran":"one-level","fallback":null,"xdp_share":null,"tier1_returned":null,"stolen":null,"utilization":0.4,"executors":40,"tasks_per_job":8,"jobs":800,"submitted":6400,"completed":6400,"p50_job_ms":10.4,"p99_job_ms":11.2,"p50_sched_delay_ms":0.3,"p99_sched_delay_ms":1.2,"executor_threads":{"waits":2,"sleeps":2,"wait_ns":[[0.0,1000],[1.0,2000]],"overshoot_ns":[[0.0,5000],[1.0,9000]]}}"#;
+        let late = |line: &str| testbed_points(line, "", 1).unwrap().remove(0).cfg.client_late;
+        assert_eq!(late(line), super::super::testbed_client_late());
+        let recorded = line.replace(
+            r#""overshoot_ns":[[0.0,5000],[1.0,9000]]"#,
+            r#""overshoot_ns":[[0.0,5000],[1.0,9000]],"client_late_ns":[[0.0,800000],[1.0,2100000]]"#,
+        );
+        assert_eq!(late(&recorded), Draw::Quantiles(vec![(0.0, 800_000), (1.0, 2_100_000)]));
     }
 
     /// A two-level run's executors waited at their host as long as its line says; a line
