@@ -18,8 +18,8 @@
 //! - With `thread` set, a software switch's thread as measured in a testbed run
 //!   (`switch::ThreadStats`) instead of a pipeline: a message holds it for a drawn
 //!   handling time rather than its passes, then its answers are sent one after another,
-//!   each for the message's drawn sending time per datagram, and each leaves when its
-//!   own send ends. Messages that queued while it was busy are taken up to `batch` at a
+//!   each for a sending time drawn for that datagram, and each leaves when its own send
+//!   ends. Messages that queued while it was busy are taken up to `batch` at a
 //!   time, as its receive takes them, each batch after a drawn resumption: the thread's
 //!   way back to its socket, where it is most often preempted.
 
@@ -360,18 +360,20 @@ impl Tofino {
             };
             self.stats.passes += passes;
             // When each answer leaves: all at once after the passes, or one after another
-            // from the thread's sends. Every answer of a message takes the same drawn send:
-            // the measurement is a flush's time over its datagrams, which does not tell the
-            // datagrams of one flush apart, and a message's answers go out in one flush.
-            let (mut leaves, send_each) = match &self.p.thread {
+            // from the thread's sends, each datagram's send drawn on its own. The
+            // measurement is a flush's time over its datagrams, recorded once per datagram.
+            // A preemption inside a flush lengthens it once, by its own length: drawn once
+            // and given to every datagram of a message, it lengthened a message of eight
+            // answers eight times over (docs/benchmarks.md, "A message's answers, each
+            // sent in its own time").
+            let mut leaves = match &self.p.thread {
                 None => {
                     self.free_ps = self.free_ps.max(start * 1000) + passes * self.interval_ps;
-                    (start + passes * self.p.pass_ns, 0)
+                    start + passes * self.p.pass_ns
                 }
                 Some(t) => {
                     let handling = op.map_or(&t.handle, |op| t.handling(op));
-                    let handle = t.spells.draw(handling, start, &mut self.rng);
-                    (start + handle, t.spells.draw(&t.send, start + handle, &mut self.rng))
+                    start + t.spells.draw(handling, start, &mut self.rng)
                 }
             };
             for a in self.answers.drain(..) {
@@ -385,7 +387,9 @@ impl Tofino {
                     Answer::Hint { .. } => self.stats.hints += 1,
                     Answer::Recall { .. } => self.stats.recalls += 1,
                 }
-                leaves += send_each;
+                if let Some(t) = &self.p.thread {
+                    leaves += t.spells.draw(&t.send, leaves, &mut self.rng);
+                }
                 out.push((leaves, a));
             }
             if self.p.thread.is_some() {
