@@ -131,9 +131,11 @@ pub struct SimConfig {
 }
 
 /// The testbed's clients (`bench::workload::replay`) sleep until each job's due time on
-/// tokio's timer, whose wheel turns once a millisecond: a job goes 0 to 1 ms after it
-/// falls due. `bolt sim validate` draws from what the run it compares with measured
-/// (`ThreadTimes::client_late_ns`); this is for runs made before that was recorded.
+/// tokio's timer, whose wheel turns once a millisecond: the sends spread over 0 to 1 ms
+/// after the due times (measured, they also sit above a floor of 0 to 1 ms, the timer's
+/// phase, which adds the same to every send and moves no delay). `bolt sim validate`
+/// draws from what the run it compares with measured (`ThreadTimes::client_late_ns`);
+/// this is for runs made before that was recorded.
 pub fn testbed_client_late() -> Draw {
     Draw::Quantiles(vec![(0.0, 0), (1.0, 1_000_000)])
 }
