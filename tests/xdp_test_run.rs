@@ -21,7 +21,7 @@ use scheduler_common::{
     encode_assign, encode_assign_list, encode_get_bundle, encode_get_task, encode_hint, encode_noop, encode_refill,
     encode_return, encode_submit,
     frame::Endpoint,
-    maps::{Counter, EVENT_BYPASS, EVENT_EMPTY, EVENT_LOW_WATERMARK, EVENT_WAITING},
+    maps::{Counter, EVENT_BYPASS, EVENT_EMPTY, EVENT_LOW_WATERMARK, EVENT_REFILL_ANSWER, EVENT_WAITING},
     Entry, Header, Ipv4Prefix, JobRef, Message, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
 };
 use scheduler_user::agent::StopMode;
@@ -398,6 +398,35 @@ fn refill_from_the_switch_fills_the_rings_in_order() {
     let popped = rig.maps().pop(2).unwrap().expect("the entry");
     assert_ne!(popped.pad, [0, 0], "REFILL ingest stamps the entry");
     assert_eq!(Entry { pad: [0; 2], ..popped }, batch[0]);
+}
+
+/// The agent sleeps while its REFILL_REQ is parked at tier 2: the answer's first frame
+/// wakes it with one event, whatever the frames that follow.
+#[test]
+fn the_first_frame_of_an_awaited_answer_wakes_the_agent_once() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|_| {});
+    let mut events = rig.maps().take_events().expect("event reader");
+    let batch: Vec<Entry> = (1..=4).map(|t| entry(t, 1, 0)).collect();
+    // Nobody awaits an answer: a frame is stored and wakes no one.
+    rig.run(&rig.refill_frame(&batch[..1]));
+    assert!(events.drain(8).iter().all(|e| e.kind != EVENT_REFILL_ANSWER));
+    // The agent arms before sending its request; the first frame disarms and tells it.
+    rig.maps().arm_refill_answer();
+    assert!(rig.maps().refill_armed());
+    rig.run(&rig.refill_frame(&batch[1..2]));
+    assert!(!rig.maps().refill_armed(), "the frame disarmed it");
+    let got: Vec<_> = events.drain(8).into_iter().filter(|e| e.kind == EVENT_REFILL_ANSWER).collect();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].prio, 0);
+    // The answer's further frames are stored without waking it again.
+    rig.run(&rig.refill_frame(&batch[2..]));
+    assert!(events.drain(8).iter().all(|e| e.kind != EVENT_REFILL_ANSWER));
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::RefillFrames), c.get(Counter::RefillTasks)), (3, 4), "every frame stored as before");
+    assert_eq!(rig.maps().occupancy()[0], 4);
 }
 
 /// Tier 2's queue model answers a REFILL_REQ; the REFILLs it sends, stored by the XDP

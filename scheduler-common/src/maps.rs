@@ -256,6 +256,11 @@ pub struct RingStates {
     /// its way to an executor), packed with the coarse time it was read by [`Tier2Hint`]:
     /// one 64-bit word, so that readers never see a level with another packet's time.
     pub tier2_hint: u64,
+    /// Nonzero while the agent awaits the first frame of a REFILL_REQ's answer: it sets it
+    /// before sending the request, and the program clears it at the next REFILL frame and
+    /// sends [`EVENT_REFILL_ANSWER`]. The agent then sleeps until that event instead of
+    /// reading the REFILL counters on a timer while its request is parked at tier 2.
+    pub refill_armed: u64,
 }
 
 /// The packed form of [`RingStates::tier2_hint`]: `bpf_ktime_get_coarse_ns()` (or
@@ -360,6 +365,11 @@ pub const EVENT_WAITING: u8 = 5;
 /// them out, and asks tier 2 again for the rest at once rather than at its next poll.
 /// `prio` is 0.
 pub const EVENT_REFILLED_WAITERS: u8 = 6;
+
+/// The first REFILL frame since the agent set [`RingStates::refill_armed`]: the answer to
+/// its REFILL_REQ has begun (the frame itself is stored or handed to a waiting executor
+/// as any other). One per request. `prio` is 0.
+pub const EVENT_REFILL_ANSWER: u8 = 7;
 
 /// An executor waiting at this host: where its GET_TASK came from, so that the REFILL
 /// that answers it (or the agent's NOOP) can be addressed as tier 2's answer would be.
@@ -530,7 +540,7 @@ const _: () = {
     assert!(core::mem::size_of::<HostWaiter>() == 48);
     assert!(MAX_UPLINKS == 2, "XdpConfig::is_uplink compares every slot");
     assert!(core::mem::size_of::<RingState>() == 16);
-    assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT + 8);
+    assert!(core::mem::size_of::<RingStates>() == 16 * RING_COUNT + 16);
     assert!(RING_COUNT.is_power_of_two());
     assert!(core::mem::size_of::<RingEvent>() == 24);
     assert!(core::mem::size_of::<RescuedTask>() == 48);

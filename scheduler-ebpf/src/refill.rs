@@ -19,7 +19,7 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::{error, info, warn};
 use scheduler_common::{
-    maps::{ring_stamp, Counter, XdpConfig, RING_COUNT},
+    maps::{ring_stamp, Counter, XdpConfig, EVENT_REFILL_ANSWER, RING_COUNT},
     Entry, Header, Op, KNOWN_TASK_FLAGS, MAX_LIST, MAX_PRIORITIES,
 };
 
@@ -94,6 +94,7 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     tally.add(Counter::RefillFrames);
     rings.record_hint(h.prio);
     tally.add(Counter::Tier2Stamps);
+    tell_agent_if_answer(&rings, tally);
     // A one-task frame goes straight to an executor waiting here, if one can run it.
     // Otherwise the agent hands the stored tasks to those waiting (told now, before the
     // stores: after the loop below, one more branch costs the verifier too many states;
@@ -157,6 +158,16 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
         return xdp_action::XDP_DROP;
     }
     bounce(ctx, cfg.port, unstored, tally)
+}
+
+/// The first frame of the answer the agent awaits: wakes it (EVENT_REFILL_ANSWER), so
+/// that it need not read the REFILL counters on a timer while its request is parked.
+#[inline(never)]
+fn tell_agent_if_answer(rings: &Rings, tally: &mut Tally) {
+    if rings.take_refill_armed() {
+        // SAFETY: the helper has no preconditions.
+        rings.event(0, EVENT_REFILL_ANSWER, unsafe { bpf_ktime_get_coarse_ns() }, tally);
+    }
 }
 
 /// One small count (0..=255) per ring, packed in a register.

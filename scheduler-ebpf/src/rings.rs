@@ -174,6 +174,22 @@ impl Rings {
         }
     }
 
+    /// True once per REFILL_REQ of the agent: if it set [`RingStates::refill_armed`],
+    /// clears it. Two CPUs with frames at the same instant may both see it set; the agent
+    /// then wakes twice, which costs it a turn and nothing else.
+    #[inline(always)]
+    pub fn take_refill_armed(&self) -> bool {
+        // SAFETY: valid map value, aligned 8-byte loads and stores.
+        unsafe {
+            let armed = core::ptr::addr_of_mut!((*self.states).refill_armed);
+            if core::ptr::read_volatile(armed) == 0 {
+                return false;
+            }
+            core::ptr::write_volatile(armed, 0);
+        }
+        true
+    }
+
     /// The highest level in `first..=last` whose ring holds a task (reserved > 0), or 0.
     #[inline(always)]
     pub fn first_nonempty(&self, first: u32, last: u32) -> u32 {

@@ -773,6 +773,8 @@ impl Agent {
                 return;
             }
         };
+        // Set before the send, so that no frame of the answer can come before it.
+        self.tier1.rings.arm_refill_answer();
         if let Err(e) = self.sock.send_to(&buf[..n], self.cfg.switch) {
             tracing::warn!(switch = %self.cfg.switch, error = %e, "sending REFILL_REQ failed");
         }

@@ -442,13 +442,9 @@ impl RefillController {
             State::BackingOff { until, .. } => Some(until),
             State::Waiting { sent_at, base, seen, changed_at, .. } => {
                 if seen.frames == base.frames {
-                    // No frame yet: the counters must be polled to see one arrive. Once
-                    // the request is parked at tier 2, less often: its tasks reach the
-                    // rings and waiting executors without the agent, so a later poll only
-                    // notices the answer's end later.
-                    let parked = now.saturating_duration_since(sent_at) >= PARKED_AFTER;
-                    let every = if parked { POLL_WHILE_PARKED } else { POLL_WHILE_WAITING };
-                    Some((now + every).min(sent_at + self.answer_timeout()))
+                    // No frame yet: the first one wakes the owner (the program's
+                    // EVENT_REFILL_ANSWER), so only the answer timeout is a deadline.
+                    Some(sent_at + self.answer_timeout())
                 } else {
                     Some((now + POLL_WHILE_WAITING).min(changed_at + self.policy.settle))
                 }
@@ -476,17 +472,10 @@ impl RefillController {
     }
 }
 
-/// How often the REFILL counters are read while an answer is awaited (the XDP program
-/// consumes REFILL frames, so nothing wakes the agent when one arrives).
+/// How often the REFILL counters are read while the frames of an answer arrive, until it
+/// is complete or settles. Only its first frame wakes the agent (EVENT_REFILL_ANSWER):
+/// one event per request rather than one per frame.
 pub const POLL_WHILE_WAITING: Duration = Duration::from_micros(200);
-
-/// A request unanswered this long is taken to be parked at tier 2 (an answer at once
-/// takes a round trip of tens of microseconds).
-pub const PARKED_AFTER: Duration = Duration::from_millis(1);
-
-/// How often the counters are read while a request is parked: each read is a wake-up
-/// and a few system calls of the agent, on the cores its executors run on.
-pub const POLL_WHILE_PARKED: Duration = Duration::from_millis(1);
 
 #[cfg(test)]
 mod tests {
@@ -791,20 +780,25 @@ mod tests {
     }
 
     #[test]
-    fn a_parked_request_is_polled_every_millisecond_a_young_one_every_200_us() {
+    fn an_unanswered_request_is_not_polled_but_the_frames_of_an_answer_are() {
         let mut c = controller();
         let t0 = Instant::now();
         assert!(matches!(c.poll(t0, &occ(0), progress(0, 0)), Action::Request { .. }));
-        let young = t0 + Duration::from_micros(500);
-        assert_eq!(c.next_deadline(young), Some(young + POLL_WHILE_WAITING));
-        let parked = t0 + PARKED_AFTER;
-        assert_eq!(c.next_deadline(parked), Some(parked + POLL_WHILE_PARKED));
-        // Never past the answer timeout, when the request is sent again.
-        let late = t0 + c.policy().answer_timeout - Duration::from_micros(300);
-        assert_eq!(c.next_deadline(late), Some(t0 + c.policy().answer_timeout));
-        // Once frames arrive, the answer is watched closely again until it settles.
-        c.poll(parked, &occ(0), progress(1, 16));
-        assert_eq!(c.next_deadline(parked), Some(parked + POLL_WHILE_WAITING));
+        // Young or parked at tier 2, the request's only deadline is its answer timeout:
+        // the answer's first frame wakes the agent.
+        let timeout = t0 + c.policy().answer_timeout;
+        for after_us in [0, 500, 1_000, 5_000, 19_700] {
+            let now = t0 + Duration::from_micros(after_us);
+            assert_eq!(c.next_deadline(now), Some(timeout), "{after_us} µs after the request");
+        }
+        // Once frames arrive, the answer is watched until it is complete or settles.
+        let first = t0 + Duration::from_millis(3);
+        assert_eq!(c.poll(first, &occ(0), progress(1, 16)), Action::Nothing);
+        assert_eq!(c.next_deadline(first), Some(first + POLL_WHILE_WAITING));
+        // A lost request is sent again at its timeout.
+        let mut lost = controller();
+        assert!(matches!(lost.poll(t0, &occ(0), progress(0, 0)), Action::Request { .. }));
+        assert!(matches!(lost.poll(timeout, &occ(0), progress(0, 0)), Action::Request { retry: true, .. }));
     }
 
     #[test]

@@ -118,6 +118,15 @@ impl Rings {
         }
     }
 
+    /// Before a REFILL_REQ: asks the program to wake the agent at the first frame of its
+    /// answer (EVENT_REFILL_ANSWER). In-memory rings are filled by the agent from its
+    /// socket, whose frames wake it anyway.
+    pub fn arm_refill_answer(&self) {
+        if let Rings::Bpf(maps) = self {
+            maps.arm_refill_answer();
+        }
+    }
+
     /// Tasks queued over all rings.
     pub fn total(&self) -> i64 {
         self.occupancy().iter().map(|&r| r.max(0)).sum()

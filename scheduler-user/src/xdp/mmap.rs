@@ -70,6 +70,14 @@ impl MappedRingStates {
         unsafe { AtomicU64::from_ptr(&raw mut (*self.base.as_ptr()).tier2_hint) }
     }
 
+    /// The agent's "answer awaited" flag ([`SharedStates::refill_armed`]): set here, cleared
+    /// by the program.
+    pub fn refill_armed(&self) -> &AtomicU64 {
+        // SAFETY: within the mapping, 8-aligned; the program reads and writes it as one
+        // 64-bit word.
+        unsafe { AtomicU64::from_ptr(&raw mut (*self.base.as_ptr()).refill_armed) }
+    }
+
     pub fn load(&self, prio: u8) -> i64 {
         self.reserved(prio).load(Ordering::Acquire)
     }

@@ -258,6 +258,19 @@ impl XdpMaps {
         self.states.tier2_hint().store(hint.0, Ordering::Release);
     }
 
+    /// Asks the program to send [`EVENT_REFILL_ANSWER`] at the next REFILL frame (set
+    /// before a REFILL_REQ goes out).
+    ///
+    /// [`EVENT_REFILL_ANSWER`]: scheduler_common::maps::EVENT_REFILL_ANSWER
+    pub fn arm_refill_answer(&self) {
+        self.states.refill_armed().store(1, Ordering::Release);
+    }
+
+    /// True while the program has not yet seen a frame since [`XdpMaps::arm_refill_answer`].
+    pub fn refill_armed(&self) -> bool {
+        self.states.refill_armed().load(Ordering::Acquire) != 0
+    }
+
     /// [`XdpMaps::reserved`] of every ring, index 0 = priority 1.
     pub fn occupancy(&self) -> [i64; RING_COUNT] {
         std::array::from_fn(|i| self.states.load(i as u8 + 1))
