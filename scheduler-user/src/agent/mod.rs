@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use scheduler_common::{
     decode, encode_assign, encode_refill_req,
-    maps::{Counter, Tier2Hint, EVENT_BYPASS, RING_COUNT},
+    maps::{Counter, Counters, Tier2Hint, EVENT_BYPASS, RING_COUNT},
     DecodeError, Entry, Ipv4Prefix, Message, RefillRequest, FLAG_WAIT, MAX_MESSAGE_LEN,
 };
 
@@ -60,7 +60,7 @@ use crate::xdp::BoltXdp;
 use proxy::Proxies;
 use refill::{Action, Outcome, Progress};
 use returns::Returner;
-use rings::Rings;
+use rings::{KernelRefills, Rings};
 
 /// How an agent stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,7 +338,10 @@ impl Agent {
         if let Some(w) = &mut waiting {
             w.answer_all(&mut tier1.rings, &mut stats.ring_errors);
         }
-        let waiter_base = waiting.as_ref().and_then(|w| waiter_counts(&tier1.rings, w));
+        let waiter_base = match (&waiting, tier1.rings.kernel_counters()) {
+            (Some(w), Ok(k)) => Some(waiter_counts(&k, w)),
+            _ => None,
+        };
         Ok(Agent {
             waiting,
             next_waiter_expiry: None,
@@ -634,11 +637,16 @@ impl Agent {
 
     /// REFILL frames and tasks seen since this agent started.
     fn progress(&self) -> anyhow::Result<Progress> {
-        let k = self.tier1.rings.kernel_refills()?;
-        Ok(Progress {
+        Ok(self.progress_in(&self.tier1.rings.kernel_counters()?))
+    }
+
+    /// [`Agent::progress`] from a snapshot of the program's counters.
+    fn progress_in(&self, counters: &Counters) -> Progress {
+        let k = KernelRefills::of(counters);
+        Progress {
             frames: k.frames.wrapping_sub(self.kernel_base.frames) + self.socket_refills.frames,
             tasks: k.tasks.wrapping_sub(self.kernel_base.tasks) + self.socket_refills.tasks,
-        })
+        }
     }
 
     /// Samples the drain rate and sets the refill target from it (Little's law), and
@@ -649,12 +657,14 @@ impl Agent {
     /// (ASSIGNs passing through the host, or relayed by the agent). Counting only the
     /// rings would size them by what they already serve: where tier 2 serves most tasks
     /// (the rings ran dry), the target would stay at its floor and keep them dry.
-    fn size_prefetch(&mut self, now: Instant) -> anyhow::Result<()> {
+    ///
+    /// `kernel` is a snapshot of the program's counters: the refill step reads them once
+    /// for this, its progress and the waiters.
+    fn size_prefetch(&mut self, now: Instant, kernel: &Counters) {
         if now < self.next_rate_sample {
-            return Ok(());
+            return;
         }
         self.next_rate_sample = now + RATE_SAMPLE_EVERY;
-        let kernel = self.tier1.rings.kernel_counters()?;
         let from_rings: [u64; RING_COUNT] =
             std::array::from_fn(|i| kernel.hits(i as u8 + 1) + self.served_per_level[i]);
         let from_tier2: [u64; RING_COUNT] =
@@ -666,7 +676,6 @@ impl Agent {
         self.stats.xdp_served = from_rings.iter().zip(base_rings).map(|(a, b)| a.wrapping_sub(b)).sum();
         self.stats.tier2_served = from_tier2.iter().zip(base_tier2).map(|(a, b)| a.wrapping_sub(b)).sum();
         self.react_to_hint(now, kernel.get(Counter::Bypass));
-        Ok(())
     }
 
     /// While tier 2 persistently holds higher-priority work than the rings (bypasses go
@@ -692,12 +701,14 @@ impl Agent {
     }
 
     fn step_refill(&mut self, now: Instant) -> anyhow::Result<()> {
-        self.size_prefetch(now)?;
+        // One read of the per-CPU counters (a system call) serves the whole step.
+        let counters = self.tier1.rings.kernel_counters()?;
+        self.size_prefetch(now, &counters);
         let occupancy = self.tier1.rings.occupancy();
         self.refill.set_targets(now, self.tier2_best(), &occupancy, &self.sizer.targets(), &self.sizer.rates());
         self.stats.prefetch_target = self.refill.target();
-        let progress = self.progress()?;
-        self.stats.waiters_now = self.waiters_now();
+        let progress = self.progress_in(&counters);
+        self.stats.waiters_now = self.waiters_now(&counters);
         let action = self.refill.poll_with_waiters(now, &occupancy, progress, self.stats.waiters_now);
         match self.refill.take_outcome() {
             Some(Outcome::Tasks { tasks, round_trip }) => {
@@ -754,8 +765,8 @@ impl Agent {
     /// answered or skipped since. A replaced record not yet skipped counts too, so this
     /// errs high by the few executors that asked twice. (The program's counters count
     /// from its load, so an agent restarted on the pinned program counts from its base.)
-    fn waiters_now(&mut self) -> u32 {
-        let Some(now) = self.waiting.as_ref().and_then(|w| waiter_counts(&self.tier1.rings, w)) else { return 0 };
+    fn waiters_now(&mut self, counters: &Counters) -> u32 {
+        let Some(now) = self.waiting.as_ref().map(|w| waiter_counts(counters, w)) else { return 0 };
         let (parked_base, taken_base) = *self.waiter_base.get_or_insert(now);
         let taken = now.1.wrapping_sub(taken_base);
         now.0.wrapping_sub(parked_base).saturating_sub(taken).min(u32::MAX as u64) as u32
@@ -1010,10 +1021,9 @@ fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {
 
 /// Waiters queued so far (the program's `parked_here`), and waiters answered or skipped
 /// so far (the program's `handoffs + stale_waiters` and `waiting`'s answers).
-fn waiter_counts(rings: &Rings, waiting: &waiting::HostWaiting) -> Option<(u64, u64)> {
-    let k = rings.kernel_counters().ok()?;
+fn waiter_counts(k: &Counters, waiting: &waiting::HostWaiting) -> (u64, u64) {
     let answered = waiting.counts.served + waiting.counts.expired + waiting.counts.stale;
-    Some((k.get(Counter::ParkedHere), k.get(Counter::Handoffs) + k.get(Counter::StaleWaiters) + answered))
+    (k.get(Counter::ParkedHere), k.get(Counter::Handoffs) + k.get(Counter::StaleWaiters) + answered)
 }
 
 /// The answers to executors waiting at this host, when the program queues them there:
@@ -1323,13 +1333,14 @@ mod tests {
     fn the_drain_rate_counts_what_tier_2_hands_the_hosts_executors() {
         let (mut agent, _switch) = agent_with_memory_rings();
         let t0 = Instant::now();
-        agent.size_prefetch(t0).unwrap();
+        let counters = agent.tier1.rings.kernel_counters().unwrap();
+        agent.size_prefetch(t0, &counters);
         let floor = agent.sizer.total_target();
         // One second in which tier 2 handed this host's executors 4,000 level-3 tasks
         // directly and the rings served none: the depth follows that drain.
         for step in 1..=100u64 {
             agent.relayed_per_level[2] += 40;
-            agent.size_prefetch(t0 + Duration::from_millis(10 * step)).unwrap();
+            agent.size_prefetch(t0 + Duration::from_millis(10 * step), &counters);
         }
         assert!(agent.sizer.rate(3) > 3_000.0, "{}", agent.sizer.rate(3));
         assert!(agent.sizer.total_target() > floor, "{} stayed at {floor}", agent.sizer.total_target());

@@ -22,6 +22,20 @@ pub struct KernelRefills {
     pub tasks: u64,
 }
 
+impl KernelRefills {
+    /// The REFILL tally in a snapshot of the program's counters.
+    pub fn of(c: &Counters) -> KernelRefills {
+        KernelRefills {
+            frames: c.get(Counter::RefillFrames),
+            // A task handed straight to a waiting executor arrived all the same.
+            tasks: c.get(Counter::RefillTasks)
+                + c.get(Counter::Overflow)
+                + c.get(Counter::Bounced)
+                + c.get(Counter::Handoffs),
+        }
+    }
+}
+
 /// Milliseconds of CLOCK_MONOTONIC: the lease clock (the XDP program's
 /// `bpf_ktime_get_coarse_ns` counts on the same base).
 pub fn monotonic_ms() -> u64 {
@@ -255,20 +269,7 @@ impl Rings {
     /// REFILL frames and tasks the XDP program has taken in (zero for memory rings, whose
     /// REFILLs all arrive at the agent's socket).
     pub fn kernel_refills(&self) -> anyhow::Result<KernelRefills> {
-        match self {
-            Rings::Bpf(maps) => {
-                let c = maps.counters()?;
-                Ok(KernelRefills {
-                    frames: c.get(Counter::RefillFrames),
-                    // A task handed straight to a waiting executor arrived all the same.
-                    tasks: c.get(Counter::RefillTasks)
-                        + c.get(Counter::Overflow)
-                        + c.get(Counter::Bounced)
-                        + c.get(Counter::Handoffs),
-                })
-            }
-            Rings::Memory(_) => Ok(KernelRefills::default()),
-        }
+        Ok(KernelRefills::of(&self.kernel_counters()?))
     }
 
     /// The first task, from ring `rtrv_prio` down to the lowest level in use, that an
