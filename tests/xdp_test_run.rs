@@ -427,6 +427,15 @@ fn the_first_frame_of_an_awaited_answer_wakes_the_agent_once() {
     let c = rig.counters();
     assert_eq!((c.get(Counter::RefillFrames), c.get(Counter::RefillTasks)), (3, 4), "every frame stored as before");
     assert_eq!(rig.maps().occupancy()[0], 4);
+    // An empty answer (tier 2 had nothing, or bolt.p4, which parks no request, answered at
+    // once) is a frame too: it wakes the agent as well.
+    rig.maps().arm_refill_answer();
+    let (verdict, _) = rig.run(&rig.refill_frame(&[]));
+    assert_eq!(verdict, Verdict::Drop);
+    assert!(!rig.maps().refill_armed());
+    let got: Vec<_> = events.drain(8).into_iter().filter(|e| e.kind == EVENT_REFILL_ANSWER).collect();
+    assert_eq!(got.len(), 1, "the empty answer wakes the agent");
+    assert_eq!(rig.maps().occupancy()[0], 4);
 }
 
 /// Tier 2's queue model answers a REFILL_REQ; the REFILLs it sends, stored by the XDP
