@@ -56,6 +56,13 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
                     serde_json::Value::Null
                 };
                 assert_eq!(v["host_wait_ms"], wait, "{line}");
+                // And the agents' nice value, which moves two-level's delays.
+                let nice = if v["level"] == "two-level" {
+                    serde_json::json!(scheduler_user::bench::cluster::AGENT_NICE)
+                } else {
+                    serde_json::Value::Null
+                };
+                assert_eq!(v["agent_nice"], nice, "{line}");
                 assert!(v["executor_threads"]["stalls"].is_array(), "{line}");
                 assert!(v["executor_threads"]["spells"].is_array(), "{line}");
                 // The switch thread's times, for `bolt sim validate` to run tier 2 with.

@@ -200,7 +200,8 @@ pub struct AgentArgs {
     pub host_wait_ms: u64,
 
     /// Nice value of the agent's loop (-20..=19). Negative values keep the rings filled
-    /// while executors keep every CPU busy (needs CAP_SYS_NICE).
+    /// while executors keep every CPU busy (needs CAP_SYS_NICE); positive ones let
+    /// executors that sleep or wait on I/O run first when they wake (`bolt bench` uses 10).
     #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
     pub nice: Option<i32>,
 

@@ -24,6 +24,17 @@ use crate::netns;
 use crate::switch::{self, SwitchConfig, SwitchHandle};
 use crate::testbed::{services::agent_args_offering, Layout, Testbed};
 
+/// The agents' `--nice` in every two-level deployment: below the executors (nice 0),
+/// which sleep through their tasks here. Executors that finish a task then wake and ask
+/// for the next one before the agent's loop takes the CPU; the executors' own wake-ups
+/// are on every task's path, the agent's work mostly is not (the XDP program hands REFILL
+/// frames to waiting executors itself). Raised above them (-10) it delayed their wake-ups
+/// at every wave; at their value two-level's SW1 median was 1.09x one-level's at 40 to
+/// 90 % load, at 10 it was 1.00x (geometric means over three runs each way;
+/// docs/benchmarks.md, "The agent below the executors' nice value"). `bolt bench tiers`,
+/// whose no-op executors never sleep, sets its own.
+pub const AGENT_NICE: i32 = 10;
+
 /// One-level: executors ask tier 2 directly. Two-level: the XDP tier answers them on
 /// their host from rings its agent refills from tier 2 in batches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +132,7 @@ impl Site {
             fallback: Some(why),
             switch_addr: addr,
             host_wait_ms: None,
+            agent_nice: None,
             client_ns: None,
             pools,
             agents: Vec::new(),
@@ -141,6 +153,7 @@ impl Site {
             fallback: None,
             switch_addr: listen,
             host_wait_ms: None,
+            agent_nice: None,
             client_ns: Some(layout.switch_ns.clone()),
             pools: Vec::new(),
             agents: Vec::new(),
@@ -148,13 +161,12 @@ impl Site {
         };
         if level == Level::TwoLevel {
             for (w, n) in layout.workers.iter().zip(&self.nodes) {
-                // The ring depth is the agent's own measurement (docs/agent.md). The agent
-                // runs at the executors' nice value: raised above them (-10) it delayed
-                // their wake-ups at every wave (docs/benchmarks.md, "The agent at the
-                // executors' nice value").
-                let args = agent_args_offering(layout, w, n.resources);
+                // The ring depth is the agent's own measurement (docs/agent.md).
+                let mut args = agent_args_offering(layout, w, n.resources);
+                args.extend(["--nice".to_string(), AGENT_NICE.to_string()]);
                 let cfg = agent::config_from_args(args)?;
                 d.host_wait_ms = Some(cfg.tier1.settings.host_wait_ns / 1_000_000);
+                d.agent_nice = cfg.nice;
                 d.agents.push(netns::run_in(&w.host_ns, move || agent::spawn(cfg))?);
             }
         }
@@ -195,6 +207,8 @@ pub struct Deployment {
     /// How long executors wait at their host for a REFILL, ms (the agents' `--host-wait-ms`;
     /// `None` without agents).
     pub host_wait_ms: Option<u64>,
+    /// The agents' `--nice` (`None` without agents, or when they run at the executors' value).
+    pub agent_nice: Option<i32>,
     /// The namespace clients run in (`None`: this one).
     client_ns: Option<String>,
     pools: Vec<ExecutorPool>,

@@ -133,6 +133,10 @@ pub struct LevelFields {
     /// executors could wait there: they waited at tier 2).
     #[serde(default)]
     pub host_wait_ms: Option<u64>,
+    /// The agents' nice value (`--nice`; null for one-level, and absent in lines made
+    /// before it was recorded: docs/benchmarks.md says what those ran with).
+    #[serde(default)]
+    pub agent_nice: Option<i32>,
 }
 
 impl LevelFields {
@@ -145,6 +149,7 @@ impl LevelFields {
             tier1_returned: None,
             stolen: None,
             host_wait_ms: d.host_wait_ms,
+            agent_nice: d.agent_nice,
         }
     }
 
