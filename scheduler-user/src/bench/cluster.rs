@@ -24,14 +24,14 @@ use crate::netns;
 use crate::switch::{self, SwitchConfig, SwitchHandle};
 use crate::testbed::{services::agent_args_offering, Layout, Testbed};
 
-/// The agents' `--nice` in every two-level deployment: below the executors (nice 0),
+/// The agents' `--nice` in every two-level deployment: behind the executors (nice 0),
 /// which sleep through their tasks here. Executors that finish a task then wake and ask
 /// for the next one before the agent's loop takes the CPU; the executors' own wake-ups
 /// are on every task's path, the agent's work mostly is not (the XDP program hands REFILL
-/// frames to waiting executors itself). Raised above them (-10) it delayed their wake-ups
+/// frames to waiting executors itself). Put ahead of them (-10) it delayed their wake-ups
 /// at every wave; at their value two-level's SW1 median was 1.09x one-level's at 40 to
 /// 90 % load, at 10 it was 1.00x (geometric means over three runs each way;
-/// docs/benchmarks.md, "The agent below the executors' nice value"). `bolt bench tiers`,
+/// docs/benchmarks.md, "The agent behind the executors: nice 10"). `bolt bench tiers`,
 /// whose no-op executors never sleep, sets its own.
 pub const AGENT_NICE: i32 = 10;
 
