@@ -491,9 +491,10 @@ impl Claim {
 
 /// REFILL_REQ body: a host asks for up to `want` tasks its node can run
 /// (the header's rsrc carries the node's resources); `waiting` of its executors wait at
-/// the host for a task (docs/xdp.md, "Waiting at the host"), which a switch that parks
-/// the request serves before hosts that only prefetch. RECALL has the same body with
-/// `waiting` zero.
+/// the host for a task (docs/xdp.md, "Waiting at the host"), `want` counting one for
+/// each. A switch that parks the request serves those before hosts that only prefetch,
+/// and the rest of `want` after every such host's waiters (docs/protocol.md,
+/// REFILL_REQ). RECALL has the same body with `waiting` zero.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RefillRequest {

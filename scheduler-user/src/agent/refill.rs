@@ -287,26 +287,29 @@ impl RefillController {
     }
 
     /// [`RefillController::want`] with `waiters` executors waiting at this host: one task
-    /// each (as far as a request and the rings' room go), whatever the rings hold, since
-    /// what they hold is nothing those executors can run; and no more. While executors
-    /// here are idle there is nothing to prefetch for, and asking for more would take
-    /// tasks to these rings that idle executors of other hosts could start at once (tier
-    /// 2 answers the oldest parked request first). The prefetch target is asked for once
-    /// no executor waits.
+    /// each, whatever the rings hold (what they hold is nothing those executors can run),
+    /// and beyond them what the rings lack of the target, as far as a request and the
+    /// rings' room go. Tier 2 serves the waiters' share of a parked request before any
+    /// host's prefetch and the rest after, so that the rest does not take tasks idle
+    /// executors or low rings of other hosts could have at once; and it comes in the same
+    /// answer, so that a new job's tasks reach this host's rings before its busy executors
+    /// finish and ask tier 2 for them one round trip each.
     pub fn want_with_waiters(&self, occupancy: &[i64; RING_COUNT], waiters: u32) -> u8 {
         let rings = &occupancy[..self.levels];
         let total: i64 = rings[..self.counted].iter().map(|&r| r.max(0)).sum();
         let fullest = rings.iter().copied().max().unwrap_or(0).max(0);
         let room = (self.capacity as i64 - fullest).max(0);
-        if waiters > 0 {
-            return room.min(waiters as i64).min(self.policy.batch as i64).min(u8::MAX as i64) as u8;
-        }
-        if total >= self.target as i64 {
+        let lacking = (self.target as i64 - total).max(0);
+        let want = if waiters > 0 {
+            waiters as i64 + lacking
+        } else if lacking == 0 {
             return 0;
-        }
-        // Up to one target's worth: the depth then moves between the target and twice it,
-        // one request per drained target rather than one per task.
-        room.min(self.target as i64).min(self.policy.batch as i64).min(u8::MAX as i64) as u8
+        } else {
+            // Up to one target's worth: the depth then moves between the target and twice
+            // it, one request per drained target rather than one per task.
+            self.target as i64
+        };
+        room.min(want).min(self.policy.batch as i64).min(u8::MAX as i64) as u8
     }
 
     /// Advances the state machine: `progress` is the REFILL tally now.
@@ -621,12 +624,18 @@ mod tests {
     }
 
     #[test]
-    fn executors_waiting_at_the_host_are_asked_for_one_task_each_and_no_more() {
-        let c = controller();
-        // Rings at the target, three executors waiting: three tasks, not the target.
-        assert_eq!(c.want_with_waiters(&occ(64), 3), 3);
-        assert_eq!(c.want_with_waiters(&occ(0), 3), 3);
-        assert_eq!(c.want_with_waiters(&occ(0), 0), 64);
+    fn executors_waiting_at_the_host_are_asked_for_one_task_each_and_what_the_rings_lack() {
+        let mut c = controller();
+        c.set_target(8);
+        // Rings at the target (tasks the waiters cannot run), three executors waiting:
+        // three tasks.
+        assert_eq!(c.want_with_waiters(&occ(8), 3), 3);
+        // Rings below it: the waiters' three and what the rings lack of the target.
+        assert_eq!(c.want_with_waiters(&occ(5), 3), 6);
+        assert_eq!(c.want_with_waiters(&occ(0), 3), 11);
+        // No one waiting: one target's worth, once below it.
+        assert_eq!(c.want_with_waiters(&occ(5), 0), 8);
+        assert_eq!(c.want_with_waiters(&occ(8), 0), 0);
         // Bounded by the batch and by the room left.
         assert_eq!(c.want_with_waiters(&occ(0), 300), 64);
         assert_eq!(c.want_with_waiters(&occ(4090), 30), 6);
@@ -634,30 +643,31 @@ mod tests {
 
     #[test]
     fn with_executors_waiting_a_request_is_always_parked_at_tier_2() {
+        // Rings at the target: each request asks for the waiters' tasks only.
         let mut c = controller();
         let t0 = Instant::now();
         let ms = Duration::from_millis(1);
-        assert_eq!(c.poll_with_waiters(t0, &occ(0), progress(0, 0), 1), Action::Request { want: 1, retry: false });
+        assert_eq!(c.poll_with_waiters(t0, &occ(64), progress(0, 0), 1), Action::Request { want: 1, retry: false });
         // A second executor starts waiting before the answer: the request tier 2 holds is
         // replaced by one that says so.
-        assert_eq!(c.poll_with_waiters(t0, &occ(0), progress(0, 0), 1), Action::Nothing);
-        assert_eq!(c.poll_with_waiters(t0, &occ(0), progress(0, 0), 2), Action::Request { want: 2, retry: false });
+        assert_eq!(c.poll_with_waiters(t0, &occ(64), progress(0, 0), 1), Action::Nothing);
+        assert_eq!(c.poll_with_waiters(t0, &occ(64), progress(0, 0), 2), Action::Request { want: 2, retry: false });
         // Three immediate empty answers in a row: without waiters the pause would double
         // to 4 ms; with them it is the shortest one, 1 ms after the request.
         let mut sent = t0;
         for i in 1..=3u64 {
-            assert_eq!(c.poll_with_waiters(sent, &occ(0), progress(i, 0), 2), Action::Nothing);
+            assert_eq!(c.poll_with_waiters(sent, &occ(64), progress(i, 0), 2), Action::Nothing);
             assert!(c.tier2_empty());
             assert_eq!(c.pause_end_with_waiters(), Some(sent + ms));
             sent += ms;
             assert_eq!(
-                c.poll_with_waiters(sent, &occ(0), progress(i, 0), 2),
+                c.poll_with_waiters(sent, &occ(64), progress(i, 0), 2),
                 Action::Request { want: 2, retry: false }
             );
         }
         // An empty answer parked for tier 2's park time is followed by the next at once.
         assert_eq!(
-            c.poll_with_waiters(sent + ms * 10, &occ(0), progress(4, 0), 2),
+            c.poll_with_waiters(sent + ms * 10, &occ(64), progress(4, 0), 2),
             Action::Request { want: 2, retry: false }
         );
         assert_eq!(c.take_outcome(), Some(Outcome::Empty { waited: ms * 10 }));

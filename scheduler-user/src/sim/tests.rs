@@ -490,8 +490,9 @@ fn a_higher_level_that_stays_at_tier_2_is_refilled_into_the_rings() {
 /// XDP program's parking rule), and the agent's next REFILL_REQ says two wait; tier 2
 /// parks it. At 15 ms a job of three 10-ms tasks reaches tier 2, which answers the parked
 /// request with one task per waiting executor: both start a stack crossing later (client
-/// → switch → host, 2 µs), handed to them at the host. The third task, prefetched by the
-/// agent's next REFILL_REQ, is a ring hit when an executor frees at 25 ms. With a 1-ms
+/// → switch → host, 2 µs), handed to them at the host. The third task reaches the rings
+/// (the agent asks for their target beyond its waiters) and is a ring hit when an
+/// executor frees at 25 ms. With a 1-ms
 /// host wait instead, the executors' waits end every millisecond with a NOOP and a
 /// 50-µs back-off before they ask again; the job still starts at once, since the agent's
 /// request stays parked at tier 2 meanwhile.

@@ -21,7 +21,7 @@ use scheduler_common::{
 };
 
 use super::levels::Levels;
-use super::park::{Group, ParkStats, ParkTable, Parked, Wanted};
+use super::park::{Group, ParkStats, ParkTable, Parked, Ticket, Wanted};
 use super::recall::{Recalls, RECALL_WINDOW};
 use crate::queue::{NotForSwitch, Scheduler, Sink};
 
@@ -343,14 +343,7 @@ impl Tier2 {
 
     /// Records the tasks the collected answers REFILL `node` with, if any.
     fn note_refill(&mut self, node: u16, now: Instant) {
-        let tasks: usize = self
-            .collected
-            .iter()
-            .map(|a| match a {
-                Answer::Refill { entries, .. } => entries.len(),
-                _ => 0,
-            })
-            .sum();
+        let tasks = tasks_in(&self.collected);
         if tasks > 0 {
             self.refilled.insert(node, (now, tasks as u32));
             self.recalls.refilled(node, tasks as u32, now);
@@ -471,7 +464,8 @@ impl Tier2 {
         }
         // A host where executors wait gets one task per frame, answered at once or from
         // the park: each becomes a waiting executor's ASSIGN in its XDP program, with no
-        // wake-up of its agent in between.
+        // wake-up of its agent in between, including executors that began waiting after
+        // the request; the program stores the frames no one waits for.
         if wanted.host_waits() {
             one_task_per_frame(out, first);
         }
@@ -479,49 +473,114 @@ impl Tier2 {
 
     /// After an enqueue: runs parked requests through the pipeline again while levels
     /// they search hold tasks: first every parked GET_TASK (an idle executor), in arrival
-    /// order, then every parked REFILL_REQ of a host where executors wait, then the other
-    /// REFILL_REQs. A task goes to an idle executor before any host prefetches it: a task
-    /// a REFILL moved to a busy host's ring while idle executors wait elsewhere would sit
-    /// there until that host's executors are free. One that gets tasks leaves the table
-    /// with its answer; one that does not (its resources match nothing queued) stays.
-    /// Each parked request is tried at most once per enqueue.
+    /// order; then the waiting executors' share of every parked REFILL_REQ of a host where
+    /// executors wait; then the REFILL_REQs of hosts that only prefetch; then what the
+    /// waiting hosts asked beyond their waiters. A task goes to an idle executor before
+    /// any host prefetches it: a task a REFILL moved to a busy host's ring while idle
+    /// executors wait elsewhere would sit there until that host's executors are free. One
+    /// that gets tasks leaves the table with its answer; one that does not (its resources
+    /// match nothing queued) stays. Each parked request is tried at most once per enqueue
+    /// (a waiting host's once for its waiters and once beyond them).
     fn serve_parked(&mut self, now: Instant, out: &mut Vec<Answer>) {
-        for kind in [ParkedKind::Executors, ParkedKind::WaitingHosts, ParkedKind::Hosts] {
-            self.serve_parked_kind(kind, now, out);
-        }
-    }
-
-    fn serve_parked_kind(&mut self, kind: ParkedKind, now: Instant, out: &mut Vec<Answer>) {
         if self.park.is_empty() {
             return;
         }
+        self.serve_parked_kind(ParkedKind::Executors, now, out);
+        let held = self.serve_waiters(now);
+        self.serve_parked_kind(ParkedKind::Hosts, now, out);
+        self.serve_beyond_waiters(held, now, out);
+    }
+
+    /// The oldest parked request of `kind`, from ticket `from` on, that searches a level
+    /// holding tasks and has not expired (an expired one takes nothing: the expiry sweep
+    /// answers it empty).
+    fn next_parked(&self, kind: ParkedKind, mut from: Ticket, now: Instant) -> Option<(Ticket, Parked)> {
         let priorities = self.scheduler.pipeline().config().priorities;
-        let mut from = 0;
-        while self.levels.best() != 0 {
-            let levels = self.levels;
-            // Only groups of this kind that search a level holding tasks.
+        let levels = self.levels;
+        loop {
+            if levels.best() == 0 {
+                return None;
+            }
             let eligible = |g: Group| kind.takes(g) && levels.any_from(g.first_level(priorities));
-            let Some((ticket, p)) = self.park.oldest_from(from, eligible) else { return };
+            let (ticket, p) = self.park.oldest_from(from, eligible)?;
+            if p.deadline > now {
+                return Some((ticket, p));
+            }
             from = ticket + 1;
-            // An expired request takes nothing: the expiry sweep answers it empty.
-            if p.deadline <= now {
-                continue;
-            }
-            let first = p.wanted.first_level(priorities);
+        }
+    }
+
+    /// Runs `wanted`, from `addr`, through the pipeline into `collected`. True if it got
+    /// tasks; otherwise `collected` is left empty.
+    fn retrieve(&mut self, wanted: &Wanted, addr: SocketAddrV4) -> bool {
+        let first = wanted.first_level(self.scheduler.pipeline().config().priorities);
+        self.collected.clear();
+        if self.scheduler.handle(&wanted.message(), addr, &mut Collected(&mut self.collected)).is_err() {
+            return false;
+        }
+        self.levels.after_retrieval(first, self.scheduler.pipeline());
+        let got = self.collected.iter().any(Answer::has_tasks);
+        if !got {
             self.collected.clear();
-            if self.scheduler.handle(&p.wanted.message(), p.addr, &mut Collected(&mut self.collected)).is_err() {
-                continue;
+        }
+        got
+    }
+
+    /// Answers the parked request `ticket` with the collected answers.
+    fn answer_parked(&mut self, ticket: Ticket, p: &Parked, now: Instant, out: &mut Vec<Answer>) {
+        if let Wanted::Refill { req, .. } = p.wanted {
+            self.note_refill(req.node(), now);
+        }
+        self.park.answered(ticket);
+        self.stamp_into(&p.wanted, out);
+    }
+
+    fn serve_parked_kind(&mut self, kind: ParkedKind, now: Instant, out: &mut Vec<Answer>) {
+        let mut from = 0;
+        while let Some((ticket, p)) = self.next_parked(kind, from, now) {
+            from = ticket + 1;
+            if self.retrieve(&p.wanted, p.addr) {
+                self.answer_parked(ticket, &p, now, out);
             }
-            self.levels.after_retrieval(first, self.scheduler.pipeline());
-            if self.collected.iter().any(Answer::has_tasks) {
-                if let Wanted::Refill { req, .. } = p.wanted {
-                    self.note_refill(req.node(), now);
+        }
+    }
+
+    /// Parked REFILL_REQs of hosts where executors wait: each one's waiting executors'
+    /// share (`waiting` of its `want`), oldest request first, held for
+    /// [`Tier2::serve_beyond_waiters`]. So an idle executor of any host gets a task
+    /// before a host's rings get one.
+    fn serve_waiters(&mut self, now: Instant) -> Vec<HeldAnswer> {
+        let mut held = Vec::new();
+        let mut from = 0;
+        while let Some((ticket, p)) = self.next_parked(ParkedKind::WaitingHosts, from, now) {
+            from = ticket + 1;
+            let Wanted::Refill { req, node_rsrc } = p.wanted else { continue };
+            let share = RefillRequest { want: req.want.min(req.waiting), ..req };
+            if self.retrieve(&Wanted::Refill { req: share, node_rsrc }, p.addr) {
+                held.push(HeldAnswer { ticket, parked: p, answers: std::mem::take(&mut self.collected) });
+            }
+        }
+        held
+    }
+
+    /// Completes the answers [`Tier2::serve_waiters`] held with what each host asked for
+    /// beyond its waiters (the prefetch its agent's target wants), in the same order, and
+    /// sends them. Runs after the hosts that only prefetch were served: the rest of a new
+    /// job's tasks then reaches a waiting host's rings in the same answer, instead of its
+    /// busy executors fetching them one round trip each while its agent's next
+    /// REFILL_REQ is on its way, but not before a host whose rings ran low.
+    fn serve_beyond_waiters(&mut self, held: Vec<HeldAnswer>, now: Instant, out: &mut Vec<Answer>) {
+        for HeldAnswer { ticket, parked: p, mut answers } in held {
+            let Wanted::Refill { req, node_rsrc } = p.wanted else { continue };
+            let got = tasks_in(&answers);
+            if got < req.want as usize && self.levels.best() != 0 {
+                let beyond = RefillRequest { want: req.want - got as u8, waiting: 0, ..req };
+                if self.retrieve(&Wanted::Refill { req: beyond, node_rsrc }, p.addr) {
+                    answers.append(&mut self.collected);
                 }
-                self.park.answered(ticket);
-                self.stamp_into(&p.wanted, out);
-            } else {
-                self.collected.clear();
             }
+            self.collected = answers;
+            self.answer_parked(ticket, &p, now, out);
         }
     }
 
@@ -563,7 +622,14 @@ impl Tier2 {
     }
 }
 
-/// The NOOP or empty REFILL the pipeline sent to `src`.
+/// The answer to a parked REFILL_REQ of a host where executors wait, with its waiters'
+/// tasks, held until what it asked beyond them is added.
+struct HeldAnswer {
+    ticket: Ticket,
+    parked: Parked,
+    answers: Vec<Answer>,
+}
+
 /// Parked requests in the order [`Tier2::serve_parked`] serves them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ParkedKind {
@@ -594,10 +660,12 @@ const RECALLS_PER_WAITING_HOST: u8 = 1;
 /// Splits the REFILLs in `out[from..]` into frames of one task each, in the order tier 2
 /// dequeued them, each with its batch's BEST: the answer to a REFILL_REQ from a host
 /// where executors wait (parked, or answered at once), whose XDP program turns each frame
-/// into one waiting executor's ASSIGN (docs/xdp.md, "Waiting at the host"). Such a
-/// request asks for one task per waiting executor, and one enqueue brings at most one
-/// SUBMIT's or RETURN's tasks (16), so this costs at most 16 frames where one would do,
-/// and only while that host's executors are idle.
+/// into one waiting executor's ASSIGN while one waits, and stores the rest (docs/xdp.md,
+/// "Waiting at the host"). Such a request asks for a task per waiting executor and what
+/// its rings lack of their target, and one enqueue brings at most one SUBMIT's or
+/// RETURN's tasks (16), so this costs at most 16 frames where one would do from the
+/// park, and a request's `want` at most when answered at once, only while that host's
+/// executors are idle.
 fn one_task_per_frame(out: &mut Vec<Answer>, from: usize) {
     let answers: Vec<Answer> = out.drain(from..).collect();
     for a in answers {
@@ -613,6 +681,18 @@ fn one_task_per_frame(out: &mut Vec<Answer>, from: usize) {
     }
 }
 
+/// The tasks the REFILLs among `answers` carry.
+fn tasks_in(answers: &[Answer]) -> usize {
+    answers
+        .iter()
+        .map(|a| match a {
+            Answer::Refill { entries, .. } => entries.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The NOOP or empty REFILL the pipeline sent to `src`.
 fn is_empty_answer_to(a: &Answer, src: SocketAddrV4) -> bool {
     match a {
         Answer::Noop { to, .. } => *to == src,
@@ -960,9 +1040,12 @@ mod tests {
     }
 
     fn waiting_refill_req(t2: &mut Tier2, node: u16, waiting: u8, now: Instant) -> Vec<Answer> {
+        refill_req_with(t2, RefillRequest::new(node, 8).with_waiting(waiting), now)
+    }
+
+    fn refill_req_with(t2: &mut Tier2, req: RefillRequest, now: Instant) -> Vec<Answer> {
         let mut out = Vec::new();
-        let msg = Message::RefillReq { node_rsrc: 0xff, req: RefillRequest::new(node, 8).with_waiting(waiting) };
-        t2.handle(&msg, agent_of(node), now, &mut out).unwrap();
+        t2.handle(&Message::RefillReq { node_rsrc: 0xff, req }, agent_of(req.node()), now, &mut out).unwrap();
         out
     }
 
@@ -997,6 +1080,26 @@ mod tests {
     }
 
     #[test]
+    fn waiting_hosts_get_their_waiters_tasks_first_and_what_they_asked_beyond_them_last() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        // Host 1 parks with one executor waiting and asks for four tasks; host 2, later,
+        // with two waiting, for four; host 3 only prefetches, one task.
+        assert_eq!(refill_req_with(&mut t2, RefillRequest::new(1, 4).with_waiting(1), t0), vec![]);
+        assert_eq!(refill_req_with(&mut t2, RefillRequest::new(2, 4).with_waiting(2), t0), vec![]);
+        assert_eq!(refill_req_with(&mut t2, RefillRequest::new(3, 1), t0), vec![]);
+        // Seven tasks: the three waiting executors' first (task 1 to host 1, 2 and 3 to
+        // host 2), then host 3's prefetch (4), then what host 1 asked beyond its waiter
+        // (5 to 7, in its answer, one task per frame); nothing is left for host 2's.
+        let tasks: Vec<Task> = (1..=7).map(|t| task(t, 1, 0)).collect();
+        let out = submit(&mut t2, &tasks, t0 + MS);
+        let one = |n: u16, t: u32| (agent_of(n), vec![t]);
+        assert_eq!(refilled(&out), vec![one(3, 4), one(1, 1), one(1, 5), one(1, 6), one(1, 7), one(2, 2), one(2, 3)]);
+        let s = t2.park_stats();
+        assert_eq!((s.answered_from_park, s.waiting), (3, 0));
+    }
+
+    #[test]
     fn a_host_where_executors_wait_gets_one_task_per_frame_when_answered_at_once() {
         let t0 = Instant::now();
         let mut t2 = tier2(8);
@@ -1011,6 +1114,11 @@ mod tests {
         submit(&mut t2, &[task(4, 1, 0), task(5, 1, 0)], t0 + 2 * MS);
         let out = refill_req(&mut t2, 1, agent_of(1), t0 + 3 * MS);
         assert_eq!(refilled(&out), vec![(agent_of(1), vec![5, 4, 3])]);
+        // One executor waits at host 3, whose agent asks for two more for its rings: all
+        // three one per frame (each goes to an executor waiting when it arrives).
+        submit(&mut t2, &[task(6, 1, 0), task(7, 1, 0), task(8, 1, 0)], t0 + 4 * MS);
+        let out = refill_req_with(&mut t2, RefillRequest::new(3, 3).with_waiting(1), t0 + 5 * MS);
+        assert_eq!(refilled(&out), vec![(agent_of(3), vec![6]), (agent_of(3), vec![7]), (agent_of(3), vec![8])]);
     }
 
     #[test]
