@@ -809,11 +809,13 @@ impl Agent {
         !got.is_empty()
     }
 
-    /// Handles what waits at the socket. True when a GET_TASK missed (rings need tasks).
+    /// Handles what waits at the socket. True when the refill step should run now: a
+    /// GET_TASK missed (the rings need tasks), or a HINT said a level turned non-empty at
+    /// tier 2 (the targets count only the rings at or above it).
     /// A failing map operation costs only its own task, which goes back to tier 2.
     fn receive(&mut self) -> bool {
         let mut buf = [0u8; MAX_MESSAGE_LEN + 1];
-        let mut missed = false;
+        let mut refill_now = false;
         let mut unplaced = Vec::new();
         // Bounded so that the refill logic runs even under a flood.
         for _ in 0..512 {
@@ -865,6 +867,9 @@ impl Agent {
                 Ok(Message::Pin { job, flags, tasks }) => self.on_pin(from, job, flags, tasks),
                 Ok(Message::Hint { best }) if from.ip() == self.cfg.switch.ip() => {
                     self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
+                    // Asked now, the level's tasks can reach the rings before the
+                    // executors' next GET_TASKs bypass them for it.
+                    refill_now = true;
                 }
                 Ok(Message::Recall { exec_rsrc, req, best }) if from.ip() == self.cfg.switch.ip() => {
                     self.tier1.rings.record_tier2_hint(Tier2Hint::new(hint::coarse_now_ns(), best));
@@ -893,7 +898,7 @@ impl Agent {
                     match task {
                         Some(entry) => self.assign(from, entry, &mut unplaced),
                         None => {
-                            missed = true;
+                            refill_now = true;
                             self.forward(from, &buf[..n]);
                         }
                     }
@@ -911,7 +916,7 @@ impl Agent {
         for entry in unplaced {
             self.returner.add(&self.sock, entry);
         }
-        missed
+        refill_now
     }
 
     fn assign(&mut self, to: SocketAddrV4, entry: Entry, unplaced: &mut Vec<Entry>) {
@@ -1213,6 +1218,32 @@ mod tests {
         let mut tids: Vec<u32> = entries.iter().map(|e| e.task.tid()).collect();
         tids.sort();
         assert_eq!(tids, [2, 3, 4]);
+    }
+
+    #[test]
+    fn a_hint_from_the_switch_calls_for_the_refill_step_at_once() {
+        let (mut agent, switch) = agent_with_memory_rings();
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = scheduler_common::encode_hint(&mut buf, 3).unwrap();
+        // Reads the socket until `done` or two seconds; true if any read called for a step.
+        let read_until = |agent: &mut Agent, done: &dyn Fn(&Agent) -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let mut refill_now = false;
+            while !done(agent) && Instant::now() < deadline {
+                refill_now |= agent.receive();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            refill_now
+        };
+        // Anyone but the switch: not taken, and no step.
+        let other = UdpSocket::bind("127.0.0.3:0").expect("another sender");
+        other.send_to(&buf[..n], agent.cfg.listen).expect("send the HINT");
+        assert!(!read_until(&mut agent, &|a| a.stats.unexpected == 1));
+        assert_eq!((agent.stats.unexpected, agent.tier2_best()), (1, 0));
+        // The switch: BEST recorded, and the step runs now rather than at the next check.
+        switch.send_to(&buf[..n], agent.cfg.listen).expect("send the HINT");
+        assert!(read_until(&mut agent, &|a| a.tier2_best() == 3));
+        assert_eq!(agent.tier2_best(), 3);
     }
 
     /// Sends a RECALL from the switch's socket to the agent and lets the agent read it.

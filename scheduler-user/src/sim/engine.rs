@@ -414,7 +414,7 @@ impl<'a> World<'a> {
             Event::Hint { host, best } => {
                 let now = self.q.now();
                 self.stamp_best(host, now, best);
-                // A HINT wakes the agent, as any datagram on its socket does.
+                // A HINT wakes the agent and runs its refill step at once, as in `bolt agent`.
                 if self.cfg.system == System::TwoLevel {
                     self.host_poll(host);
                 }
