@@ -327,7 +327,16 @@ impl Agent {
         let kernel_base = tier1.rings.kernel_refills()?;
         let mut stats = AgentStats { mode: tier1.mode.name().to_string(), ..AgentStats::default() };
         let uplink_ifindex = cfg.tier1.uplink.as_deref().and_then(|name| crate::net::ifindex(name).ok());
-        let sizer = PrefetchSizer::new(tier1.rings.levels(), tier1.rings.capacity(), cfg.policy.low_watermark);
+        // How late the refill step may see a drain: the program tells of a ring running
+        // low at most once per event interval; tasks the agent hands out itself are seen
+        // at the next check.
+        let notice = if tier1.mode.is_xdp() {
+            Duration::from_nanos(cfg.tier1.settings.event_interval_ns)
+        } else {
+            cfg.check_interval
+        };
+        let sizer = PrefetchSizer::new(tier1.rings.levels(), tier1.rings.capacity(), cfg.policy.low_watermark)
+            .with_notice(notice);
         let steal_cfg = StealConfig { max_interval: cfg.steal_max_interval, ..StealConfig::new(cfg.node) };
         let seed =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);

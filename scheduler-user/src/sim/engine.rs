@@ -256,6 +256,9 @@ impl<'a> World<'a> {
                 match cfg.system {
                     System::TwoLevel => {
                         host.refill = Some(RefillController::new(cfg.refill.clone(), cfg.ring_capacity, levels));
+                        // Without a notice delay (`PrefetchSizer::with_notice`): this
+                        // agent steps on every GET_TASK at its host, where `bolt agent`
+                        // hears of a drain up to one XDP event interval late.
                         host.sizer = Some(PrefetchSizer::new(levels, cfg.ring_capacity, cfg.refill.low_watermark));
                     }
                     System::Matrix => {
