@@ -176,6 +176,13 @@ mod tests {
         }
     }
 
+    /// Feeds `rtt` as every round-trip sample until the estimate has settled on it.
+    fn settle_round_trip(s: &mut PrefetchSizer, rtt: Duration) {
+        for _ in 0..50 {
+            s.observe_round_trip(rtt);
+        }
+    }
+
     #[test]
     fn an_idle_node_keeps_the_floor_per_level() {
         let s = PrefetchSizer::new(4, 4096, 1000);
@@ -186,9 +193,7 @@ mod tests {
     #[test]
     fn the_target_follows_littles_law_with_the_safety_factor() {
         let mut s = PrefetchSizer::new(2, 4096, 10_000);
-        for _ in 0..50 {
-            s.observe_round_trip(Duration::from_millis(1));
-        }
+        settle_round_trip(&mut s, Duration::from_millis(1));
         assert!((s.round_trip().as_secs_f64() - 0.001).abs() < 1e-5);
         let t0 = Instant::now();
         s.observe_served(t0, served(0, 0));
@@ -208,9 +213,7 @@ mod tests {
     #[test]
     fn the_target_also_covers_the_time_the_agent_takes_to_notice_the_drain() {
         let mut s = PrefetchSizer::new(1, 4096, 10_000).with_notice(Duration::from_millis(1));
-        for _ in 0..50 {
-            s.observe_round_trip(Duration::from_micros(250));
-        }
+        settle_round_trip(&mut s, Duration::from_micros(250));
         let t0 = Instant::now();
         s.observe_served(t0, served(0, 0));
         let mut acc = (0, 0);
@@ -224,9 +227,7 @@ mod tests {
     #[test]
     fn the_estimate_follows_a_load_change() {
         let mut s = PrefetchSizer::new(1, 4096, 10_000);
-        for _ in 0..50 {
-            s.observe_round_trip(Duration::from_millis(1));
-        }
+        settle_round_trip(&mut s, Duration::from_millis(1));
         let t0 = Instant::now();
         s.observe_served(t0, served(0, 0));
         let mut acc = (0, 0);
