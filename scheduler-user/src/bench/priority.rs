@@ -2,7 +2,10 @@
 //! queue, once with its four priority levels (1.2 / 1.7 / 64.6 / 32.2 % of jobs) and once
 //! with every task at one level (FIFO). Reported per level of the scheduler (one-,
 //! two-level) and per priority: queueing delay, and the GET_TASK round trip of the
-//! tasks of that priority (the recirculations a GET makes past empty levels).
+//! tasks of that priority (the recirculations a GET makes past empty levels), and how
+//! many of a level's tasks started over a waiting task of a higher level ([`inversions`]).
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -13,6 +16,12 @@ use super::trace::{measure, Measured, Quantiles, TaskTiming};
 use super::workload::{Trace, TraceParams, Work};
 
 const CDF_POINTS: usize = 200;
+
+/// How long a task of a higher priority may have been out of its client before a task
+/// of a lower one starts over it uncounted: the client → tier 2 trip, an ASSIGN already
+/// on its way to an executor, and the HINT's trip to the hosts take a few hundred
+/// microseconds on the testbed.
+const INVERSION_GRACE_NS: u64 = 1_000_000;
 
 #[derive(Serialize)]
 struct Line {
@@ -26,6 +35,13 @@ struct Line {
     queue_ms: Quantiles,
     get_rtt_us: Quantiles,
     queue_cdf_ms: Vec<(f64, f64)>,
+    /// Tasks of this priority that started while a task of a higher one, sent by the
+    /// client more than `INVERSION_GRACE_NS` before, had not started (null for FIFO).
+    started_over_higher: Option<usize>,
+    /// Of those, the ones where such a task then ran on the same host: it waited at
+    /// tier 2 while this host's executors ran lower levels. The others waited for
+    /// another host (in its rings, or sent there).
+    started_over_higher_same_host: Option<usize>,
 }
 
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
@@ -46,6 +62,18 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         for (mode, trace) in [("priorities", &prioritized), ("fifo", &fifo)] {
             ctx.progress("priority", format_args!("{}, {mode}: {} tasks", level.name(), trace.tasks()));
             let Measured { fields, replayed: r, timings: t, .. } = measure(&site, level, trace, Work::Sleep, 120)?;
+            let starts: Vec<Start> = r
+                .records
+                .iter()
+                .map(|x| Start {
+                    priority: x.priority,
+                    node: x.node,
+                    sent_ns: x.first_sent_unix_ns,
+                    start_ns: x.start_unix_ns,
+                })
+                .collect();
+            let over_higher = inversions(&starts, INVERSION_GRACE_NS);
+            let over_own_host = inversions_on_each_host(&starts, INVERSION_GRACE_NS);
             out.note_fallback(&fields.fallback);
             out.submitted += r.summary.submitted;
             out.completed += r.summary.completed;
@@ -65,6 +93,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                     queue_ms: Quantiles::of(&queue),
                     get_rtt_us: Quantiles::of(&get_us),
                     queue_cdf_ms: plot::cdf(&queue, CDF_POINTS),
+                    started_over_higher: priority.map(|p| over_higher[(p - 1) as usize]),
+                    started_over_higher_same_host: priority.map(|p| over_own_host[(p - 1) as usize]),
                 };
                 let label = priority.map_or("FIFO".to_string(), |p| format!("priority {p}"));
                 queue_series.push(Series::new(label.clone(), line.queue_cdf_ms.clone()));
@@ -78,6 +108,10 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                     line.tasks.to_string(),
                     format!("{:.2} / {:.2}", line.queue_ms.p50, line.queue_ms.p99),
                     format!("{:.0} / {:.0}", line.get_rtt_us.p50, line.get_rtt_us.p90),
+                    match (line.started_over_higher, line.started_over_higher_same_host) {
+                        (Some(n), Some(own)) => format!("{n} ({own})"),
+                        _ => "-".to_string(),
+                    },
                     fields.share_cell(),
                 ]);
                 lines.write(&line)?;
@@ -115,6 +149,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 "tasks",
                 "queueing p50 / p99 (ms)",
                 "GET_TASK round trip p50 / p90 (us)",
+                "started over a waiting higher level (it ran on the same host)",
                 "XDP share (run)"
             ],
             &rows
@@ -122,4 +157,101 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     );
     (out.jsonl, out.lines) = lines.finish()?;
     Ok(out)
+}
+
+/// One task's priority, when its client first sent it and when an executor started it.
+#[derive(Clone, Copy, Debug)]
+struct Start {
+    priority: u8,
+    node: u16,
+    sent_ns: u64,
+    start_ns: u64,
+}
+
+/// Per priority (index 0 = priority 1, 1..=4): the tasks that started while a task of a
+/// higher priority, sent more than `grace_ns` before, had not started yet. Strict
+/// priority makes these 0 but for the grace; each one is a task of a lower level that
+/// an executor ran while the higher one waited in a queue, a ring or on its way.
+fn inversions(starts: &[Start], grace_ns: u64) -> [usize; 4] {
+    let mut out = [0usize; 4];
+    for level in 2..=4u8 {
+        // When a task above `level` was waiting, past its grace: [sent + grace, start).
+        let mut waits: Vec<(u64, u64)> = starts
+            .iter()
+            .filter(|s| s.priority < level)
+            .map(|s| (s.sent_ns.saturating_add(grace_ns), s.start_ns))
+            .filter(|(from, to)| from < to)
+            .collect();
+        waits.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(waits.len());
+        for (from, to) in waits {
+            match merged.last_mut() {
+                Some(last) if from <= last.1 => last.1 = last.1.max(to),
+                _ => merged.push((from, to)),
+            }
+        }
+        let waiting_at = |t: u64| {
+            let i = merged.partition_point(|&(from, _)| from <= t);
+            i > 0 && t < merged[i - 1].1
+        };
+        out[(level - 1) as usize] = starts.iter().filter(|s| s.priority == level && waiting_at(s.start_ns)).count();
+    }
+    out
+}
+
+/// [`inversions`] counted on each host alone: the higher-priority task waited for an
+/// executor of the host where the lower one started, and ran there.
+fn inversions_on_each_host(starts: &[Start], grace_ns: u64) -> [usize; 4] {
+    let mut by_host: BTreeMap<u16, Vec<Start>> = BTreeMap::new();
+    for s in starts {
+        by_host.entry(s.node).or_default().push(*s);
+    }
+    let mut out = [0usize; 4];
+    for host in by_host.values() {
+        for (sum, n) in out.iter_mut().zip(inversions(host, grace_ns)) {
+            *sum += n;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(priority: u8, sent_ns: u64, start_ns: u64) -> Start {
+        Start { priority, node: 1, sent_ns, start_ns }
+    }
+
+    #[test]
+    fn a_start_over_a_waiting_higher_level_counts_once_past_the_grace() {
+        let starts = [
+            // Priority 1 waits from 0 (grace to 10) until 100; priority 2 from 50 to 300.
+            start(1, 0, 100),
+            start(2, 50, 300),
+            // Priority 3 starts within priority 1's grace, then while it waits, then
+            // while only priority 2 waits, then as priority 2 starts (a wait ends there).
+            start(3, 0, 5),
+            start(3, 0, 20),
+            start(3, 0, 150),
+            start(3, 0, 300),
+            // Priority 2 while priority 1 waits; priority 4 as the last wait ends.
+            start(2, 0, 90),
+            start(4, 0, 300),
+        ];
+        assert_eq!(inversions(&starts, 10), [0, 1, 2, 0]);
+        // Without a grace, the first level-3 start counts too.
+        assert_eq!(inversions(&starts, 0), [0, 1, 3, 0]);
+        assert_eq!(inversions(&[], 10), [0; 4]);
+    }
+
+    #[test]
+    fn an_inversion_on_its_own_host_is_one_where_the_waiting_task_ran_there() {
+        let on = |node, s: Start| Start { node, ..s };
+        // Priority 1 waits [10, 100) and runs on host 1; priority 3 starts at 50 on host
+        // 1 and on host 2.
+        let starts = [on(1, start(1, 0, 100)), on(1, start(3, 0, 50)), on(2, start(3, 0, 50))];
+        assert_eq!(inversions(&starts, 10), [0, 0, 2, 0]);
+        assert_eq!(inversions_on_each_host(&starts, 10), [0, 0, 1, 0]);
+    }
 }
