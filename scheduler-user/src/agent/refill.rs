@@ -6,7 +6,9 @@
 //! tasks, so that however the answer's priorities fall, every task fits its ring. Rings
 //! below tier 2's best level, once that level has lasted or is most of this node's
 //! work, do not count: the bypass rule holds them back
-//! ([`RefillController::set_tier2_best`]). One
+//! ([`RefillController::set_tier2_best`]), and the request asks only for what the
+//! counted rings lack of their target, so that the rest of a new job of that level stays
+//! at tier 2 for the other hosts. One
 //! request is in flight at a time. The answer is not read from a socket (the XDP program consumes REFILL frames),
 //! but from the program's REFILL counters: frames and tasks taken in since the request.
 //! An answer is complete when it carried `want` tasks, when one of its frames was short
@@ -294,6 +296,9 @@ impl RefillController {
     /// executors or low rings of other hosts could have at once; and it comes in the same
     /// answer, so that a new job's tasks reach this host's rings before its busy executors
     /// finish and ask tier 2 for them one round trip each.
+    ///
+    /// Without waiters, a node below its target asks for a whole target's worth, or,
+    /// while rings are held back for a higher level, for only what the counted rings lack.
     pub fn want_with_waiters(&self, occupancy: &[i64; RING_COUNT], waiters: u32) -> u8 {
         let rings = &occupancy[..self.levels];
         let total: i64 = rings[..self.counted].iter().map(|&r| r.max(0)).sum();
@@ -304,6 +309,11 @@ impl RefillController {
             waiters as i64 + lacking
         } else if lacking == 0 {
             return 0;
+        } else if self.counted < self.levels {
+            // Rings held back for a higher level, a new job of it most of the time: only
+            // what the counted rings lack, so that the rest of the job stays at tier 2 for
+            // the other hosts, whose executors may free first, instead of waiting here.
+            lacking
         } else {
             // Up to one target's worth: the depth then moves between the target and twice
             // it, one request per drained target rather than one per task.
@@ -554,8 +564,8 @@ mod tests {
         assert_eq!(c.want(&level4), 64);
         assert_eq!(c.counted_levels(), 3, "the target to set is that of levels 1 to 3");
         assert_eq!(c.next_deadline(t0 + HELD_BACK_AFTER), None, "idle, nothing pending");
-        // Level 3 tasks in hand count.
-        assert_eq!(c.want(&[0, 0, 60, 64, 0, 0, 0, 0]), 64);
+        // Level 3 tasks in hand count, and the request is for what they lack.
+        assert_eq!(c.want(&[0, 0, 60, 64, 0, 0, 0, 0]), 4);
         assert_eq!(c.want(&[0, 0, 64, 64, 0, 0, 0, 0]), 0);
         // The room is still the fullest ring's, held back or not.
         let mut small =
@@ -603,6 +613,26 @@ mod tests {
         assert!(!drains_mostly(&NONE, 1, 4));
         // Levels past those in use do not count.
         assert!(drains_mostly(&rates(&[10.0, 5.0, 0.0, 0.0, 999.0]), 1, 4));
+    }
+
+    #[test]
+    fn while_rings_are_held_back_a_request_asks_only_for_what_the_counted_rings_lack() {
+        let mut c =
+            RefillController::new(RefillPolicy { low_watermark: 1000, batch: 64, ..RefillPolicy::default() }, 4096, 4);
+        let targets = [1, 1, 6, 4, 0, 0, 0, 0];
+        let t0 = Instant::now();
+        // Every level counts: below its target of 12, a node asks for a whole target.
+        let rings = [0, 0, 2, 0, 0, 0, 0, 0];
+        c.set_targets(t0, 0, &rings, &targets, &NONE);
+        assert_eq!((c.target(), c.want(&rings)), (12, 12));
+        // Tier 2 names level 3, which this node drains mostly, while level 4 holds tasks:
+        // held back at once, the target is levels 1 to 3's (8), and the request asks for
+        // the 6 the counted rings lack, not for 8.
+        let rings = [0, 0, 2, 9, 0, 0, 0, 0];
+        c.set_targets(t0, 3, &rings, &targets, &rates(&[0.0, 0.0, 1200.0, 600.0]));
+        assert_eq!((c.counted_levels(), c.target(), c.want(&rings)), (3, 8, 6));
+        // Executors waiting here still get one each beyond that.
+        assert_eq!(c.want_with_waiters(&rings, 2), 8);
     }
 
     #[test]
