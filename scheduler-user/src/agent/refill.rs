@@ -617,8 +617,8 @@ mod tests {
 
     #[test]
     fn while_rings_are_held_back_a_request_asks_only_for_what_the_counted_rings_lack() {
-        let mut c =
-            RefillController::new(RefillPolicy { low_watermark: 1000, batch: 64, ..RefillPolicy::default() }, 4096, 4);
+        // `set_targets` below replaces the helper's fixed target.
+        let mut c = controller();
         let targets = [1, 1, 6, 4, 0, 0, 0, 0];
         let t0 = Instant::now();
         // Every level counts: below its target of 12, a node asks for a whole target.
