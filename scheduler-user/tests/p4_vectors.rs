@@ -29,6 +29,7 @@
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use scheduler_common::{
     decode, encode_assign, encode_assign_list, encode_get_task, encode_noop, encode_queue_full, encode_refill,
@@ -154,7 +155,8 @@ impl Step {
 impl Model {
     fn new(config: QueueConfig, checked_by_scheduler: bool) -> Model {
         // bolt.p4 parks nothing: a park table of size 0 answers at once, as version 1 did.
-        let wait = WaitConfig { max_parked: 0, ..WaitConfig::default() };
+        // Nor does it register hosts: no HINT, and no host's share of a level.
+        let wait = WaitConfig { max_parked: 0, hint_register: Duration::ZERO, ..WaitConfig::default() };
         Model {
             pipeline: Pipeline::new(config).unwrap(),
             scheduler: checked_by_scheduler.then(|| Scheduler::new(config).unwrap()),

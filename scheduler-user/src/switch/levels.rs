@@ -68,8 +68,14 @@ impl Levels {
 }
 
 fn level_is_empty(pipeline: &Pipeline, l: usize) -> bool {
+    queued(pipeline, l) == 0
+}
+
+/// The tasks queued at level `l` (0-based): the distance between its pointers, 0 when
+/// the retrieve pointer ran ahead.
+pub fn queued(pipeline: &Pipeline, l: usize) -> u32 {
     let (add, retrieve) = pipeline.pointers(l);
-    Ring::distance(add, retrieve) <= 0
+    Ring::distance(add, retrieve).max(0) as u32
 }
 
 #[cfg(test)]

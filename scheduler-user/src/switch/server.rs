@@ -240,7 +240,9 @@ pub struct SwitchArgs {
     #[arg(long, value_name = "N", default_value_t = WaitConfig::default().max_parked)]
     pub max_parked: usize,
     /// A host that sent a REFILL_REQ within this many milliseconds gets a HINT when a
-    /// priority level turns non-empty.
+    /// priority level turns non-empty, and counts among the hosts a level outranking
+    /// another is shared between (docs/agent.md, "A host's share of a level"). 0: no
+    /// HINT, and a REFILL_REQ gets what it asks for.
     #[arg(long, value_name = "MS", default_value_t = WaitConfig::default().hint_register.as_millis() as u64)]
     pub hint_register_ms: u64,
     /// An executor parking here recalls one task from a host sent a REFILL within this

@@ -20,7 +20,7 @@ use scheduler_common::{
     EncodeError, Entry, JobRef, Message, RefillRequest, Requester, Task, MAX_LIST,
 };
 
-use super::levels::Levels;
+use super::levels::{queued, Levels};
 use super::park::{Group, ParkStats, ParkTable, Parked, Ticket, Wanted};
 use super::recall::{Recalls, RECALL_WINDOW};
 use crate::queue::{NotForSwitch, Scheduler, Sink};
@@ -218,6 +218,8 @@ pub struct Tier2 {
     collected: Vec<Answer>,
     hints: HintStats,
     recalls: Recalls,
+    /// Level → its last enqueue (SUBMIT or RETURN), for [`Tier2::host_share`].
+    enqueued_at: [Option<Instant>; 8],
 }
 
 impl Tier2 {
@@ -234,6 +236,7 @@ impl Tier2 {
             collected: Vec::with_capacity(MAX_LIST + 2),
             hints: HintStats::default(),
             recalls: Recalls::new(wait.recall_window),
+            enqueued_at: [None; 8],
         }
     }
 
@@ -273,6 +276,18 @@ impl Tier2 {
         out: &mut Vec<Answer>,
     ) -> Result<(), NotForSwitch> {
         self.collected.clear();
+        // A REFILL_REQ is served, stamped and parked as its host's share of what it asks
+        // for: BEST then says whether it got that share, not the whole `want`.
+        let shared;
+        let msg = match *msg {
+            Message::RefillReq { node_rsrc, req } => {
+                // Registered first, so that the host counts itself in its share.
+                self.hosts.insert(req.node(), (src, now));
+                shared = Message::RefillReq { node_rsrc, req: self.host_share(req, now) };
+                &shared
+            }
+            _ => msg,
+        };
         self.scheduler.handle(msg, src, &mut Collected(&mut self.collected))?;
         let priorities = self.scheduler.pipeline().config().priorities;
         match *msg {
@@ -300,7 +315,6 @@ impl Tier2 {
                 self.stamp_into(&wanted, out);
             }
             Message::RefillReq { node_rsrc, req } => {
-                self.hosts.insert(req.node(), (src, now));
                 self.levels.after_retrieval(0, self.scheduler.pipeline());
                 let wanted = Wanted::Refill { req, node_rsrc };
                 // A newer REFILL_REQ from the node supersedes its parked one, unanswered:
@@ -419,6 +433,7 @@ impl Tier2 {
         for p in prios {
             let l = (p.clamp(1, priorities) - 1) as usize;
             rose |= self.levels.after_enqueue(l, self.scheduler.pipeline());
+            self.enqueued_at[l] = Some(now);
         }
         // QUEUE_FULL answers only: nothing to stamp.
         out.append(&mut self.collected);
@@ -510,37 +525,82 @@ impl Tier2 {
         }
     }
 
-    /// Runs `wanted`, from `addr`, through the pipeline into `collected`. True if it got
-    /// tasks; otherwise `collected` is left empty.
-    fn retrieve(&mut self, wanted: &Wanted, addr: SocketAddrV4) -> bool {
-        let first = wanted.first_level(self.scheduler.pipeline().config().priorities);
-        self.collected.clear();
-        if self.scheduler.handle(&wanted.message(), addr, &mut Collected(&mut self.collected)).is_err() {
-            return false;
+    /// `req` as tier 2 serves it: while a level below tier 2's best level is in use
+    /// ([`Tier2::lower_level_in_use`]), `want` is at most this host's share of the best
+    /// level, the tasks queued there over the registered hosts, rounded up, and never
+    /// less than the executors waiting at the host.
+    ///
+    /// A REFILL commits its tasks to one host's rings. Taken whole, a new job of a
+    /// higher level waits there for that host's executors while the other hosts' free
+    /// executors start the lower level (docs/agent.md, "A host's share of a level").
+    /// Left at tier 2, the rest goes to whichever executors free first: their bypassing
+    /// GET_TASKs and the other hosts' REFILLs. With one level in use there is nothing to
+    /// invert, and a host takes what its agent asks for.
+    fn host_share(&self, req: RefillRequest, now: Instant) -> RefillRequest {
+        let best = self.levels.best() as usize;
+        // Hosts count while they are registered for HINT; with registration off (as
+        // bolt.p4, which registers none) a host takes what it asks for.
+        if self.hint_register.is_zero() || self.hosts.len() < 2 || best == 0 || !self.lower_level_in_use(best, now) {
+            return req;
         }
-        self.levels.after_retrieval(first, self.scheduler.pipeline());
-        let got = self.collected.iter().any(Answer::has_tasks);
-        if !got {
-            self.collected.clear();
+        let queued = queued(self.scheduler.pipeline(), best - 1) as usize;
+        let mut share = queued.div_ceil(self.hosts.len()).max(req.waiting as usize).max(1);
+        if share < req.want as usize && share % MAX_LIST == 0 {
+            // An answer ends at the `want`-th task or at a short batch (docs/protocol.md,
+            // REFILL): cut at a whole batch, it would look unfinished to the host.
+            share += 1;
         }
-        got
+        RefillRequest { want: req.want.min(share.min(u8::MAX as usize) as u8), ..req }
     }
 
-    /// Answers the parked request `ticket` with the collected answers.
-    fn answer_parked(&mut self, ticket: Ticket, p: &Parked, now: Instant, out: &mut Vec<Answer>) {
-        if let Wanted::Refill { req, .. } = p.wanted {
+    /// Whether a level below `best` (1-based) took an enqueue within the registration
+    /// window: its tasks may be in the hosts' rings, to be started over a higher level
+    /// a host took too much of.
+    fn lower_level_in_use(&self, best: usize, now: Instant) -> bool {
+        self.enqueued_at[best.min(8)..]
+            .iter()
+            .flatten()
+            .any(|&at| now.saturating_duration_since(at) <= self.hint_register)
+    }
+
+    /// Runs `wanted`, from `addr`, through the pipeline into `collected`, a REFILL_REQ as
+    /// its host's share. If it got tasks, returns what it asked the pipeline for (to
+    /// stamp BEST by); otherwise `collected` is left empty.
+    fn retrieve(&mut self, wanted: &Wanted, addr: SocketAddrV4, now: Instant) -> Option<Wanted> {
+        let first = wanted.first_level(self.scheduler.pipeline().config().priorities);
+        self.collected.clear();
+        let served = match *wanted {
+            Wanted::Refill { req, node_rsrc } => Wanted::Refill { req: self.host_share(req, now), node_rsrc },
+            task => task,
+        };
+        if self.scheduler.handle(&served.message(), addr, &mut Collected(&mut self.collected)).is_err() {
+            return None;
+        }
+        self.levels.after_retrieval(first, self.scheduler.pipeline());
+        if self.collected.iter().any(Answer::has_tasks) {
+            Some(served)
+        } else {
+            self.collected.clear();
+            None
+        }
+    }
+
+    /// Answers the parked request `ticket` with the collected answers, stamped for
+    /// `served`: what was asked of the pipeline for it (a REFILL_REQ's share).
+    fn answer_parked(&mut self, ticket: Ticket, served: &Wanted, now: Instant, out: &mut Vec<Answer>) {
+        if let Wanted::Refill { req, .. } = served {
             self.note_refill(req.node(), now);
         }
         self.park.answered(ticket);
-        self.stamp_into(&p.wanted, out);
+        self.stamp_into(served, out);
     }
 
     fn serve_parked_kind(&mut self, kind: ParkedKind, now: Instant, out: &mut Vec<Answer>) {
         let mut from = 0;
         while let Some((ticket, p)) = self.next_parked(kind, from, now) {
             from = ticket + 1;
-            if self.retrieve(&p.wanted, p.addr) {
-                self.answer_parked(ticket, &p, now, out);
+            if let Some(served) = self.retrieve(&p.wanted, p.addr, now) {
+                self.answer_parked(ticket, &served, now, out);
             }
         }
     }
@@ -556,7 +616,7 @@ impl Tier2 {
             from = ticket + 1;
             let Wanted::Refill { req, node_rsrc } = p.wanted else { continue };
             let share = RefillRequest { want: req.want.min(req.waiting), ..req };
-            if self.retrieve(&Wanted::Refill { req: share, node_rsrc }, p.addr) {
+            if self.retrieve(&Wanted::Refill { req: share, node_rsrc }, p.addr, now).is_some() {
                 held.push(HeldAnswer { ticket, parked: p, answers: std::mem::take(&mut self.collected) });
             }
         }
@@ -573,14 +633,18 @@ impl Tier2 {
         for HeldAnswer { ticket, parked: p, mut answers } in held {
             let Wanted::Refill { req, node_rsrc } = p.wanted else { continue };
             let got = tasks_in(&answers);
+            let mut served = p.wanted;
             if got < req.want as usize && self.levels.best() != 0 {
                 let beyond = RefillRequest { want: req.want - got as u8, waiting: 0, ..req };
-                if self.retrieve(&Wanted::Refill { req: beyond, node_rsrc }, p.addr) {
+                if let Some(Wanted::Refill { req: share, .. }) =
+                    self.retrieve(&Wanted::Refill { req: beyond, node_rsrc }, p.addr, now)
+                {
                     answers.append(&mut self.collected);
+                    served = Wanted::Refill { req: RefillRequest { want: got as u8 + share.want, ..req }, node_rsrc };
                 }
             }
             self.collected = answers;
-            self.answer_parked(ticket, &p, now, out);
+            self.answer_parked(ticket, &served, now, out);
         }
     }
 
@@ -938,6 +1002,121 @@ mod tests {
         let out = get(&mut t2, exec(2), 1, 0b11, true, t0 + 5 * MS);
         assert_eq!(assigned(&out), vec![(exec(2), 1, 4)]);
         assert_eq!(t2.park_stats().parked, 0);
+    }
+
+    /// Tier 2 parking nothing, with hosts 1 and 2 registered (they found nothing).
+    fn two_hosts(t0: Instant) -> Tier2 {
+        let mut t2 = tier2(0);
+        assert_eq!(refilled_to(&refill_req(&mut t2, 1, agent_of(1), t0), 1), Vec::<u32>::new());
+        assert_eq!(refilled_to(&refill_req(&mut t2, 2, agent_of(2), t0), 2), Vec::<u32>::new());
+        t2
+    }
+
+    /// Tasks `tids` at level `prio`.
+    fn tasks_at(prio: u8, tids: std::ops::Range<u32>) -> Vec<Task> {
+        tids.map(|t| task(t, prio, 0)).collect()
+    }
+
+    /// The tids `out` REFILLs `node` with, in ascending order.
+    fn refilled_to(out: &[Answer], node: u16) -> Vec<u32> {
+        let mut tids: Vec<u32> =
+            refilled(out).into_iter().filter(|(to, _)| *to == agent_of(node)).flat_map(|(_, t)| t).collect();
+        tids.sort_unstable();
+        tids
+    }
+
+    #[test]
+    fn a_host_takes_at_most_its_share_of_a_level_that_outranks_another() {
+        let t0 = Instant::now();
+        let mut t2 = two_hosts(t0);
+        // A backlog at level 2, then a new job of six tasks at level 1.
+        submit(&mut t2, &tasks_at(2, 101..105), t0);
+        submit(&mut t2, &tasks_at(1, 1..7), t0);
+        // Each host asks for 8 and gets half of what level 1 holds, rounded up: the
+        // rest stays at tier 2 for whichever executors free first. It got its share, so
+        // BEST names level 1, still held: the host's rings below it stay held back.
+        let out = refill_req(&mut t2, 1, agent_of(1), t0);
+        assert_eq!(refilled_to(&out, 1), vec![1, 2, 3]);
+        assert!(matches!(out.last(), Some(Answer::Refill { best: 1, .. })), "{out:?}");
+        assert_eq!(refilled_to(&refill_req(&mut t2, 2, agent_of(2), t0), 2), vec![4, 5]);
+        // A host where four executors wait gets a task for each of them, whatever the
+        // share: the last level-1 task, then level 2's.
+        let out = refill_req_with(&mut t2, RefillRequest::new(1, 8).with_waiting(4), t0);
+        assert_eq!(refilled_to(&out, 1), vec![6, 101, 102, 103]);
+    }
+
+    #[test]
+    fn parked_hosts_get_their_shares_of_a_new_job_stamped_with_the_level_left() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        assert_eq!(refill_req(&mut t2, 1, agent_of(1), t0), vec![]);
+        assert_eq!(refill_req(&mut t2, 2, agent_of(2), t0 + MS), vec![]);
+        let mut tasks = tasks_at(2, 101..103);
+        tasks.extend(tasks_at(1, 1..7));
+        let out = submit(&mut t2, &tasks, t0 + 2 * MS);
+        assert_eq!(refilled_to(&out, 1), vec![1, 2, 3]);
+        assert_eq!(refilled_to(&out, 2), vec![4, 5]);
+        let bests: Vec<u8> =
+            out.iter().filter_map(|a| if let Answer::Refill { best, .. } = a { Some(*best) } else { None }).collect();
+        assert_eq!(bests, vec![1, 1]);
+    }
+
+    #[test]
+    fn with_host_registration_off_a_refill_takes_what_it_asks_for() {
+        let t0 = Instant::now();
+        let s = Scheduler::new(QueueConfig { capacity: 64, ..QueueConfig::default() }).unwrap();
+        let mut t2 =
+            Tier2::new(s, WaitConfig { max_parked: 0, hint_register: Duration::ZERO, ..WaitConfig::default() });
+        refill_req(&mut t2, 1, agent_of(1), t0);
+        refill_req(&mut t2, 2, agent_of(2), t0);
+        submit(&mut t2, &[task(100, 2, 0)], t0);
+        submit(&mut t2, &tasks_at(1, 1..7), t0);
+        assert_eq!(refilled_to(&refill_req(&mut t2, 1, agent_of(1), t0), 1), vec![1, 2, 3, 4, 5, 6, 100]);
+    }
+
+    #[test]
+    fn a_lower_level_counts_while_it_took_tasks_within_the_registration_window() {
+        let t0 = Instant::now();
+        let mut t2 = two_hosts(t0);
+        // Level 2's only task goes to host 1's rings: tier 2 holds no level 2, but a host
+        // may be running it.
+        submit(&mut t2, &[task(100, 2, 0)], t0);
+        assert_eq!(refilled_to(&refill_req(&mut t2, 1, agent_of(1), t0), 1), vec![100]);
+        submit(&mut t2, &tasks_at(1, 1..7), t0 + MS);
+        assert_eq!(refilled_to(&refill_req(&mut t2, 2, agent_of(2), t0 + MS), 2), vec![1, 2, 3]);
+        // Past the window (1 s here) since level 2's last task came, level 1 is all there is.
+        let later = t0 + 1001 * MS;
+        assert_eq!(refilled_to(&refill_req(&mut t2, 1, agent_of(1), later), 1), vec![4, 5, 6]);
+        submit(&mut t2, &tasks_at(1, 7..17), later);
+        assert_eq!(refilled_to(&refill_req(&mut t2, 2, agent_of(2), later), 2), (7..15).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_share_of_whole_batches_ends_with_a_short_one() {
+        let t0 = Instant::now();
+        let mut t2 = two_hosts(t0);
+        submit(&mut t2, &[task(100, 2, 0)], t0);
+        for first in (1..33).step_by(MAX_LIST) {
+            submit(&mut t2, &tasks_at(1, first..first + MAX_LIST as u32), t0);
+        }
+        // Half of 32 is one whole batch: the host would wait for the rest of its 40.
+        let out = refill_req_with(&mut t2, RefillRequest::new(1, 40), t0);
+        let sizes: Vec<usize> = refilled(&out).iter().map(|(_, tids)| tids.len()).collect();
+        assert_eq!(sizes, vec![MAX_LIST, 1]);
+    }
+
+    #[test]
+    fn with_one_level_or_one_host_a_refill_takes_what_it_asks_for() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(0);
+        refill_req(&mut t2, 1, agent_of(1), t0);
+        submit(&mut t2, &tasks_at(1, 1..7), t0);
+        submit(&mut t2, &tasks_at(2, 101..105), t0);
+        // The only host registered: its share is everything.
+        assert_eq!(refilled_to(&refill_req(&mut t2, 1, agent_of(1), t0), 1), vec![1, 2, 3, 4, 5, 6, 101, 102]);
+        // A second host, and level 2 alone at tier 2: nothing outranks, no share.
+        submit(&mut t2, &tasks_at(2, 105..110), t0);
+        assert_eq!(refilled_to(&refill_req(&mut t2, 2, agent_of(2), t0), 2), vec![103, 104, 105, 106, 107, 108, 109]);
     }
 
     #[test]
