@@ -401,7 +401,9 @@ fn refill_from_the_switch_fills_the_rings_in_order() {
 }
 
 /// The agent sleeps while its REFILL_REQ is parked at tier 2: the answer's first frame
-/// wakes it with one event, whatever the frames that follow.
+/// stored wakes it with one event, whatever the frames that follow (a frame handed to an
+/// executor waiting at the host wakes nobody:
+/// `an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign`).
 #[test]
 fn the_first_frame_of_an_awaited_answer_wakes_the_agent_once() {
     if !can_run() {
@@ -1945,10 +1947,15 @@ fn an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign() {
     assert!(events.drain(8).iter().any(|e| e.kind == EVENT_WAITING), "the agent hears of it");
 
     // A one-task REFILL the executor can run leaves as its ASSIGN, byte for byte what
-    // tier 2 would have sent it, redirected to the interface the request came from.
+    // tier 2 would have sent it, redirected to the interface the request came from. It
+    // is the first frame of the answer the agent awaits, but wakes nobody: the agent
+    // stays armed, and the first frame stored wakes it.
+    rig.maps().arm_refill_answer();
     let e = entry(1, 2, 0b01);
     let (verdict, out) = rig.run(&rig.refill_frame(&[e]));
     assert_eq!(verdict, Verdict::Redirect);
+    assert!(rig.maps().refill_armed(), "a frame handed off leaves the agent armed");
+    assert!(events.drain(8).iter().all(|e| e.kind != EVENT_REFILL_ANSWER), "and sends no event");
     let mut assign = [0u8; 48];
     encode_assign(&mut assign, &e, 0).unwrap();
     assert_eq!(out, udp_frame(&rig.exec.reversed(), Ipv4Fields::default(), &assign));
@@ -1972,10 +1979,13 @@ fn an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign() {
     assert_eq!(rig.counters().get(Counter::StaleWaiters), 1);
 
     // A task the waiter cannot run is stored as any REFILL's, and the waiter keeps
-    // waiting for one it can.
+    // waiting for one it can. That frame, the first stored, wakes the agent.
     rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 8, 1));
+    events.drain(8);
     let (verdict, _) = rig.run(&rig.refill_frame(&[entry(3, 1, 0b10)]));
     assert_eq!(verdict, Verdict::Drop);
+    assert!(!rig.maps().refill_armed());
+    assert_eq!(events.drain(8).iter().filter(|e| e.kind == EVENT_REFILL_ANSWER).count(), 1);
     assert_eq!(rig.maps().reserved(1), 1);
     assert_eq!(rig.maps().peek_waiter().unwrap().map(|w| (w.executor, w.seq)), Some((8, 1)));
     // A REFILL of several tasks is stored: the agent answers waiters from the rings.

@@ -335,7 +335,11 @@ impl Tier2 {
                 } else {
                     self.note_refill(req.node(), now);
                 }
+                let got = tasks_in(&self.collected);
                 self.stamp_into(&wanted, out);
+                if got > 0 {
+                    self.park_unserved_waiters(src, wanted, got, now, out);
+                }
             }
             _ => out.append(&mut self.collected),
         }
@@ -455,6 +459,36 @@ impl Tier2 {
         true
     }
 
+    /// After an answer of `got` tasks to `wanted`, a REFILL_REQ of a host where executors
+    /// wait: parks a request for the waiters it did not serve, if any, and RECALLs for
+    /// them as a REFILL_REQ parking with executors waiting does.
+    ///
+    /// The host's program hands each one-task frame to a waiting executor without waking
+    /// the agent, so the agent may not know its request was answered until its next
+    /// wake-up; the executors left waiting keep a request here meanwhile. An agent's new
+    /// REFILL_REQ replaces it. Nothing is parked when the table is full: the agent asks
+    /// again at its next refill step.
+    fn park_unserved_waiters(
+        &mut self,
+        src: SocketAddrV4,
+        wanted: Wanted,
+        got: usize,
+        now: Instant,
+        out: &mut Vec<Answer>,
+    ) {
+        let Wanted::Refill { req, node_rsrc } = wanted else { return };
+        let Some(rest) = (req.waiting as usize).checked_sub(got).filter(|&r| r > 0) else { return };
+        let rest = rest as u8;
+        let remainder = Wanted::Refill { req: RefillRequest { want: rest, waiting: rest, ..req }, node_rsrc };
+        // The host's request was just answered (and taken from the table), so this
+        // replaces nothing.
+        if self.park.park(src, remainder, now).is_ok() {
+            for _ in 0..rest.min(RECALLS_PER_WAITING_HOST) {
+                self.recall_for(req.node(), node_rsrc, now, out);
+            }
+        }
+    }
+
     /// An executor of `node` offering `exec_rsrc` parked: asks a host refilled a moment
     /// ago for one task back (switch/recall.rs), if there is one whose agent is known.
     fn recall_for(&mut self, node: u16, exec_rsrc: u8, now: Instant, out: &mut Vec<Answer>) {
@@ -496,14 +530,19 @@ impl Tier2 {
     /// that gets tasks leaves the table with its answer; one that does not (its resources
     /// match nothing queued) stays. Each parked request is tried at most once per enqueue
     /// (a waiting host's once for its waiters and once beyond them).
+    ///
+    /// The answers leave in the same order: every frame for a waiting executor, of every
+    /// host, before any frame for a ring ([`Tier2::serve_beyond_waiters`]).
     fn serve_parked(&mut self, now: Instant, out: &mut Vec<Answer>) {
         if self.park.is_empty() {
             return;
         }
         self.serve_parked_kind(ParkedKind::Executors, now, out);
         let held = self.serve_waiters(now);
-        self.serve_parked_kind(ParkedKind::Hosts, now, out);
-        self.serve_beyond_waiters(held, now, out);
+        let mut prefetch = Vec::new();
+        self.serve_parked_kind(ParkedKind::Hosts, now, &mut prefetch);
+        self.serve_beyond_waiters(held, now, out, &mut prefetch);
+        out.append(&mut prefetch);
     }
 
     /// The oldest parked request of `kind`, from ticket `from` on, that searches a level
@@ -629,7 +668,20 @@ impl Tier2 {
     /// job's tasks then reaches a waiting host's rings in the same answer, instead of its
     /// busy executors fetching them one round trip each while its agent's next
     /// REFILL_REQ is on its way, but not before a host whose rings ran low.
-    fn serve_beyond_waiters(&mut self, held: Vec<HeldAnswer>, now: Instant, out: &mut Vec<Answer>) {
+    ///
+    /// Each answer's frames for its waiters go to `out`, the rest to the end of
+    /// `prefetch`. A frame to a host passes through the kernel in the order it is sent,
+    /// several microseconds each on the testbed, so one host's prefetch sent between
+    /// another host's waiters delayed their start; each host still gets its own frames in
+    /// order (docs/protocol.md, REFILL).
+    fn serve_beyond_waiters(
+        &mut self,
+        held: Vec<HeldAnswer>,
+        now: Instant,
+        out: &mut Vec<Answer>,
+        prefetch: &mut Vec<Answer>,
+    ) {
+        let mut later = Vec::new();
         for HeldAnswer { ticket, parked: p, mut answers } in held {
             let Wanted::Refill { req, node_rsrc } = p.wanted else { continue };
             let got = tasks_in(&answers);
@@ -644,8 +696,13 @@ impl Tier2 {
                 }
             }
             self.collected = answers;
-            self.answer_parked(ticket, &served, now, out);
+            let mut staged = Vec::new();
+            self.answer_parked(ticket, &served, now, &mut staged);
+            later.extend(staged.drain(frames_holding(&staged, got)..));
+            out.append(&mut staged);
+            self.park_unserved_waiters(p.addr, p.wanted, got, now, &mut later);
         }
+        prefetch.append(&mut later);
     }
 
     /// HINT to at most as many registered hosts as the enqueue brought `tasks`, and at
@@ -743,6 +800,19 @@ fn one_task_per_frame(out: &mut Vec<Answer>, from: usize) {
             a => out.push(a),
         }
     }
+}
+
+/// How many of `answers`, from the first, it takes for their REFILLs to carry `tasks`
+/// tasks (all of them if they carry fewer).
+fn frames_holding(answers: &[Answer], tasks: usize) -> usize {
+    let mut carried = 0;
+    for (i, a) in answers.iter().enumerate() {
+        if carried >= tasks {
+            return i;
+        }
+        carried += tasks_in(std::slice::from_ref(a));
+    }
+    answers.len()
 }
 
 /// The tasks the REFILLs among `answers` carry.
@@ -1270,12 +1340,49 @@ mod tests {
         // Seven tasks: the three waiting executors' first (task 1 to host 1, 2 and 3 to
         // host 2), then host 3's prefetch (4), then what host 1 asked beyond its waiter
         // (5 to 7, in its answer, one task per frame); nothing is left for host 2's.
+        // They are sent in that order too: every waiter's frame before any ring's, so
+        // host 2's waiters do not wait for the frames of host 1's rings to pass.
         let tasks: Vec<Task> = (1..=7).map(|t| task(t, 1, 0)).collect();
         let out = submit(&mut t2, &tasks, t0 + MS);
         let one = |n: u16, t: u32| (agent_of(n), vec![t]);
-        assert_eq!(refilled(&out), vec![one(3, 4), one(1, 1), one(1, 5), one(1, 6), one(1, 7), one(2, 2), one(2, 3)]);
+        assert_eq!(refilled(&out), vec![one(1, 1), one(2, 2), one(2, 3), one(3, 4), one(1, 5), one(1, 6), one(1, 7)]);
         let s = t2.park_stats();
         assert_eq!((s.answered_from_park, s.waiting), (3, 0));
+    }
+
+    #[test]
+    fn executors_an_answer_left_waiting_keep_a_request_parked_until_the_agent_asks_again() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        // Three executors wait at host 1 and tier 2 holds one task: answered at once with
+        // it, and the two left waiting keep a request here. (The host's program hands the
+        // frame to an executor without waking the agent, which may not ask again soon.)
+        submit(&mut t2, &[task(1, 1, 0)], t0);
+        let out = refill_req_with(&mut t2, RefillRequest::new(1, 5).with_waiting(3), t0 + MS);
+        assert_eq!(refilled(&out), vec![(agent_of(1), vec![1])]);
+        assert_eq!(t2.park_stats().waiting, 1);
+        // Their tasks come as they arrive, one per frame; nothing more is parked.
+        let out = submit(&mut t2, &[task(2, 1, 0), task(3, 1, 0), task(4, 1, 0), task(8, 1, 0)], t0 + 2 * MS);
+        assert_eq!(refilled(&out), vec![(agent_of(1), vec![2]), (agent_of(1), vec![3])]);
+        assert_eq!(t2.park_stats().waiting, 0);
+        // From the park likewise: host 9 takes the other two to its rings, host 2 parks
+        // for two waiters (and RECALLs one of host 9's), and one task arrives. The waiter
+        // left keeps a request, which RECALLs as a request parking for it would.
+        assert_eq!(refilled_to(&refill_req(&mut t2, 9, agent_of(9), t0 + 3 * MS), 9), vec![4, 8]);
+        let recall = Answer::Recall { to: agent_of(9), exec_rsrc: 0xff, req: RefillRequest::new(9, 1), best: 0 };
+        let out = refill_req_with(&mut t2, RefillRequest::new(2, 2).with_waiting(2), t0 + 3 * MS);
+        assert_eq!(out, vec![recall]);
+        let out = submit(&mut t2, &[task(5, 1, 0)], t0 + 4 * MS);
+        assert_eq!(refilled(&out), vec![(agent_of(2), vec![5])]);
+        let recalls_to_9 = out.iter().filter(|a| matches!(a, Answer::Recall { to, .. } if *to == agent_of(9)));
+        assert_eq!(recalls_to_9.count(), 1);
+        assert_eq!(t2.park_stats().waiting, 1, "the other waiter's request");
+        // The agent's next REFILL_REQ replaces it, unanswered.
+        let out = refill_req_with(&mut t2, RefillRequest::new(2, 4).with_waiting(1), t0 + 5 * MS);
+        assert_eq!(out, vec![]);
+        assert_eq!(t2.park_stats().waiting, 1);
+        let out = submit(&mut t2, &[task(6, 1, 0), task(7, 1, 0)], t0 + 6 * MS);
+        assert_eq!(refilled_to(&out, 2), vec![6, 7]);
     }
 
     #[test]
