@@ -477,8 +477,10 @@ impl Tier2 {
         out: &mut Vec<Answer>,
     ) {
         let Wanted::Refill { req, node_rsrc } = wanted else { return };
-        let Some(rest) = (req.waiting as usize).checked_sub(got).filter(|&r| r > 0) else { return };
-        let rest = rest as u8;
+        let rest = (req.waiting as usize).saturating_sub(got) as u8;
+        if rest == 0 {
+            return;
+        }
         let remainder = Wanted::Refill { req: RefillRequest { want: rest, waiting: rest, ..req }, node_rsrc };
         // The host's request was just answered (and taken from the table), so this
         // replaces nothing.
@@ -669,8 +671,8 @@ impl Tier2 {
     /// busy executors fetching them one round trip each while its agent's next
     /// REFILL_REQ is on its way, but not before a host whose rings ran low.
     ///
-    /// Each answer's frames for its waiters go to `out`, the rest to the end of
-    /// `prefetch`. A frame to a host passes through the kernel in the order it is sent,
+    /// Each answer's frames for its waiters go to `out`, the rest after the prefetch
+    /// answers already in `prefetch`. A frame to a host passes through the kernel in the order it is sent,
     /// several microseconds each on the testbed, so one host's prefetch sent between
     /// another host's waiters delayed their start; each host still gets its own frames in
     /// order (docs/protocol.md, REFILL).
@@ -681,7 +683,6 @@ impl Tier2 {
         out: &mut Vec<Answer>,
         prefetch: &mut Vec<Answer>,
     ) {
-        let mut later = Vec::new();
         for HeldAnswer { ticket, parked: p, mut answers } in held {
             let Wanted::Refill { req, node_rsrc } = p.wanted else { continue };
             let got = tasks_in(&answers);
@@ -696,13 +697,12 @@ impl Tier2 {
                 }
             }
             self.collected = answers;
-            let mut staged = Vec::new();
-            self.answer_parked(ticket, &served, now, &mut staged);
-            later.extend(staged.drain(frames_holding(&staged, got)..));
-            out.append(&mut staged);
-            self.park_unserved_waiters(p.addr, p.wanted, got, now, &mut later);
+            let first = out.len();
+            self.answer_parked(ticket, &served, now, out);
+            let beyond = first + frames_holding(&out[first..], got);
+            prefetch.extend(out.drain(beyond..));
+            self.park_unserved_waiters(p.addr, p.wanted, got, now, prefetch);
         }
-        prefetch.append(&mut later);
     }
 
     /// HINT to at most as many registered hosts as the enqueue brought `tasks`, and at
