@@ -54,7 +54,8 @@ pub enum Experiment {
     /// The client's job queue at scale: bytes per task and selection latency of the
     /// state and resource bit vectors against a plain per-task array, at 10^6..10^8 ids.
     Bitvectors(bitvectors::BitvectorsArgs),
-    /// Bolt against Dask, Ray, Celery with Redis and a plain Redis pull queue, in one
+    /// Bolt against Dask, Ray, Celery with Redis and a plain Redis pull queue, and
+    /// against the floor of its own idle-worker path (a relay with no scheduler), in one
     /// run on loopback: throughput and scheduling delay, and their ratios to Bolt.
     Peers(peers::PeersArgs),
     /// MATRIX work stealing under skew: every task lands on one host first; makespan and

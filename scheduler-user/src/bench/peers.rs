@@ -21,6 +21,7 @@
 
 mod driver;
 pub(crate) mod env;
+mod floor;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -115,11 +116,22 @@ pub enum System {
     Ray,
     Celery,
     RedisQueue,
+    /// Not a scheduler: a relay thread between the submitter and the worker threads,
+    /// which pairs tasks with idle workers over loopback UDP with the system calls of
+    /// Bolt's one-level path. The least the idle-worker path can cost here.
+    UdpFloor,
 }
 
 impl System {
-    pub const ALL: [System; 6] =
-        [System::Bolt, System::BoltPython, System::Dask, System::Ray, System::Celery, System::RedisQueue];
+    pub const ALL: [System; 7] = [
+        System::Bolt,
+        System::BoltPython,
+        System::Dask,
+        System::Ray,
+        System::Celery,
+        System::RedisQueue,
+        System::UdpFloor,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -129,13 +141,14 @@ impl System {
             System::Ray => "ray",
             System::Celery => "celery",
             System::RedisQueue => "redis-queue",
+            System::UdpFloor => "udp-floor",
         }
     }
 
-    /// The driver script and what it runs in (None for Bolt, measured in Rust).
+    /// The driver script and what it runs in (None for what is measured in Rust).
     fn driver(self) -> Option<(&'static str, Interpreter)> {
         match self {
-            System::Bolt => None,
+            System::Bolt | System::UdpFloor => None,
             System::BoltPython => Some(("bolt_driver.py", Interpreter::BoltPackage)),
             System::Dask => Some(("dask_driver.py", Interpreter::Peers(&env::CORE))),
             System::Ray => Some(("ray_driver.py", Interpreter::Peers(&env::RAY))),
@@ -316,7 +329,14 @@ pub fn run(args: &PeersArgs) -> anyhow::Result<PeersReport> {
             progress.inc(1);
         }
     }
-    let peers: Vec<System> = systems.iter().copied().filter(|s| *s != System::Bolt).collect();
+    if systems.contains(&System::UdpFloor) {
+        for w in workloads {
+            progress.set_message(format!("udp-floor {}", w.name()));
+            measurements.push(floor::measure(w, args));
+            progress.inc(1);
+        }
+    }
+    let peers: Vec<System> = systems.iter().copied().filter(|s| s.driver().is_some()).collect();
     if !peers.is_empty() {
         measure_peers(&peers, args, &progress, &mut measurements)?;
     }

@@ -52,7 +52,7 @@ pub const EXPERIMENTS: &[Registered] = &[
     },
     Registered {
         name: "peers",
-        about: "Bolt against Dask, Ray, Celery with Redis and a Redis queue, in the same run (one-level, loopback)",
+        about: "Bolt against Dask, Ray, Celery with Redis, a Redis queue and a no-scheduler floor, in the same run (one-level, loopback)",
         run: super::peers::run_in_suite,
     },
 ];

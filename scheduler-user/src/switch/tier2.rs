@@ -586,7 +586,7 @@ impl Tier2 {
         }
         let queued = queued(self.scheduler.pipeline(), best - 1) as usize;
         let mut share = queued.div_ceil(self.hosts.len()).max(req.waiting as usize).max(1);
-        if share < req.want as usize && share % MAX_LIST == 0 {
+        if share < req.want as usize && share.is_multiple_of(MAX_LIST) {
             // An answer ends at the `want`-th task or at a short batch (docs/protocol.md,
             // REFILL): cut at a whole batch, it would look unfinished to the host.
             share += 1;
