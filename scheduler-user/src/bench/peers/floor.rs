@@ -51,14 +51,10 @@ pub(super) fn measure(workload: Workload, args: &PeersArgs) -> Measurement {
 fn try_measure(workload: Workload, args: &PeersArgs) -> anyhow::Result<Measurement> {
     let mut floor = Floor::start(args.workers, workload)?;
     let limit = phase_limit(args);
-    let measured = (|| {
-        floor.waves(1, 2 * args.workers as usize, limit).context("warm-up")?;
-        let burst = floor.burst(u64::from(args.tasks()), limit).context("burst")?;
-        let idle = floor.waves(args.waves(), args.workers as usize, limit).context("waves")?;
-        anyhow::Ok((burst, idle))
-    })();
-    floor.stop();
-    let (burst, idle) = measured?;
+    floor.waves(1, 2 * args.workers as usize, limit).context("warm-up")?;
+    let burst = floor.burst(u64::from(args.tasks()), limit).context("burst")?;
+    let idle = floor.waves(args.waves(), args.workers as usize, limit).context("waves")?;
+    drop(floor);
     let mut m = Measurement::new(System::UdpFloor, workload, args, Status::Ok, None);
     m.throughput_tasks_per_s = Some(burst.tasks as f64 / burst.took.as_secs_f64().max(1e-9));
     (m.burst_delay_p50_us, m.burst_delay_p99_us) = burst.start_us.p50_p99();
@@ -88,6 +84,7 @@ struct Phase {
     result_us: Delays,
 }
 
+/// The submitter's side, and the relay and worker threads, which stop when it drops.
 struct Floor {
     submitter: UdpSocket,
     relay_addr: SocketAddr,
@@ -99,23 +96,31 @@ struct Floor {
 impl Floor {
     fn start(workers: u16, workload: Workload) -> anyhow::Result<Floor> {
         let any = "127.0.0.1:0".parse()?;
-        let submitter = bind_udp(any, None)?;
         let relay = bind_udp(any, Some(STOP_POLL))?;
-        let (relay_addr, submitter_addr) = (relay.local_addr()?, submitter.local_addr()?);
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
-        let flag = stop.clone();
-        threads.push(std::thread::Builder::new().name("floor-relay".into()).spawn(move || relay_loop(&relay, &flag))?);
+        let mut floor = Floor {
+            submitter: bind_udp(any, None)?,
+            relay_addr: relay.local_addr()?,
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+            next_task: 0,
+        };
+        // Each thread is in `floor` as soon as it runs, so an error from here on stops
+        // those already started.
+        let (relay_addr, submitter_addr) = (floor.relay_addr, floor.submitter.local_addr()?);
+        let flag = floor.stop.clone();
+        floor
+            .threads
+            .push(std::thread::Builder::new().name("floor-relay".into()).spawn(move || relay_loop(&relay, &flag))?);
         for i in 0..workers {
             let socket = bind_udp(any, Some(STOP_POLL))?;
-            let flag = stop.clone();
-            threads.push(
+            let flag = floor.stop.clone();
+            floor.threads.push(
                 std::thread::Builder::new()
                     .name(format!("floor-worker-{i}"))
                     .spawn(move || worker_loop(&socket, relay_addr, submitter_addr, workload, &flag))?,
             );
         }
-        Ok(Floor { submitter, relay_addr, stop, threads, next_task: 0 })
+        Ok(floor)
     }
 
     /// `waves` waves of `per_wave` tasks, each submitted in one datagram when the wave
@@ -174,10 +179,11 @@ impl Floor {
     /// Waits for `n` results, recording each one's delays; fails past `deadline`.
     fn collect(&self, n: u64, deadline: Instant, phase: &mut Phase) -> anyhow::Result<()> {
         let mut buf = [0u8; 64];
+        let left = deadline.saturating_duration_since(Instant::now());
+        anyhow::ensure!(!left.is_zero(), "the phase's time ran out after {} results", phase.tasks);
+        // One receive timeout for these `n`: they may overrun the deadline by that much.
+        self.submitter.set_read_timeout(Some(left))?;
         for _ in 0..n {
-            let left = deadline.saturating_duration_since(Instant::now());
-            anyhow::ensure!(!left.is_zero(), "the phase's time ran out after {} results", phase.tasks);
-            self.submitter.set_read_timeout(Some(left))?;
             let len = match self.submitter.recv(&mut buf) {
                 Ok(len) => len,
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
@@ -195,10 +201,12 @@ impl Floor {
         }
         Ok(())
     }
+}
 
-    fn stop(self) {
+impl Drop for Floor {
+    fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
+        for t in self.threads.drain(..) {
             match t.join() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::warn!(error = %format!("{e:#}"), "a udp-floor thread failed"),
@@ -292,7 +300,7 @@ mod tests {
         // No workers: nothing ever runs.
         let mut floor = Floor::start(0, Workload::Noop).unwrap();
         let err = floor.waves(1, 2, Duration::from_millis(200)).err().expect("no worker to run it");
-        floor.stop();
+        drop(floor);
         assert!(format!("{err:#}").contains("results"), "{err:#}");
     }
 }
