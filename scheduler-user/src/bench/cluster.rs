@@ -229,6 +229,9 @@ pub struct DeploymentReport {
     /// took in by steals.
     pub tier1_returned: u64,
     pub stolen: u64,
+    /// Executors waiting at their host that the agents answered with a task from the
+    /// rings (the REFILL frame the program stored found no waiter it could hand to).
+    pub agent_served_waiters: u64,
     /// Where the software switch thread's time went over the deployment's life.
     pub switch_thread: switch::ThreadStats,
     /// Each task's way through it, if `DeployOptions::record_switch_timeline`.
@@ -297,6 +300,7 @@ impl Deployment {
             report.tier2_served += s.tier2_served;
             report.tier1_returned += s.returned_tasks.saturating_sub(s.drained);
             report.stolen += s.stolen_tasks;
+            report.agent_served_waiters += s.waiters_served;
         }
         // Let the switch take the returned tasks before it goes.
         std::thread::sleep(Duration::from_millis(50));

@@ -128,6 +128,11 @@ pub struct LevelFields {
     /// stealing from each other (two-level; null for one-level), set with `xdp_share`.
     pub tier1_returned: Option<u64>,
     pub stolen: Option<u64>,
+    /// Executors waiting at their host that the agents, not the XDP program, gave a task
+    /// from the rings (two-level; null for one-level, absent in lines made before it was
+    /// recorded), set with `xdp_share`.
+    #[serde(default)]
+    pub agent_served_waiters: Option<u64>,
     /// How long executors waited at their host for a REFILL before asking again, ms (the
     /// agents' `--host-wait-ms`; null for one-level, and absent in lines made before
     /// executors could wait there: they waited at tier 2).
@@ -148,6 +153,7 @@ impl LevelFields {
             xdp_share: None,
             tier1_returned: None,
             stolen: None,
+            agent_served_waiters: None,
             host_wait_ms: d.host_wait_ms,
             agent_nice: d.agent_nice,
         }
@@ -160,6 +166,7 @@ impl LevelFields {
         if self.ran == Level::TwoLevel {
             self.tier1_returned = Some(report.tier1_returned);
             self.stolen = Some(report.stolen);
+            self.agent_served_waiters = Some(report.agent_served_waiters);
         }
         Ok(report)
     }
