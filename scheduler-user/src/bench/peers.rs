@@ -1,8 +1,9 @@
 //! `bolt bench peers`: Bolt against the schedulers people use today, in one run, on
 //! loopback: Dask distributed, Ray, Celery with a Redis broker, and a plain Redis pull
 //! queue (LPUSH / BRPOP workers); and Bolt's Python front door, the `bolt` package
-//! running a registered Python function, beside them. Every system gets the same workers, the same tasks and
-//! the same two measurements per workload:
+//! running a registered Python function, beside them, with a floor that schedules
+//! nothing (`floor.rs`: the datagrams of Bolt's idle-worker path alone). Every system
+//! gets the same workers, the same tasks and the same two measurements per workload:
 //!
 //! - a burst of `--tasks` tasks submitted as fast as the system takes them: throughput
 //!   (tasks / (first submit → last result)), and the submit → start delays under load;
