@@ -106,6 +106,14 @@ impl Answer {
         }
     }
 
+    /// The tasks this answer takes to a host's rings: a REFILL's entries.
+    fn refill_tasks(&self) -> usize {
+        match self {
+            Answer::Refill { entries, .. } => entries.len(),
+            _ => 0,
+        }
+    }
+
     /// An answer that hands out work (an ASSIGN, or a REFILL listing tasks).
     fn has_tasks(&self) -> bool {
         match self {
@@ -810,20 +818,14 @@ fn frames_holding(answers: &[Answer], tasks: usize) -> usize {
         if carried >= tasks {
             return i;
         }
-        carried += tasks_in(std::slice::from_ref(a));
+        carried += a.refill_tasks();
     }
     answers.len()
 }
 
 /// The tasks the REFILLs among `answers` carry.
 fn tasks_in(answers: &[Answer]) -> usize {
-    answers
-        .iter()
-        .map(|a| match a {
-            Answer::Refill { entries, .. } => entries.len(),
-            _ => 0,
-        })
-        .sum()
+    answers.iter().map(Answer::refill_tasks).sum()
 }
 
 /// The NOOP or empty REFILL the pipeline sent to `src`.
