@@ -14,6 +14,7 @@ pub mod output;
 pub mod peers;
 pub mod plot;
 pub mod priority;
+pub mod records;
 pub mod rlq;
 pub mod steal;
 pub mod suite;
@@ -74,6 +75,10 @@ pub enum Experiment {
     /// SW1: job completion time and scheduling delay from 40 % to 100 % utilisation
     /// (thesis Figure 12); `all --only sw1`.
     Sw1(suite::SuiteArgs),
+    /// Where SW1's tasks waited, from a run's task records (`sw1 --task-records`): per
+    /// level and load, tasks for idle and for busy executors, their pick-up, and tasks a
+    /// busy node started while another node's executor was idle.
+    Records(records::RecordsArgs),
     /// The Google-like trace: scheduling delay CDF and its breakdown (Figures 13, 14).
     Trace(suite::SuiteArgs),
     /// Queueing delay per priority level against FIFO, GET_TASK per level (Figures 15, 16).
@@ -124,6 +129,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<()> {
         Experiment::Steal(a) => return steal::print(&steal::run(&a)?, a.json),
         Experiment::Rlq(a) => return rlq::print(&rlq::run(&a)?, a.json),
         Experiment::Matrix(a) => return matrix::print(&matrix::run(&a)?, a.json),
+        Experiment::Records(a) => return records::print(&records::run(&a)?, a.json),
         Experiment::All(a) => a,
         Experiment::Sw1(a) => only(a, "sw1"),
         Experiment::Trace(a) => only(a, "trace"),

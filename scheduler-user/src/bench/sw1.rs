@@ -55,37 +55,38 @@ pub struct Line {
     pub executor_threads: ThreadTimes,
 }
 
-/// One task of one run, as `--task-records` writes it to sw1_tasks.jsonl.
-#[derive(Serialize)]
-struct TaskLine {
-    level: Level,
-    utilization: f64,
-    uid: u32,
-    jid: u32,
-    tid: u32,
-    node: u16,
-    executor: u16,
-    first_sent_unix_ns: u64,
+/// One task of one run, as `--task-records` writes it to sw1_tasks.jsonl (`bolt bench
+/// records` reads it back).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TaskLine {
+    pub level: Level,
+    pub utilization: f64,
+    pub uid: u32,
+    pub jid: u32,
+    pub tid: u32,
+    pub node: u16,
+    pub executor: u16,
+    pub first_sent_unix_ns: u64,
     /// The ASSIGN's arrival at the executor's host (0: no kernel stamp).
-    arrived_unix_ns: u64,
-    start_unix_ns: u64,
+    pub arrived_unix_ns: u64,
+    pub start_unix_ns: u64,
     /// The task's run on its executor: its 10-ms sleep and what the sleep overshot.
-    run_ns: u32,
+    pub run_ns: u32,
     /// The executor's latest GET_TASK sent → this ASSIGN received (0: no record).
-    get_rtt_ns: u64,
+    pub get_rtt_ns: u64,
     /// The software switch's stamps (`switch::SwitchTimeline`; 0: none): its SUBMIT's
     /// arrival at the switch's host (stamped for the first datagram of a receive only),
     /// the switch thread taking it in, and the flush that sent the task on returning
     /// (its ASSIGN at one level, its REFILL at two).
-    switch_arrived_unix_ns: u64,
-    switch_taken_unix_ns: u64,
-    switch_sent_unix_ns: u64,
+    pub switch_arrived_unix_ns: u64,
+    pub switch_taken_unix_ns: u64,
+    pub switch_sent_unix_ns: u64,
     /// Tier 2 done with the SUBMIT; the flush that sent the task called; the SUBMIT's
     /// place in its receive batch and the batch's size.
-    switch_handled_unix_ns: u64,
-    switch_flush_called_unix_ns: u64,
-    switch_batch_index: u16,
-    switch_batch_len: u16,
+    pub switch_handled_unix_ns: u64,
+    pub switch_flush_called_unix_ns: u64,
+    pub switch_batch_index: u16,
+    pub switch_batch_len: u16,
 }
 
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
