@@ -228,6 +228,9 @@ pub struct Tier2 {
     recalls: Recalls,
     /// Level → its last enqueue (SUBMIT or RETURN), for [`Tier2::host_share`].
     enqueued_at: [Option<Instant>; 8],
+    /// Node → the most its prefetch may take in the serving of parked requests in
+    /// progress ([`Tier2::split_prefetch`]); empty otherwise.
+    prefetch_caps: Vec<(u16, u8)>,
 }
 
 impl Tier2 {
@@ -245,6 +248,7 @@ impl Tier2 {
             hints: HintStats::default(),
             recalls: Recalls::new(wait.recall_window),
             enqueued_at: [None; 8],
+            prefetch_caps: Vec::new(),
         }
     }
 
@@ -549,10 +553,64 @@ impl Tier2 {
         }
         self.serve_parked_kind(ParkedKind::Executors, now, out);
         let held = self.serve_waiters(now);
+        self.prefetch_caps = self.split_prefetch(&held, now);
         let mut prefetch = Vec::new();
         self.serve_parked_kind(ParkedKind::Hosts, now, &mut prefetch);
         self.serve_beyond_waiters(held, now, out, &mut prefetch);
+        self.prefetch_caps.clear();
         out.append(&mut prefetch);
+    }
+
+    /// How much of what is queued each parked host's prefetch may take, once the
+    /// executors waiting anywhere have theirs: an even split over the hosts that ask
+    /// (water-filling: a host that asks for less than its part leaves the rest to the
+    /// others), so that no task stays at tier 2 that some host asked for. Only with one
+    /// level in use: otherwise each request takes its host's share of the best level
+    /// ([`Tier2::host_share`]), which leaves part of it at tier 2.
+    ///
+    /// Served in arrival order without it, the first host took all of a job that its
+    /// rings lacked, and the tasks waited for that host's executors to free while the
+    /// other host's freed first (docs/agent.md, "A flush's prefetch split evenly").
+    fn split_prefetch(&self, held: &[HeldAnswer], now: Instant) -> Vec<(u16, u8)> {
+        let best = self.levels.best() as usize;
+        if best == 0 || self.lower_level_in_use(best, now) {
+            return Vec::new();
+        }
+        let mut wants: Vec<(u16, u8)> = held
+            .iter()
+            .filter_map(|h| match h.parked.wanted {
+                Wanted::Refill { req, .. } => {
+                    let got = tasks_in(&h.answers).min(req.want as usize) as u8;
+                    Some((req.node(), req.want - got))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut from = 0;
+        while let Some((ticket, p)) = self.next_parked(ParkedKind::Hosts, from, now) {
+            from = ticket + 1;
+            if let Wanted::Refill { req, .. } = p.wanted {
+                wants.push((req.node(), req.want));
+            }
+        }
+        if wants.len() < 2 {
+            return Vec::new();
+        }
+        wants.sort_by_key(|&(_, want)| want);
+        let mut left = queued(self.scheduler.pipeline(), best - 1) as usize;
+        let mut caps = Vec::with_capacity(wants.len());
+        for (k, &(node, want)) in wants.iter().enumerate() {
+            let part = left.div_ceil(wants.len() - k);
+            let mut cap = part.min(want as usize);
+            if cap < want as usize && cap > 0 && cap.is_multiple_of(MAX_LIST) {
+                // An answer ends at its `want`-th task or at a short batch: cut at a
+                // whole batch, it would look unfinished to the host (as in host_share).
+                cap += 1;
+            }
+            left = left.saturating_sub(cap);
+            caps.push((node, cap.min(u8::MAX as usize) as u8));
+        }
+        caps
     }
 
     /// The oldest parked request of `kind`, from ticket `from` on, that searches a level
@@ -619,7 +677,15 @@ impl Tier2 {
         let first = wanted.first_level(self.scheduler.pipeline().config().priorities);
         self.collected.clear();
         let served = match *wanted {
-            Wanted::Refill { req, node_rsrc } => Wanted::Refill { req: self.host_share(req, now), node_rsrc },
+            Wanted::Refill { req, node_rsrc } => {
+                let mut req = self.host_share(req, now);
+                if req.waiting == 0 {
+                    if let Some(&(_, cap)) = self.prefetch_caps.iter().find(|&&(node, _)| node == req.node()) {
+                        req.want = req.want.min(cap);
+                    }
+                }
+                Wanted::Refill { req, node_rsrc }
+            }
             task => task,
         };
         if self.scheduler.handle(&served.message(), addr, &mut Collected(&mut self.collected)).is_err() {
@@ -1262,6 +1328,37 @@ mod tests {
     }
 
     #[test]
+    fn a_new_jobs_prefetch_is_split_evenly_over_the_parked_hosts() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        // Two hosts with two executors waiting each, asking for 10; a third host only
+        // prefetches, asking for 3.
+        assert_eq!(refill_req_with(&mut t2, RefillRequest::new(1, 10).with_waiting(2), t0), vec![]);
+        assert_eq!(refill_req_with(&mut t2, RefillRequest::new(2, 10).with_waiting(2), t0), vec![]);
+        assert_eq!(refill_req_with(&mut t2, RefillRequest::new(3, 3), t0), vec![]);
+        let out = submit(&mut t2, &tasks_at(1, 1..17), t0 + MS);
+        let (one, two, three) = (refilled_to(&out, 1), refilled_to(&out, 2), refilled_to(&out, 3));
+        // The waiters first (tasks 1 to 4), then the 12 left: host 3 takes the 3 it asked
+        // for, and hosts 1 and 2 get 5 and 4 of the 9 beyond that, where the first to
+        // ask used to take 8 of them.
+        assert_eq!((one.len(), two.len(), three.len()), (2 + 5, 2 + 4, 3), "{one:?} {two:?} {three:?}");
+        let mut all: Vec<u32> = [one, two, three].concat();
+        all.sort_unstable();
+        assert_eq!(all, (1..17).collect::<Vec<_>>());
+        // Host 1 got its part, so its answer is stamped as one that got what it asked:
+        // BEST 1, host 2's part still at tier 2 then. Host 2's, the last, finds nothing
+        // left.
+        let last_best = |node: u16| {
+            out.iter().rev().find_map(|a| match a {
+                Answer::Refill { to, best, .. } if *to == agent_of(node) => Some(*best),
+                _ => None,
+            })
+        };
+        assert_eq!((last_best(1), last_best(2)), (Some(1), Some(0)));
+        assert_eq!(t2.park_stats().answered_from_park, 3);
+    }
+
+    #[test]
     fn a_waiting_get_task_right_after_its_hosts_refill_is_not_parked() {
         let t0 = Instant::now();
         let mut t2 = tier2(8);
@@ -1340,14 +1437,16 @@ mod tests {
         assert_eq!(refill_req_with(&mut t2, RefillRequest::new(2, 4).with_waiting(2), t0), vec![]);
         assert_eq!(refill_req_with(&mut t2, RefillRequest::new(3, 1), t0), vec![]);
         // Seven tasks: the three waiting executors' first (task 1 to host 1, 2 and 3 to
-        // host 2), then host 3's prefetch (4), then what host 1 asked beyond its waiter
-        // (5 to 7, in its answer, one task per frame); nothing is left for host 2's.
-        // They are sent in that order too: every waiter's frame before any ring's, so
-        // host 2's waiters do not wait for the frames of host 1's rings to pass.
+        // host 2), then host 3's prefetch (4), then what hosts 1 and 2 asked beyond
+        // their waiters, the four left split evenly over the three asking (host 3's one,
+        // then 2 of the 3 left to host 2, and 1 to host 1: 5 to host 1, 6 and 7 to host
+        // 2, one task per frame). They are sent in that order too: every waiter's frame
+        // before any ring's, so host 2's waiters do not wait for the frames of host 1's
+        // rings to pass.
         let tasks: Vec<Task> = (1..=7).map(|t| task(t, 1, 0)).collect();
         let out = submit(&mut t2, &tasks, t0 + MS);
         let one = |n: u16, t: u32| (agent_of(n), vec![t]);
-        assert_eq!(refilled(&out), vec![one(1, 1), one(2, 2), one(2, 3), one(3, 4), one(1, 5), one(1, 6), one(1, 7)]);
+        assert_eq!(refilled(&out), vec![one(1, 1), one(2, 2), one(2, 3), one(3, 4), one(1, 5), one(2, 6), one(2, 7)]);
         let s = t2.park_stats();
         assert_eq!((s.answered_from_park, s.waiting), (3, 0));
     }
