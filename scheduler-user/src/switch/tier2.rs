@@ -681,6 +681,11 @@ impl Tier2 {
                 let mut req = self.host_share(req, now);
                 if req.waiting == 0 {
                     if let Some(&(_, cap)) = self.prefetch_caps.iter().find(|&&(node, _)| node == req.node()) {
+                        if cap == 0 {
+                            // The others' parts took what is queued: nothing for this one
+                            // now (a request runs through the pipeline for one task or more).
+                            return None;
+                        }
                         req.want = req.want.min(cap);
                     }
                 }
@@ -1356,6 +1361,19 @@ mod tests {
         };
         assert_eq!((last_best(1), last_best(2)), (Some(1), Some(0)));
         assert_eq!(t2.park_stats().answered_from_park, 3);
+    }
+
+    #[test]
+    fn a_host_whose_part_of_the_prefetch_is_nothing_takes_nothing_even_when_served_first() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        // Host 1 parks first and asks for 4 beyond its waiter, host 2 for 1 beyond its.
+        assert_eq!(refill_req_with(&mut t2, RefillRequest::new(1, 5).with_waiting(1), t0), vec![]);
+        assert_eq!(refill_req_with(&mut t2, RefillRequest::new(2, 2).with_waiting(1), t0), vec![]);
+        // Three tasks: one per waiter, and the one left is host 2's part (the smaller
+        // want is served first in the split), though host 1 is served first.
+        let out = submit(&mut t2, &tasks_at(1, 1..4), t0 + MS);
+        assert_eq!((refilled_to(&out, 1), refilled_to(&out, 2)), (vec![1], vec![2, 3]));
     }
 
     #[test]
