@@ -228,9 +228,26 @@ pub struct Tier2 {
     recalls: Recalls,
     /// Level → its last enqueue (SUBMIT or RETURN), for [`Tier2::host_share`].
     enqueued_at: [Option<Instant>; 8],
-    /// Node → the most its prefetch may take in the serving of parked requests in
-    /// progress ([`Tier2::split_prefetch`]); empty otherwise.
-    prefetch_caps: Vec<(u16, u8)>,
+    /// What each host's prefetch may take in the serving of parked requests in progress
+    /// ([`Tier2::split_prefetch`]); empty otherwise.
+    prefetch_split: PrefetchSplit,
+}
+
+/// A flush's prefetch split over the parked hosts that ask for it.
+#[derive(Default)]
+struct PrefetchSplit {
+    /// Node → the most its request may take.
+    caps: Vec<(u16, u8)>,
+    /// What a host not in `caps` may take: `None`, what it asks for (no split, or every
+    /// asking host is in `caps`); `Some(0)`, nothing (more hosts asked than tasks were
+    /// queued, and the split stopped at as many).
+    others: Option<u8>,
+}
+
+impl PrefetchSplit {
+    fn cap(&self, node: u16) -> Option<u8> {
+        self.caps.iter().find(|&&(n, _)| n == node).map(|&(_, cap)| cap).or(self.others)
+    }
 }
 
 impl Tier2 {
@@ -248,7 +265,7 @@ impl Tier2 {
             hints: HintStats::default(),
             recalls: Recalls::new(wait.recall_window),
             enqueued_at: [None; 8],
-            prefetch_caps: Vec::new(),
+            prefetch_split: PrefetchSplit::default(),
         }
     }
 
@@ -553,11 +570,11 @@ impl Tier2 {
         }
         self.serve_parked_kind(ParkedKind::Executors, now, out);
         let held = self.serve_waiters(now);
-        self.prefetch_caps = self.split_prefetch(&held, now);
+        self.prefetch_split = self.split_prefetch(&held, now);
         let mut prefetch = Vec::new();
         self.serve_parked_kind(ParkedKind::Hosts, now, &mut prefetch);
         self.serve_beyond_waiters(held, now, out, &mut prefetch);
-        self.prefetch_caps.clear();
+        self.prefetch_split = PrefetchSplit::default();
         out.append(&mut prefetch);
     }
 
@@ -571,11 +588,12 @@ impl Tier2 {
     /// Served in arrival order without it, the first host took all of a job that its
     /// rings lacked, and the tasks waited for that host's executors to free while the
     /// other host's freed first (docs/agent.md, "A flush's prefetch split evenly").
-    fn split_prefetch(&self, held: &[HeldAnswer], now: Instant) -> Vec<(u16, u8)> {
+    fn split_prefetch(&self, held: &[HeldAnswer], now: Instant) -> PrefetchSplit {
         let best = self.levels.best() as usize;
         if best == 0 || self.lower_level_in_use(best, now) {
-            return Vec::new();
+            return PrefetchSplit::default();
         }
+        let mut left = queued(self.scheduler.pipeline(), best - 1) as usize;
         let mut wants: Vec<(u16, u8)> = held
             .iter()
             .filter_map(|h| match h.parked.wanted {
@@ -585,19 +603,28 @@ impl Tier2 {
                 }
                 _ => None,
             })
+            .filter(|&(_, want)| want > 0)
             .collect();
+        // Once as many hosts ask as tasks are queued, each part is one task at most, and
+        // the oldest requests get them as before: no need to look at more (a park table
+        // at scale holds a request of every host).
         let mut from = 0;
+        let mut others = None;
         while let Some((ticket, p)) = self.next_parked(ParkedKind::Hosts, from, now) {
+            if wants.len() >= left {
+                // More ask than this split looked at: they get nothing of it.
+                others = Some(0);
+                break;
+            }
             from = ticket + 1;
             if let Wanted::Refill { req, .. } = p.wanted {
                 wants.push((req.node(), req.want));
             }
         }
         if wants.len() < 2 {
-            return Vec::new();
+            return PrefetchSplit::default();
         }
         wants.sort_by_key(|&(_, want)| want);
-        let mut left = queued(self.scheduler.pipeline(), best - 1) as usize;
         let mut caps = Vec::with_capacity(wants.len());
         for (k, &(node, want)) in wants.iter().enumerate() {
             let part = left.div_ceil(wants.len() - k);
@@ -610,7 +637,7 @@ impl Tier2 {
             left = left.saturating_sub(cap);
             caps.push((node, cap.min(u8::MAX as usize) as u8));
         }
-        caps
+        PrefetchSplit { caps, others }
     }
 
     /// The oldest parked request of `kind`, from ticket `from` on, that searches a level
@@ -680,13 +707,12 @@ impl Tier2 {
             Wanted::Refill { req, node_rsrc } => {
                 let mut req = self.host_share(req, now);
                 if req.waiting == 0 {
-                    if let Some(&(_, cap)) = self.prefetch_caps.iter().find(|&&(node, _)| node == req.node()) {
-                        if cap == 0 {
-                            // The others' parts took what is queued: nothing for this one
-                            // now (a request runs through the pipeline for one task or more).
-                            return None;
-                        }
-                        req.want = req.want.min(cap);
+                    match self.prefetch_split.cap(req.node()) {
+                        // The others' parts took what is queued: nothing for this one now
+                        // (a request runs through the pipeline for one task or more).
+                        Some(0) => return None,
+                        Some(cap) => req.want = req.want.min(cap),
+                        None => {}
                     }
                 }
                 Wanted::Refill { req, node_rsrc }
@@ -1374,6 +1400,24 @@ mod tests {
         // want is served first in the split), though host 1 is served first.
         let out = submit(&mut t2, &tasks_at(1, 1..4), t0 + MS);
         assert_eq!((refilled_to(&out, 1), refilled_to(&out, 2)), (vec![1], vec![2, 3]));
+    }
+
+    #[test]
+    fn when_more_hosts_ask_than_tasks_are_queued_the_oldest_get_one_each() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        for node in 1..=4 {
+            assert_eq!(refill_req_with(&mut t2, RefillRequest::new(node, 8), t0), vec![]);
+        }
+        // Two tasks for four hosts that only prefetch: one each to the two oldest
+        // requests, where the oldest used to take both; the other two stay parked.
+        let out = submit(&mut t2, &tasks_at(1, 1..3), t0 + MS);
+        let got: Vec<Vec<u32>> = (1..=4).map(|n| refilled_to(&out, n)).collect();
+        assert_eq!(got, [vec![1], vec![2], vec![], vec![]]);
+        // And the next two go to those two.
+        let out = submit(&mut t2, &tasks_at(1, 3..5), t0 + 2 * MS);
+        let got: Vec<Vec<u32>> = (1..=4).map(|n| refilled_to(&out, n)).collect();
+        assert_eq!(got, [vec![], vec![], vec![3], vec![4]]);
     }
 
     #[test]
