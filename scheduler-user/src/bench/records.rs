@@ -16,7 +16,9 @@
 //!   the executors busy at its submission freed: the tasks a node got beyond the number
 //!   of its executors among the first to free. Computed for the node each task ran on,
 //!   and for two rules tier 2 could split them by instead: evenly over the nodes, and in
-//!   proportion to each node's busy executors.
+//!   proportion to each node's busy executors. A replay keeps the run's placement of the
+//!   jobs before, which decides where executors free next, so it says what a rule gains
+//!   without changing those dynamics, not what it gains once built.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
