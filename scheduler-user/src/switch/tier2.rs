@@ -236,7 +236,7 @@ pub struct Tier2 {
 /// A flush's prefetch split over the parked hosts that ask for it.
 #[derive(Default)]
 struct PrefetchSplit {
-    /// Node → the most its request may take.
+    /// Node → the most its request may take, by node.
     caps: Vec<(u16, u8)>,
     /// What a host not in `caps` may take: `None`, what it asks for (no split, or every
     /// asking host is in `caps`); `Some(0)`, nothing (more hosts asked than tasks were
@@ -246,7 +246,15 @@ struct PrefetchSplit {
 
 impl PrefetchSplit {
     fn cap(&self, node: u16) -> Option<u8> {
-        self.caps.iter().find(|&&(n, _)| n == node).map(|&(_, cap)| cap).or(self.others)
+        match self.caps.binary_search_by_key(&node, |&(n, _)| n) {
+            Ok(i) => Some(self.caps[i].1),
+            Err(_) => self.others,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.caps.clear();
+        self.others = None;
     }
 }
 
@@ -570,11 +578,11 @@ impl Tier2 {
         }
         self.serve_parked_kind(ParkedKind::Executors, now, out);
         let held = self.serve_waiters(now);
-        self.prefetch_split = self.split_prefetch(&held, now);
+        self.split_prefetch(&held, now);
         let mut prefetch = Vec::new();
         self.serve_parked_kind(ParkedKind::Hosts, now, &mut prefetch);
         self.serve_beyond_waiters(held, now, out, &mut prefetch);
-        self.prefetch_split = PrefetchSplit::default();
+        self.prefetch_split.clear();
         out.append(&mut prefetch);
     }
 
@@ -588,32 +596,36 @@ impl Tier2 {
     /// Served in arrival order without it, the first host took all of a job that its
     /// rings lacked, and the tasks waited for that host's executors to free while the
     /// other host's freed first (docs/agent.md, "A flush's prefetch split evenly").
-    fn split_prefetch(&self, held: &[HeldAnswer], now: Instant) -> PrefetchSplit {
+    fn split_prefetch(&mut self, held: &[HeldAnswer], now: Instant) {
+        // One vector, kept across enqueues: the wants, then in place the caps.
+        let mut split = std::mem::take(&mut self.prefetch_split);
+        split.clear();
         let best = self.levels.best() as usize;
         if best == 0 || self.lower_level_in_use(best, now) {
-            return PrefetchSplit::default();
+            self.prefetch_split = split;
+            return;
         }
         let mut left = queued(self.scheduler.pipeline(), best - 1) as usize;
-        let mut wants: Vec<(u16, u8)> = held
-            .iter()
-            .filter_map(|h| match h.parked.wanted {
-                Wanted::Refill { req, .. } => {
-                    let got = tasks_in(&h.answers).min(req.want as usize) as u8;
-                    Some((req.node(), req.want - got))
-                }
-                _ => None,
-            })
-            .filter(|&(_, want)| want > 0)
-            .collect();
+        let wants = &mut split.caps;
+        wants.extend(
+            held.iter()
+                .filter_map(|h| match h.parked.wanted {
+                    Wanted::Refill { req, .. } => {
+                        let got = tasks_in(&h.answers).min(req.want as usize) as u8;
+                        Some((req.node(), req.want - got))
+                    }
+                    _ => None,
+                })
+                .filter(|&(_, want)| want > 0),
+        );
         // Once as many hosts ask as tasks are queued, each part is one task at most, and
         // the oldest requests get them as before: no need to look at more (a park table
         // at scale holds a request of every host).
         let mut from = 0;
-        let mut others = None;
         while let Some((ticket, p)) = self.next_parked(ParkedKind::Hosts, from, now) {
             if wants.len() >= left {
                 // More ask than this split looked at: they get nothing of it.
-                others = Some(0);
+                split.others = Some(0);
                 break;
             }
             from = ticket + 1;
@@ -622,22 +634,20 @@ impl Tier2 {
             }
         }
         if wants.len() < 2 {
-            return PrefetchSplit::default();
+            split.clear();
+            self.prefetch_split = split;
+            return;
         }
-        wants.sort_by_key(|&(_, want)| want);
-        let mut caps = Vec::with_capacity(wants.len());
-        for (k, &(node, want)) in wants.iter().enumerate() {
-            let part = left.div_ceil(wants.len() - k);
-            let mut cap = part.min(want as usize);
-            if cap < want as usize && cap > 0 && cap.is_multiple_of(MAX_LIST) {
-                // An answer ends at its `want`-th task or at a short batch: cut at a
-                // whole batch, it would look unfinished to the host (as in host_share).
-                cap += 1;
-            }
-            left = left.saturating_sub(cap);
-            caps.push((node, cap.min(u8::MAX as usize) as u8));
+        wants.sort_unstable_by_key(|&(_, want)| want);
+        let asking = wants.len();
+        for (k, (_, want)) in wants.iter_mut().enumerate() {
+            let cap = not_at_a_whole_batch(left.div_ceil(asking - k), *want);
+            left = left.saturating_sub(cap as usize);
+            *want = cap;
         }
-        PrefetchSplit { caps, others }
+        // Looked up by node for every request the flush serves.
+        wants.sort_unstable_by_key(|&(node, _)| node);
+        self.prefetch_split = split;
     }
 
     /// The oldest parked request of `kind`, from ticket `from` on, that searches a level
@@ -678,13 +688,8 @@ impl Tier2 {
             return req;
         }
         let queued = queued(self.scheduler.pipeline(), best - 1) as usize;
-        let mut share = queued.div_ceil(self.hosts.len()).max(req.waiting as usize).max(1);
-        if share < req.want as usize && share.is_multiple_of(MAX_LIST) {
-            // An answer ends at the `want`-th task or at a short batch (docs/protocol.md,
-            // REFILL): cut at a whole batch, it would look unfinished to the host.
-            share += 1;
-        }
-        RefillRequest { want: req.want.min(share.min(u8::MAX as usize) as u8), ..req }
+        let share = queued.div_ceil(self.hosts.len()).max(req.waiting as usize).max(1);
+        RefillRequest { want: not_at_a_whole_batch(share, req.want), ..req }
     }
 
     /// Whether a level below `best` (1-based) took an enqueue within the registration
@@ -875,6 +880,17 @@ impl ParkedKind {
             ParkedKind::Hosts => !g.task && !g.waiting,
         }
     }
+}
+
+/// At most `part` of `want` tasks, and never a cut at a whole batch of 16 short of
+/// `want`: an answer ends at its `want`-th task or at a short batch (docs/protocol.md,
+/// REFILL), so a cut there would look unfinished to the host; it is one more instead.
+fn not_at_a_whole_batch(part: usize, want: u8) -> u8 {
+    let mut cap = part.min(want as usize);
+    if cap < want as usize && cap > 0 && cap.is_multiple_of(MAX_LIST) {
+        cap += 1;
+    }
+    cap as u8
 }
 
 /// RECALLs (of one task each) that a REFILL_REQ parking with executors waiting at its
