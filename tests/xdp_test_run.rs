@@ -400,10 +400,38 @@ fn refill_from_the_switch_fills_the_rings_in_order() {
     assert_eq!(Entry { pad: [0; 2], ..popped }, batch[0]);
 }
 
+/// Whether an epoll sleeper on the event ring is woken within `limit` by what `run`
+/// does. Registered while the ring is empty, so only a wake-up the program sends makes
+/// it ready.
+fn wakes_a_sleeper(events: &mut scheduler_user::xdp::EventReader, run: impl FnOnce(), limit: Duration) -> bool {
+    use std::os::fd::{AsFd, AsRawFd};
+    events.drain(64);
+    // SAFETY: plain system calls on a descriptor this function owns and one it borrows.
+    unsafe {
+        let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+        assert!(ep >= 0, "epoll_create1");
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 1 };
+        assert_eq!(libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, events.as_fd().as_raw_fd(), &mut ev), 0, "epoll_ctl");
+        run();
+        let mut out = [libc::epoll_event { events: 0, u64: 0 }; 1];
+        let n = libc::epoll_wait(ep, out.as_mut_ptr(), 1, limit.as_millis() as i32);
+        libc::close(ep);
+        n == 1
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The agent sleeps while its REFILL_REQ is parked at tier 2: the answer's first frame
 /// stored wakes it with one event, whatever the frames that follow (a frame handed to an
 /// executor waiting at the host wakes nobody:
-/// `an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign`).
+/// `an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign`). The event
+/// is stamped on CLOCK_MONOTONIC, to which the agent times the round trip.
 #[test]
 fn the_first_frame_of_an_awaited_answer_wakes_the_agent_once() {
     if !can_run() {
@@ -413,18 +441,26 @@ fn the_first_frame_of_an_awaited_answer_wakes_the_agent_once() {
     let mut events = rig.maps().take_events().expect("event reader");
     let batch: Vec<Entry> = (1..=4).map(|t| entry(t, 1, 0)).collect();
     // Nobody awaits an answer: a frame is stored and wakes no one.
-    rig.run(&rig.refill_frame(&batch[..1]));
+    let woke =
+        wakes_a_sleeper(&mut events, || drop(rig.run(&rig.refill_frame(&batch[..1]))), Duration::from_millis(200));
+    assert!(!woke, "no event, no wake-up");
     assert!(events.drain(8).iter().all(|e| e.kind != EVENT_REFILL_ANSWER));
-    // The agent arms before sending its request; the first frame disarms and tells it.
+    // The agent arms before sending its request; the first frame disarms and wakes it.
     rig.maps().arm_refill_answer();
     assert!(rig.maps().refill_armed());
-    rig.run(&rig.refill_frame(&batch[1..2]));
+    let before = monotonic_ns();
+    let woke = wakes_a_sleeper(&mut events, || drop(rig.run(&rig.refill_frame(&batch[1..2]))), Duration::from_secs(5));
+    let after = monotonic_ns();
+    assert!(woke, "the first frame wakes the agent");
     assert!(!rig.maps().refill_armed(), "the frame disarmed it");
     let got: Vec<_> = events.drain(8).into_iter().filter(|e| e.kind == EVENT_REFILL_ANSWER).collect();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].prio, 0);
+    assert!((before..=after).contains(&got[0].ktime_ns), "stamped on the fine clock while the frame ran");
     // The answer's further frames are stored without waking it again.
-    rig.run(&rig.refill_frame(&batch[2..]));
+    let woke =
+        wakes_a_sleeper(&mut events, || drop(rig.run(&rig.refill_frame(&batch[2..]))), Duration::from_millis(200));
+    assert!(!woke);
     assert!(events.drain(8).iter().all(|e| e.kind != EVENT_REFILL_ANSWER));
     let c = rig.counters();
     assert_eq!((c.get(Counter::RefillFrames), c.get(Counter::RefillTasks)), (3, 4), "every frame stored as before");
@@ -432,11 +468,14 @@ fn the_first_frame_of_an_awaited_answer_wakes_the_agent_once() {
     // An empty answer (tier 2 had nothing, or bolt.p4, which parks no request, answered at
     // once) is a frame too: it wakes the agent as well.
     rig.maps().arm_refill_answer();
-    let (verdict, _) = rig.run(&rig.refill_frame(&[]));
-    assert_eq!(verdict, Verdict::Drop);
+    let mut verdict = None;
+    let woke =
+        wakes_a_sleeper(&mut events, || verdict = Some(rig.run(&rig.refill_frame(&[])).0), Duration::from_secs(5));
+    assert!(woke, "the empty answer wakes the agent");
+    assert_eq!(verdict, Some(Verdict::Drop));
     assert!(!rig.maps().refill_armed());
     let got: Vec<_> = events.drain(8).into_iter().filter(|e| e.kind == EVENT_REFILL_ANSWER).collect();
-    assert_eq!(got.len(), 1, "the empty answer wakes the agent");
+    assert_eq!(got.len(), 1);
     assert_eq!(rig.maps().occupancy()[0], 4);
 }
 

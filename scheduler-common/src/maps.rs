@@ -404,11 +404,13 @@ pub struct HostWaiter {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingEvent {
-    /// bpf_ktime_get_coarse_ns() when it happened (CLOCK_MONOTONIC_COARSE).
+    /// bpf_ktime_get_coarse_ns() when it happened (CLOCK_MONOTONIC_COARSE); for
+    /// [`EVENT_REFILL_ANSWER`], bpf_ktime_get_ns() (CLOCK_MONOTONIC): the agent times the
+    /// REFILL round trip to it.
     pub ktime_ns: u64,
     /// The ring's reserved slots at that moment.
     pub reserved: i64,
-    /// EVENT_LOW_WATERMARK, EVENT_EMPTY or EVENT_BYPASS.
+    /// One of the `EVENT_*` kinds.
     pub kind: u8,
     /// Priority of the ring (1 = highest).
     pub prio: u8,

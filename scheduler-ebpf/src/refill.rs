@@ -14,7 +14,7 @@
 
 use aya_ebpf::{
     bindings::xdp_action,
-    helpers::{bpf_ktime_get_coarse_ns, bpf_xdp_adjust_tail},
+    helpers::{bpf_ktime_get_coarse_ns, bpf_ktime_get_ns, bpf_xdp_adjust_tail},
     programs::XdpContext,
 };
 use aya_log_ebpf::{error, info, warn};
@@ -168,8 +168,9 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
 #[inline(never)]
 fn tell_agent_if_answer(rings: &Rings, tally: &mut Tally) {
     if rings.take_refill_armed() {
-        // SAFETY: the helper has no preconditions.
-        rings.event(0, EVENT_REFILL_ANSWER, unsafe { bpf_ktime_get_coarse_ns() }, tally);
+        // The fine clock: the agent times the REFILL round trip to this stamp rather than
+        // to its own wake-up. SAFETY: the helper has no preconditions.
+        rings.event(0, EVENT_REFILL_ANSWER, unsafe { bpf_ktime_get_ns() }, tally);
     }
 }
 

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use scheduler_common::{
     decode, encode_assign, encode_refill_req,
-    maps::{Counter, Counters, Tier2Hint, EVENT_BYPASS, RING_COUNT},
+    maps::{Counter, Counters, Tier2Hint, EVENT_BYPASS, EVENT_REFILL_ANSWER, RING_COUNT},
     DecodeError, Entry, Ipv4Prefix, Message, RefillRequest, FLAG_WAIT, MAX_MESSAGE_LEN,
 };
 
@@ -228,6 +228,12 @@ pub struct AgentStats {
     pub waiters_stale: u64,
     /// Executors waiting at this host at the last look (estimated from the counters).
     pub waiters_now: u32,
+    /// Turns of the agent's loop: one per wake-up (an event, a datagram, a deadline).
+    pub loop_turns: u64,
+    /// CPU time the agent's thread has used since its loop began, in microseconds: what
+    /// it costs the cores the executors run on (loading the program, which the kernel
+    /// verifies on this thread, is not counted).
+    pub cpu_us: u64,
 }
 
 /// The agent: tier 1 up, its socket bound, and the refill state.
@@ -272,6 +278,8 @@ pub struct Agent {
     /// The program's `parked_here`, and its `handoffs + stale_waiters` plus this agent's
     /// answers to waiters, once the waiters queued before it started were answered.
     waiter_base: Option<(u64, u64)>,
+    /// The thread's CPU time when the loop began ([`AgentStats::cpu_us`]).
+    loop_cpu_since: Option<u64>,
 }
 
 impl Agent {
@@ -355,6 +363,7 @@ impl Agent {
             waiting,
             next_waiter_expiry: None,
             waiter_base,
+            loop_cpu_since: None,
             sizer,
             next_rate_sample: Instant::now(),
             served_per_level: [0; RING_COUNT],
@@ -403,6 +412,9 @@ impl Agent {
         if let Ok(p) = self.progress() {
             self.stats.refill_tasks = p.tasks;
         }
+        if let Some(since) = self.loop_cpu_since {
+            self.stats.cpu_us = thread_cpu_us().saturating_sub(since);
+        }
         self.stats.clone()
     }
 
@@ -420,12 +432,14 @@ impl Agent {
                 tracing::warn!(nice, error = %std::io::Error::last_os_error(), "cannot change the agent's scheduling priority");
             }
         }
+        self.loop_cpu_since = Some(thread_cpu_us());
         let mut next_check = Instant::now();
         let mut next_publish = Instant::now() + every;
         loop {
             if let Some(mode) = stop() {
                 return Ok(mode);
             }
+            self.stats.loop_turns += 1;
             let mut poke = self.read_events();
             poke |= self.receive();
             self.relay();
@@ -806,6 +820,9 @@ impl Agent {
         let got = events.drain(4096);
         self.stats.events += got.len() as u64;
         self.stats.bypass_events += got.iter().filter(|e| e.kind == EVENT_BYPASS).count() as u64;
+        if let Some(answer) = got.iter().find(|e| e.kind == EVENT_REFILL_ANSWER) {
+            self.refill.first_frame_stamped(rings::instant_of_monotonic_ns(answer.ktime_ns));
+        }
         let rescued = events.take_rescued();
         if !rescued.is_empty() {
             tracing::warn!(tasks = rescued.len(), "the XDP program handed over tasks no queue took; returning them");
@@ -1004,6 +1021,16 @@ impl Agent {
         // SAFETY: fds is a live array of pollfd of the given length; ts outlives the call.
         unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
     }
+}
+
+/// CPU time of the calling thread, in microseconds (0 if the clock cannot be read).
+fn thread_cpu_us() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write to.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
 fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {

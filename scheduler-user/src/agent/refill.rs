@@ -417,6 +417,19 @@ impl RefillController {
         self.ask(now, want, progress, false)
     }
 
+    /// The program stamped the first frame of an answer at `at` (EVENT_REFILL_ANSWER):
+    /// the round trip ends there, when its tasks are in the rings for the executors, not
+    /// when the agent, woken by it, gets the CPU and looks (tens of microseconds later
+    /// on busy cores). A stamp from before the request in flight was sent belongs to an
+    /// earlier one.
+    pub fn first_frame_stamped(&mut self, at: Instant) {
+        if let State::Waiting { sent_at, first_frame_at: ref mut first @ None, .. } = self.state {
+            if at >= sent_at {
+                *first = Some(at);
+            }
+        }
+    }
+
     /// Sends a REFILL_REQ for `want` tasks now (`retry`: again, the last one went
     /// unanswered) and waits for its answer from the counters at `progress`.
     fn ask(&mut self, now: Instant, want: u8, progress: Progress, retry: bool) -> Action {
@@ -851,6 +864,26 @@ mod tests {
         c.poll(t0 + Duration::from_micros(400), &occ(0), progress(3, 48));
         c.poll(t0 + Duration::from_micros(600), &occ(0), progress(4, 50));
         assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 50, round_trip: Duration::from_micros(400) }));
+    }
+
+    #[test]
+    fn the_program_stamp_of_the_first_frame_ends_the_round_trip_however_late_it_is_read() {
+        let mut c = controller();
+        let t0 = Instant::now();
+        c.poll(t0, &occ(0), progress(0, 0));
+        // A stamp from before this request is an earlier answer's.
+        c.first_frame_stamped(t0 - Duration::from_micros(50));
+        c.first_frame_stamped(t0 + Duration::from_micros(150));
+        // A later stamp does not move the first one.
+        c.first_frame_stamped(t0 + Duration::from_micros(300));
+        // The agent looks 3 ms later (it got the CPU late) and finds the answer whole.
+        c.poll(t0 + Duration::from_millis(3), &occ(0), progress(1, 5));
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 5, round_trip: Duration::from_micros(150) }));
+        // The rings still lack tasks, so it asked again at 3 ms. Without a stamp the round
+        // trip ends when the frames were seen.
+        c.poll(t0 + Duration::from_millis(4), &occ(0), progress(1, 5));
+        c.poll(t0 + Duration::from_millis(5), &occ(0), progress(2, 7));
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 2, round_trip: Duration::from_millis(2) }));
     }
 
     #[test]

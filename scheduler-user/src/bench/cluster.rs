@@ -232,6 +232,9 @@ pub struct DeploymentReport {
     /// Executors waiting at their host that the agents answered with a task from the
     /// rings (the REFILL frame the program stored found no waiter it could hand to).
     pub agent_served_waiters: u64,
+    /// The agents' loop turns (wake-ups) and their threads' CPU time, summed.
+    pub agent_loop_turns: u64,
+    pub agent_cpu_us: u64,
     /// Where the software switch thread's time went over the deployment's life.
     pub switch_thread: switch::ThreadStats,
     /// Each task's way through it, if `DeployOptions::record_switch_timeline`.
@@ -301,6 +304,8 @@ impl Deployment {
             report.tier1_returned += s.returned_tasks.saturating_sub(s.drained);
             report.stolen += s.stolen_tasks;
             report.agent_served_waiters += s.waiters_served;
+            report.agent_loop_turns += s.loop_turns;
+            report.agent_cpu_us += s.cpu_us;
         }
         // Let the switch take the returned tasks before it goes.
         std::thread::sleep(Duration::from_millis(50));

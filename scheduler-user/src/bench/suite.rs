@@ -142,6 +142,13 @@ pub struct LevelFields {
     /// before it was recorded: docs/benchmarks.md says what those ran with).
     #[serde(default)]
     pub agent_nice: Option<i32>,
+    /// The agents' wake-ups (turns of their loops) and their threads' CPU time in
+    /// milliseconds, summed over the hosts (two-level; null for one-level, absent in
+    /// lines made before they were recorded), set with `xdp_share`.
+    #[serde(default)]
+    pub agent_wakeups: Option<u64>,
+    #[serde(default)]
+    pub agent_cpu_ms: Option<f64>,
 }
 
 impl LevelFields {
@@ -155,6 +162,8 @@ impl LevelFields {
             stolen: None,
             agent_served_waiters: None,
             host_wait_ms: d.host_wait_ms,
+            agent_wakeups: None,
+            agent_cpu_ms: None,
             agent_nice: d.agent_nice,
         }
     }
@@ -167,6 +176,8 @@ impl LevelFields {
             self.tier1_returned = Some(report.tier1_returned);
             self.stolen = Some(report.stolen);
             self.agent_served_waiters = Some(report.agent_served_waiters);
+            self.agent_wakeups = Some(report.agent_loop_turns);
+            self.agent_cpu_ms = Some(report.agent_cpu_us as f64 / 1e3);
         }
         Ok(report)
     }
