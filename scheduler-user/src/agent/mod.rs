@@ -56,6 +56,7 @@ pub use cli::{config_from_args, parse_log_level, run, AgentArgs, HELP};
 pub use refill::{RefillController, RefillPolicy};
 pub use tier1::{connected_prefix, route_interface, Tier1, Tier1Config, Tier1Mode, XdpChoice};
 
+use crate::executor::cpu_group::thread_cpu;
 use crate::xdp::BoltXdp;
 use proxy::Proxies;
 use refill::{Action, Outcome, Progress};
@@ -279,7 +280,7 @@ pub struct Agent {
     /// answers to waiters, once the waiters queued before it started were answered.
     waiter_base: Option<(u64, u64)>,
     /// The thread's CPU time when the loop began ([`AgentStats::cpu_us`]).
-    loop_cpu_since: Option<u64>,
+    loop_cpu_since: Option<Duration>,
 }
 
 impl Agent {
@@ -413,7 +414,7 @@ impl Agent {
             self.stats.refill_tasks = p.tasks;
         }
         if let Some(since) = self.loop_cpu_since {
-            self.stats.cpu_us = thread_cpu_us().saturating_sub(since);
+            self.stats.cpu_us = thread_cpu().saturating_sub(since).as_micros() as u64;
         }
         self.stats.clone()
     }
@@ -432,7 +433,7 @@ impl Agent {
                 tracing::warn!(nice, error = %std::io::Error::last_os_error(), "cannot change the agent's scheduling priority");
             }
         }
-        self.loop_cpu_since = Some(thread_cpu_us());
+        self.loop_cpu_since = Some(thread_cpu());
         let mut next_check = Instant::now();
         let mut next_publish = Instant::now() + every;
         loop {
@@ -1021,16 +1022,6 @@ impl Agent {
         // SAFETY: fds is a live array of pollfd of the given length; ts outlives the call.
         unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
     }
-}
-
-/// CPU time of the calling thread, in microseconds (0 if the clock cannot be read).
-fn thread_cpu_us() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec to write to.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
 fn validate(cfg: &AgentConfig) -> anyhow::Result<()> {
