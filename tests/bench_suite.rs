@@ -22,6 +22,7 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
         seed: 7,
         task_records: true,
         client_offset_ms: 0.0,
+        sw1_hosts: scheduler_user::bench::sw1::DEFAULT_HOSTS,
     };
     let report = suite::run(&args).expect("the quick suite runs");
     assert_eq!(report.experiments.len(), EXPERIMENTS.len(), "every registered experiment ran");

@@ -70,6 +70,8 @@ pub struct Context {
     pub task_records: bool,
     /// SW1: how long after the first client's jobs the second client's are due.
     pub client_offset: std::time::Duration,
+    /// SW1: worker hosts its executors are spread over.
+    pub sw1_hosts: u32,
 }
 
 impl Context {
@@ -219,6 +221,10 @@ pub struct SuiteArgs {
     /// gets the CPU.
     #[arg(long, value_name = "MS", default_value_t = 0.0)]
     pub client_offset_ms: f64,
+    /// SW1: worker hosts its 40 executors are spread over, evenly (1, 2, 4, 5 or 8). With
+    /// 1, no task can be prefetched to a host whose executors free later than another's.
+    #[arg(long, value_name = "N", default_value_t = super::sw1::DEFAULT_HOSTS)]
+    pub sw1_hosts: u32,
 }
 
 /// What `bolt bench all` did.
@@ -243,6 +249,11 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<SuiteReport> {
         "--client-offset-ms must be at least 0 and below the {} ms job interval",
         super::sw1::INTERVAL_MS
     );
+    anyhow::ensure!(
+        (1..=8).contains(&args.sw1_hosts) && super::sw1::EXECUTORS.is_multiple_of(args.sw1_hosts),
+        "--sw1-hosts must divide the {} executors evenly, with at most 8 hosts: 1, 2, 4, 5 or 8",
+        super::sw1::EXECUTORS
+    );
     let ctx = Context {
         quick: args.quick,
         results: ResultsDir::create(args.out.clone())?,
@@ -250,6 +261,7 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<SuiteReport> {
         seed: args.seed,
         task_records: args.task_records,
         client_offset: std::time::Duration::from_secs_f64(args.client_offset_ms / 1e3),
+        sw1_hosts: args.sw1_hosts,
     };
     let t0 = Instant::now();
     let mut experiments = Vec::new();
@@ -289,4 +301,32 @@ pub fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
         s.push_str(&format!("| {} |\n", r.join(" | ")));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(sw1_hosts: u32) -> SuiteArgs {
+        SuiteArgs {
+            quick: true,
+            only: vec!["sw1".to_string()],
+            out: None,
+            testbed: "unused".to_string(),
+            seed: 1,
+            task_records: false,
+            client_offset_ms: 0.0,
+            sw1_hosts,
+        }
+    }
+
+    /// A host count that leaves SW1's executors unevenly spread, or none, is refused
+    /// before anything is created.
+    #[test]
+    fn sw1_hosts_that_do_not_divide_the_executors_are_refused() {
+        for bad in [0, 3, 7, 10] {
+            let err = run(&args(bad)).expect_err("refused").to_string();
+            assert!(err.contains("--sw1-hosts"), "{bad}: {err}");
+        }
+    }
 }

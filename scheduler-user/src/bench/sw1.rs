@@ -21,6 +21,10 @@ use crate::sim::calibrate::{with_assignments, ThreadTimes};
 use crate::switch::{SubmitTaken, TaskSent};
 
 pub const TASK_MS: u32 = 10;
+/// Executors of the experiment, spread evenly over `--sw1-hosts` worker hosts.
+pub const EXECUTORS: u32 = 40;
+/// Worker hosts when `--sw1-hosts` is not given.
+pub const DEFAULT_HOSTS: u32 = 2;
 pub const INTERVAL_MS: u64 = 10;
 pub const CLIENTS: u32 = 2;
 
@@ -49,6 +53,10 @@ pub struct Line {
     /// 0 in lines made before it existed).
     #[serde(default)]
     pub client_offset_ms: f64,
+    /// Worker hosts the executors were spread over (`--sw1-hosts`; 2 in lines made before
+    /// it existed).
+    #[serde(default = "default_hosts")]
+    pub hosts: u32,
     /// The executors' wait for a CPU and sleep overshoot in this run (`bolt sim
     /// validate --testbed` draws from them; empty in lines made before they were).
     #[serde(default)]
@@ -89,8 +97,13 @@ pub struct TaskLine {
     pub switch_batch_len: u16,
 }
 
+fn default_hosts() -> u32 {
+    DEFAULT_HOSTS
+}
+
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
-    let nodes = [NodeSpec { executors: 20, resources: 0xff }; 2];
+    let nodes =
+        vec![NodeSpec { executors: (EXECUTORS / ctx.sw1_hosts) as u16, resources: 0xff }; ctx.sw1_hosts as usize];
     let site = Site::new(&ctx.testbed, &nodes)?;
     let executors = site.executors();
     let utilizations: &[f64] = ctx.pick(&[0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0], &[0.4, 0.7, 1.0]);
@@ -182,6 +195,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 p50_sched_delay_ms: plot::quantile(&sched_ms, 0.5),
                 p99_sched_delay_ms: plot::quantile(&sched_ms, 0.99),
                 client_offset_ms: ctx.client_offset.as_secs_f64() * 1e3,
+                hosts: ctx.sw1_hosts,
                 executor_threads,
             };
             out.submitted += line.submitted;

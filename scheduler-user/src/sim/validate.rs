@@ -31,7 +31,8 @@ use crate::bench::sw1;
 use crate::bench::trace::SummaryLine;
 use crate::bench::workload::TraceParams;
 
-/// Worker hosts of the testbed's SW1 and trace experiments (`bench::sw1`, `bench::trace`).
+/// Worker hosts of the testbed's trace experiment (`bench::trace`); SW1's lines say
+/// theirs (`--sw1-hosts`).
 pub const TESTBED_HOSTS: u32 = 2;
 
 /// The committed runs: (name, sw1.jsonl, trace.jsonl).
@@ -144,7 +145,7 @@ pub fn testbed_points(sw1: &str, trace: &str, seed: u64) -> anyhow::Result<Vec<T
         };
         let before_arrival_ms = median_and_p99_ms(&l.executor_threads.before_arrival_ns);
         let mut cfg =
-            with_threads(SimConfig::testbed(system, w, l.executors, TESTBED_HOSTS, seed), l.executor_threads, &name)?;
+            with_threads(SimConfig::testbed(system, w, l.executors, l.hosts, seed), l.executor_threads, &name)?;
         cfg.host_wait_ns = host_wait_ns(&l.level);
         points.push(TestbedPoint {
             name,
@@ -332,5 +333,15 @@ mod tests {
         assert_eq!(testbed_points(two, "", 1).unwrap()[0].cfg.host_wait_ns, 10_000_000);
         let before = two.replace(r#""host_wait_ms":10,"#, "");
         assert_eq!(testbed_points(&before, "", 1).unwrap()[0].cfg.host_wait_ns, 0);
+    }
+
+    /// A run's executors are simulated on as many hosts as its line says (`--sw1-hosts`);
+    /// a line made before it could say is a run on the two hosts there were.
+    #[test]
+    fn the_simulated_sw1_runs_on_the_runs_hosts() {
+        let two = r#"{"level":"two-level","ran":"two-level","fallback":null,"xdp_share":0.9,"tier1_returned":0,"stolen":0,"utilization":0.4,"executors":40,"tasks_per_job":8,"jobs":800,"submitted":6400,"completed":6400,"p50_job_ms":10.4,"p99_job_ms":11.2,"p50_sched_delay_ms":0.3,"p99_sched_delay_ms":1.2,"executor_threads":{"waits":2,"sleeps":2,"wait_ns":[[0.0,1000],[1.0,2000]],"overshoot_ns":[[0.0,5000],[1.0,9000]]}}"#;
+        assert_eq!(testbed_points(two, "", 1).unwrap()[0].cfg.executors_per_host, 20);
+        let one_host = two.replace(r#""executors":40,"#, r#""executors":40,"hosts":1,"#);
+        assert_eq!(testbed_points(&one_host, "", 1).unwrap()[0].cfg.executors_per_host, 40);
     }
 }
