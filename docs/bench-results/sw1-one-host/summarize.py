@@ -1,5 +1,7 @@
-"""SW1 with its 40 executors on one worker host and on two, alternated: two-level over
-one-level per load (median over the runs, and each run), from the committed sw1.jsonl.
+"""SW1 with its 40 executors on one worker host and on two, alternated, and on one host
+with the executors waiting at their host (the default) or at tier 2 (`--host-wait-ms 0`
+for the testbed's agents), alternated: two-level over one-level per load (median over
+the runs, and each run), from the committed sw1.jsonl.
 
     python3 docs/bench-results/sw1-one-host/summarize.py [RUN_DIR ...]
 
@@ -29,7 +31,7 @@ def ratios(arm):
     return out
 
 
-arms = {arm: ratios(arm) for arm in ("one-host", "two-hosts")}
+arms = {arm: ratios(arm) for arm in ("one-host", "two-hosts", "host-wait-default", "host-wait-0")}
 print("| load | " + " | ".join(f"{a}: p50 two-level / one-level, median (runs)" for a in arms) + " |")
 print("|---|" + "---|" * len(arms))
 for u in sorted(arms["one-host"]):
