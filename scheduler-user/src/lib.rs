@@ -13,6 +13,7 @@ pub mod bench;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod executor;
 #[cfg(feature = "cli")]
 pub mod inspect;

@@ -822,7 +822,7 @@ impl Agent {
         self.stats.events += got.len() as u64;
         self.stats.bypass_events += got.iter().filter(|e| e.kind == EVENT_BYPASS).count() as u64;
         if let Some(answer) = got.iter().find(|e| e.kind == EVENT_REFILL_ANSWER) {
-            self.refill.first_frame_stamped(rings::instant_of_monotonic_ns(answer.ktime_ns));
+            self.refill.first_frame_stamped(crate::clock::instant_of_monotonic_ns(answer.ktime_ns));
         }
         let rescued = events.take_rescued();
         if !rescued.is_empty() {

@@ -3,10 +3,7 @@
 //! The same operations either way, so that refilling, returning and the userspace
 //! fallback do not care which.
 
-use std::{
-    collections::VecDeque,
-    time::{Duration, Instant},
-};
+use std::collections::VecDeque;
 
 use anyhow::Context as _;
 use scheduler_common::{
@@ -14,6 +11,7 @@ use scheduler_common::{
     Entry, MAX_PRIORITIES,
 };
 
+use crate::clock::monotonic_ns;
 use crate::xdp::{PushError, XdpMaps};
 
 /// What the XDP program has ingested from REFILL frames since it was loaded.
@@ -43,22 +41,6 @@ impl KernelRefills {
 /// `bpf_ktime_get_coarse_ns` counts on the same base).
 pub fn monotonic_ms() -> u64 {
     monotonic_ns() / 1_000_000
-}
-
-/// Nanoseconds of CLOCK_MONOTONIC: the clock `bpf_ktime_get_ns` reads.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec to write to; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// The [`Instant`] of a CLOCK_MONOTONIC time in nanoseconds (`bpf_ktime_get_ns`, a time
-/// in the past): Instant counts on the same clock, but its value cannot be built from one.
-pub fn instant_of_monotonic_ns(ns: u64) -> Instant {
-    let now = Instant::now();
-    let ago = monotonic_ns().saturating_sub(ns);
-    now.checked_sub(Duration::from_nanos(ago)).unwrap_or(now)
 }
 
 /// Pops of the dedicated ring one pass makes at most: its capacity and one more, so that a

@@ -47,6 +47,7 @@ use scheduler_common::{
 use serde::Serialize;
 use tokio::net::UdpSocket;
 
+use crate::clock::DeadlineTimer;
 use crate::executor::unix_now_ns;
 use crate::placement::{InputObject, Placement, PlacementPolicy, TaskLength};
 
@@ -176,6 +177,9 @@ pub struct Client {
     out: [Task; MAX_LIST],
     /// A learned policy choosing each task's worker type, if the client has one.
     learned: Option<learned::LearnedPlacement>,
+    /// Wakes `drive` at its deadline within the timer slack (None: the timerfd could not be
+    /// made, and tokio's millisecond timer does).
+    timer: Option<DeadlineTimer>,
 }
 
 impl Client {
@@ -209,6 +213,9 @@ impl Client {
             tx: [0; MAX_MESSAGE_LEN],
             out: [Task::default(); MAX_LIST],
             learned: None,
+            timer: DeadlineTimer::new()
+                .inspect_err(|e| tracing::debug!(error = %e, "no timerfd: the client wakes on tokio's timer"))
+                .ok(),
         })
     }
 
@@ -439,7 +446,7 @@ impl Client {
             }
             let received = tokio::select! {
                 r = self.socket.recv_from(&mut self.rx[..]) => Some(r),
-                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => None,
+                _ = sleep_until(self.timer.as_ref(), wake) => None,
             };
             match received {
                 Some(Ok((n, from))) => {
@@ -592,6 +599,18 @@ pub fn summarize(t: &Tracker) -> Summary {
         p50_run_us: q(&l.run_ns, 0.5) as f64 / 1e3,
         elapsed_s: l.span().as_secs_f64(),
     }
+}
+
+/// Waits until `at`: on the deadline timer, within the kernel's timer slack (a job due at
+/// an instant leaves then), or on tokio's millisecond timer without one or should it fail.
+async fn sleep_until(timer: Option<&DeadlineTimer>, at: Instant) {
+    if let Some(timer) = timer {
+        match timer.sleep_until(at).await {
+            Ok(()) => return,
+            Err(e) => tracing::debug!(error = %e, "the deadline timer failed: tokio's timer instead"),
+        }
+    }
+    tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await
 }
 
 /// Asks for a larger receive buffer; a smaller one only costs resends, so failure is
