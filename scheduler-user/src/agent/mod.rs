@@ -56,7 +56,7 @@ pub use cli::{config_from_args, parse_log_level, run, AgentArgs, HELP};
 pub use refill::{RefillController, RefillPolicy};
 pub use tier1::{connected_prefix, route_interface, Tier1, Tier1Config, Tier1Mode, XdpChoice};
 
-use crate::executor::cpu_group::thread_cpu;
+use crate::clock::thread_cpu;
 use crate::xdp::BoltXdp;
 use proxy::Proxies;
 use refill::{Action, Outcome, Progress};

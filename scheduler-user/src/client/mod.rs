@@ -446,7 +446,7 @@ impl Client {
             }
             let received = tokio::select! {
                 r = self.socket.recv_from(&mut self.rx[..]) => Some(r),
-                _ = sleep_until(self.timer.as_ref(), wake) => None,
+                _ = sleep_until(self.timer.as_mut(), wake) => None,
             };
             match received {
                 Some(Ok((n, from))) => {
@@ -603,7 +603,7 @@ pub fn summarize(t: &Tracker) -> Summary {
 
 /// Waits until `at`: on the deadline timer, within the kernel's timer slack (a job due at
 /// an instant leaves then), or on tokio's millisecond timer without one or should it fail.
-async fn sleep_until(timer: Option<&DeadlineTimer>, at: Instant) {
+async fn sleep_until(timer: Option<&mut DeadlineTimer>, at: Instant) {
     if let Some(timer) = timer {
         match timer.sleep_until(at).await {
             Ok(()) => return,

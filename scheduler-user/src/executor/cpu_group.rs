@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use anyhow::{ensure, Context};
 
@@ -17,16 +16,6 @@ pub const CPU_CONTROLLER: &str = "/sys/fs/cgroup/cpu";
 const PERIOD_US: u64 = 10_000;
 
 static NEXT_GROUP: AtomicU64 = AtomicU64::new(0);
-
-/// CPU time the calling thread has used (zero if the clock cannot be read).
-pub fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid clock id and a pointer to a timespec.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 /// A cgroup with a CPU quota; removed on drop.
 #[derive(Debug)]
@@ -94,9 +83,10 @@ impl Drop for CpuGroup {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::clock::thread_cpu;
 
     #[test]
     fn a_quota_group_caps_a_spinning_thread_and_is_removed() {
