@@ -428,25 +428,27 @@ fn monotonic_ns() -> u64 {
 }
 
 /// The agent sleeps while its REFILL_REQ is parked at tier 2: the answer's first frame
-/// stored wakes it with one event, whatever the frames that follow (a frame handed to an
-/// executor waiting at the host wakes nobody:
-/// `an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign`). The event
-/// is stamped on CLOCK_MONOTONIC, to which the agent times the round trip.
+/// stored sends one event, whatever the frames that follow, stamped on CLOCK_MONOTONIC
+/// (to which the agent times the round trip). It wakes the agent, unless the agent armed
+/// for a request that announced executors waiting here: then it is recorded for the
+/// agent's next wake-up, and only an empty answer wakes it. A frame handed to an executor
+/// waiting at the host sends nothing
+/// (`an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign`).
 #[test]
-fn the_first_frame_of_an_awaited_answer_wakes_the_agent_once() {
+fn the_first_frame_of_an_awaited_answer_sends_one_event_which_wakes_the_agent_as_it_armed() {
     if !can_run() {
         return;
     }
     let mut rig = Rig::new(|_| {});
     let mut events = rig.maps().take_events().expect("event reader");
-    let batch: Vec<Entry> = (1..=4).map(|t| entry(t, 1, 0)).collect();
+    let batch: Vec<Entry> = (1..=6).map(|t| entry(t, 1, 0)).collect();
     // Nobody awaits an answer: a frame is stored and wakes no one.
     let woke =
         wakes_a_sleeper(&mut events, || drop(rig.run(&rig.refill_frame(&batch[..1]))), Duration::from_millis(200));
     assert!(!woke, "no event, no wake-up");
     assert!(events.drain(8).iter().all(|e| e.kind != EVENT_REFILL_ANSWER));
     // The agent arms before sending its request; the first frame disarms and wakes it.
-    rig.maps().arm_refill_answer();
+    rig.maps().arm_refill_answer(true);
     assert!(rig.maps().refill_armed());
     let before = monotonic_ns();
     let woke = wakes_a_sleeper(&mut events, || drop(rig.run(&rig.refill_frame(&batch[1..2]))), Duration::from_secs(5));
@@ -459,24 +461,38 @@ fn the_first_frame_of_an_awaited_answer_wakes_the_agent_once() {
     assert!((before..=after).contains(&got[0].ktime_ns), "stamped on the fine clock while the frame ran");
     // The answer's further frames are stored without waking it again.
     let woke =
-        wakes_a_sleeper(&mut events, || drop(rig.run(&rig.refill_frame(&batch[2..]))), Duration::from_millis(200));
+        wakes_a_sleeper(&mut events, || drop(rig.run(&rig.refill_frame(&batch[2..4]))), Duration::from_millis(200));
     assert!(!woke);
     assert!(events.drain(8).iter().all(|e| e.kind != EVENT_REFILL_ANSWER));
-    let c = rig.counters();
-    assert_eq!((c.get(Counter::RefillFrames), c.get(Counter::RefillTasks)), (3, 4), "every frame stored as before");
-    assert_eq!(rig.maps().occupancy()[0], 4);
-    // An empty answer (tier 2 had nothing, or bolt.p4, which parks no request, answered at
-    // once) is a frame too: it wakes the agent as well.
-    rig.maps().arm_refill_answer();
-    let mut verdict = None;
+    // Armed for a request that announced waiting executors: the first frame stored
+    // records the event, stamped, without waking the agent.
+    rig.maps().arm_refill_answer(false);
+    let before = monotonic_ns();
     let woke =
-        wakes_a_sleeper(&mut events, || verdict = Some(rig.run(&rig.refill_frame(&[])).0), Duration::from_secs(5));
-    assert!(woke, "the empty answer wakes the agent");
-    assert_eq!(verdict, Some(Verdict::Drop));
-    assert!(!rig.maps().refill_armed());
+        wakes_a_sleeper(&mut events, || drop(rig.run(&rig.refill_frame(&batch[4..]))), Duration::from_millis(200));
+    let after = monotonic_ns();
+    assert!(!woke, "recorded, not woken");
+    assert!(!rig.maps().refill_armed(), "the frame disarmed it");
     let got: Vec<_> = events.drain(8).into_iter().filter(|e| e.kind == EVENT_REFILL_ANSWER).collect();
-    assert_eq!(got.len(), 1);
-    assert_eq!(rig.maps().occupancy()[0], 4);
+    assert_eq!(got.len(), 1, "the agent reads it at its next wake-up");
+    assert!((before..=after).contains(&got[0].ktime_ns));
+    let c = rig.counters();
+    assert_eq!((c.get(Counter::RefillFrames), c.get(Counter::RefillTasks)), (4, 6), "every frame stored as before");
+    assert_eq!(rig.maps().occupancy()[0], 6);
+    // An empty answer (tier 2 had nothing, or bolt.p4, which parks no request, answered at
+    // once) is a frame too: it wakes the agent however it armed.
+    for wake in [true, false] {
+        rig.maps().arm_refill_answer(wake);
+        let mut verdict = None;
+        let woke =
+            wakes_a_sleeper(&mut events, || verdict = Some(rig.run(&rig.refill_frame(&[])).0), Duration::from_secs(5));
+        assert!(woke, "the empty answer wakes the agent (armed to wake: {wake})");
+        assert_eq!(verdict, Some(Verdict::Drop));
+        assert!(!rig.maps().refill_armed());
+        let got: Vec<_> = events.drain(8).into_iter().filter(|e| e.kind == EVENT_REFILL_ANSWER).collect();
+        assert_eq!(got.len(), 1);
+    }
+    assert_eq!(rig.maps().occupancy()[0], 6);
 }
 
 /// Tier 2's queue model answers a REFILL_REQ; the REFILLs it sends, stored by the XDP
@@ -1989,7 +2005,7 @@ fn an_executor_waits_at_its_host_and_a_one_task_refill_becomes_its_assign() {
     // tier 2 would have sent it, redirected to the interface the request came from. It
     // is the first frame of the answer the agent awaits, but wakes nobody: the agent
     // stays armed, and the first frame stored wakes it.
-    rig.maps().arm_refill_answer();
+    rig.maps().arm_refill_answer(true);
     let e = entry(1, 2, 0b01);
     let (verdict, out) = rig.run(&rig.refill_frame(&[e]));
     assert_eq!(verdict, Verdict::Redirect);

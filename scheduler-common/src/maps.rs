@@ -257,9 +257,10 @@ pub struct RingStates {
     /// one 64-bit word, so that readers never see a level with another packet's time.
     pub tier2_hint: u64,
     /// Nonzero while the agent awaits the first frame of a REFILL_REQ's answer: it sets it
-    /// before sending the request, and the program clears it at the next REFILL frame and
-    /// sends [`EVENT_REFILL_ANSWER`]. The agent then sleeps until that event instead of
-    /// reading the REFILL counters on a timer while its request is parked at tier 2.
+    /// ([`REFILL_ARMED_WAKE`] or [`REFILL_ARMED_RECORD`]) before sending the request, and
+    /// the program clears it at the next REFILL frame it stores and sends
+    /// [`EVENT_REFILL_ANSWER`]. The agent reads the REFILL counters when an event wakes
+    /// it, not on a timer while its request is parked at tier 2.
     pub refill_armed: u64,
 }
 
@@ -366,10 +367,22 @@ pub const EVENT_WAITING: u8 = 5;
 /// `prio` is 0.
 pub const EVENT_REFILLED_WAITERS: u8 = 6;
 
-/// The first REFILL frame since the agent set [`RingStates::refill_armed`]: the answer to
-/// its REFILL_REQ has begun (the frame itself is stored or handed to a waiting executor
-/// as any other). One per request. `prio` is 0.
+/// The first REFILL frame stored since the agent set [`RingStates::refill_armed`]: the
+/// answer to its REFILL_REQ has begun. One per request, stamped with
+/// `bpf_ktime_get_ns`. `prio` is 0.
 pub const EVENT_REFILL_ANSWER: u8 = 7;
+
+/// [`RingStates::refill_armed`] for a request whose answer wakes the agent at its first
+/// stored frame ([`EVENT_REFILL_ANSWER`]): a prefetch, whose next request the agent
+/// sends as soon as the answer is in.
+pub const REFILL_ARMED_WAKE: u64 = 1;
+
+/// [`RingStates::refill_armed`] for a request that announced executors waiting at the
+/// host: tier 2 answers it one task per frame, in a flush of every waiting host's
+/// frames. Its first stored frame records [`EVENT_REFILL_ANSWER`] without waking the
+/// agent, since a wake-up there delays every frame sent after it; an empty answer still
+/// wakes it.
+pub const REFILL_ARMED_RECORD: u64 = 2;
 
 /// An executor waiting at this host: where its GET_TASK came from, so that the REFILL
 /// that answers it (or the agent's NOOP) can be addressed as tier 2's answer would be.

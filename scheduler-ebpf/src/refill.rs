@@ -19,7 +19,7 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::{error, info, warn};
 use scheduler_common::{
-    maps::{ring_stamp, Counter, XdpConfig, EVENT_REFILL_ANSWER, RING_COUNT},
+    maps::{ring_stamp, Counter, XdpConfig, EVENT_REFILL_ANSWER, REFILL_ARMED_RECORD, RING_COUNT},
     Entry, Header, Op, KNOWN_TASK_FLAGS, MAX_LIST, MAX_PRIORITIES,
 };
 
@@ -106,7 +106,7 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
             return verdict;
         }
     }
-    tell_agent_if_answer(&rings, tally);
+    tell_agent_if_answer(&rings, n, tally);
     if cfg.host_wait_ns != 0 {
         waiters::tell_agent_if_waiting(&rings, tally);
     }
@@ -163,14 +163,25 @@ pub fn handle(ctx: &XdpContext, cfg: &XdpConfig, bolt: BoltFrame, tally: &mut Ta
     bounce(ctx, cfg.port, unstored, tally)
 }
 
-/// The first frame of the answer the agent awaits: wakes it (EVENT_REFILL_ANSWER), so
-/// that it need not read the REFILL counters on a timer while its request is parked.
+/// The first frame of the answer the agent awaits: EVENT_REFILL_ANSWER, stamped for the
+/// agent to time the round trip by. It wakes the agent unless the agent asked for it to
+/// be recorded only (REFILL_ARMED_RECORD: its request announced executors waiting here,
+/// and a wake-up would delay every frame the switch sent after this one, other hosts'
+/// waiters' among them; docs/xdp.md, "Events"). An empty answer always wakes it: its
+/// next step, a pause and a new request, is its own.
 #[inline(never)]
-fn tell_agent_if_answer(rings: &Rings, tally: &mut Tally) {
-    if rings.take_refill_armed() {
-        // The fine clock: the agent times the REFILL round trip to this stamp rather than
-        // to its own wake-up. SAFETY: the helper has no preconditions.
-        rings.event(0, EVENT_REFILL_ANSWER, unsafe { bpf_ktime_get_ns() }, tally);
+fn tell_agent_if_answer(rings: &Rings, tasks: usize, tally: &mut Tally) {
+    let armed = rings.take_refill_armed();
+    if armed == 0 {
+        return;
+    }
+    // The fine clock: the agent times the REFILL round trip to this stamp rather than to
+    // its own wake-up. SAFETY: the helper has no preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if armed == REFILL_ARMED_RECORD && tasks != 0 {
+        rings.record_event(0, EVENT_REFILL_ANSWER, now, tally);
+    } else {
+        rings.event(0, EVENT_REFILL_ANSWER, now, tally);
     }
 }
 

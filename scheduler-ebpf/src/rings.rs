@@ -9,6 +9,7 @@
 use core::{ffi::c_void, mem::MaybeUninit};
 
 use aya_ebpf::{
+    bindings::BPF_RB_NO_WAKEUP,
     helpers::{bpf_ktime_get_coarse_ns, bpf_map_pop_elem, bpf_map_push_elem},
     maps::Queue,
 };
@@ -174,20 +175,21 @@ impl Rings {
         }
     }
 
-    /// True once per REFILL_REQ of the agent: if it set [`RingStates::refill_armed`],
-    /// clears it. Two CPUs with frames at the same instant may both see it set; the agent
-    /// then wakes twice, which costs it a turn and nothing else.
+    /// Once per REFILL_REQ of the agent: what it set [`RingStates::refill_armed`] to,
+    /// clearing it; 0 when it is not set. Two CPUs with frames at the same instant may
+    /// both see it set; the agent then gets two events, which costs it a turn and
+    /// nothing else.
     #[inline(always)]
-    pub fn take_refill_armed(&self) -> bool {
+    pub fn take_refill_armed(&self) -> u64 {
         // SAFETY: valid map value, aligned 8-byte loads and stores.
         unsafe {
             let armed = core::ptr::addr_of_mut!((*self.states).refill_armed);
-            if core::ptr::read_volatile(armed) == 0 {
-                return false;
+            let how = core::ptr::read_volatile(armed);
+            if how != 0 {
+                core::ptr::write_volatile(armed, 0);
             }
-            core::ptr::write_volatile(armed, 0);
+            how
         }
-        true
     }
 
     /// The highest level in `first..=last` whose ring holds a task (reserved > 0), or 0.
@@ -319,9 +321,24 @@ impl Rings {
         self.event(prio, kind, now, tally);
     }
 
-    /// Sends an event about ring `prio` now, whatever the rate limit.
+    /// Sends an event about ring `prio` now, whatever the rate limit, and wakes the
+    /// agent if it sleeps.
     #[inline(always)]
     pub fn event(&self, prio: u32, kind: u8, now: u64, tally: &mut Tally) {
+        self.send_event(prio, kind, now, 0, tally);
+    }
+
+    /// Records an event for the agent to read at its next wake-up, without waking it.
+    /// A wake-up costs the frame that raises it, and every frame after it in the same
+    /// softirq, the ring buffer's irq_work: a self-IPI, a VM exit on the testbed, several
+    /// microseconds there (docs/xdp.md, "Events").
+    #[inline(always)]
+    pub fn record_event(&self, prio: u32, kind: u8, now: u64, tally: &mut Tally) {
+        self.send_event(prio, kind, now, BPF_RB_NO_WAKEUP as u64, tally);
+    }
+
+    #[inline(always)]
+    fn send_event(&self, prio: u32, kind: u8, now: u64, flags: u64, tally: &mut Tally) {
         let event = RingEvent {
             ktime_ns: now,
             // SAFETY: valid map value.
@@ -331,7 +348,7 @@ impl Rings {
             pad: 0,
             pad2: 0,
         };
-        if BOLT_EVENTS.output::<RingEvent>(&event, 0).is_ok() {
+        if BOLT_EVENTS.output::<RingEvent>(&event, flags).is_ok() {
             tally.add(Counter::Events);
         } else {
             tally.add(Counter::EventsLost);

@@ -808,8 +808,12 @@ impl Agent {
                 return;
             }
         };
-        // Set before the send, so that no frame of the answer can come before it.
-        self.tier1.rings.arm_refill_answer();
+        // Set before the send, so that no frame of the answer can come before it. With
+        // executors waiting here, tier 2 sends the answer one task per frame among every
+        // waiting host's frames, and the program hands them to the waiters itself: a
+        // wake-up at its first stored frame would delay the frames sent after it, so the
+        // event is recorded for the next wake-up (docs/xdp.md, "Events").
+        self.tier1.rings.arm_refill_answer(waiting == 0);
         if let Err(e) = self.sock.send_to(&buf[..n], self.cfg.switch) {
             tracing::warn!(switch = %self.cfg.switch, error = %e, "sending REFILL_REQ failed");
         }

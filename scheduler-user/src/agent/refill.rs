@@ -469,7 +469,8 @@ impl RefillController {
             State::Waiting { sent_at, base, seen, changed_at, .. } => {
                 if seen.frames == base.frames {
                     // No frame yet: the first one wakes the owner (the program's
-                    // EVENT_REFILL_ANSWER), so only the answer timeout is a deadline.
+                    // EVENT_REFILL_ANSWER), or, for an answer to waiting executors, is
+                    // read at its next wake-up; only the answer timeout is a deadline.
                     Some(sent_at + self.answer_timeout())
                 } else {
                     Some((now + POLL_WHILE_WAITING).min(changed_at + self.policy.settle))
@@ -499,8 +500,8 @@ impl RefillController {
 }
 
 /// How often the REFILL counters are read while the frames of an answer arrive, until it
-/// is complete or settles. Only its first frame wakes the agent (EVENT_REFILL_ANSWER):
-/// one event per request rather than one per frame.
+/// is complete or settles. Only its first frame is an event (EVENT_REFILL_ANSWER): one
+/// per request rather than one per frame.
 pub const POLL_WHILE_WAITING: Duration = Duration::from_micros(200);
 
 #[cfg(test)]

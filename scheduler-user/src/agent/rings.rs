@@ -130,12 +130,13 @@ impl Rings {
         }
     }
 
-    /// Before a REFILL_REQ: asks the program to wake the agent at the first frame of its
-    /// answer (EVENT_REFILL_ANSWER). In-memory rings are filled by the agent from its
-    /// socket, whose frames wake it anyway.
-    pub fn arm_refill_answer(&self) {
+    /// Before a REFILL_REQ: asks the program for an event at the first frame of its
+    /// answer (EVENT_REFILL_ANSWER), waking the agent or, with `wake` false, recorded for
+    /// its next wake-up. In-memory rings are filled by the agent from its socket, whose
+    /// frames wake it anyway.
+    pub fn arm_refill_answer(&self, wake: bool) {
         if let Rings::Bpf(maps) = self {
-            maps.arm_refill_answer();
+            maps.arm_refill_answer(wake);
         }
     }
 

@@ -809,15 +809,25 @@ impl<'a> World<'a> {
         // The program's coarse clock: the time of the kernel's last tick.
         let tick = self.cfg.stamp_tick_ns.max(1);
         let stamp_ms = self.q.now() / tick * tick / 1_000_000;
+        let now = self.instant();
         let host = &mut self.hosts[h as usize];
         host.progress.frames += 1;
         host.progress.tasks += entries.len() as u64;
         // A REFILL lists its entries newest first: stored last to first, stamped with the
         // time they entered the ring (their lease).
+        let empty = entries.is_empty();
         for e in entries.into_iter().rev() {
             host.push(Entry { pad: ring_stamp(stamp_ms), ..e });
         }
-        self.host_poll(h);
+        // As the XDP program: an empty answer, tasks stored while executors wait
+        // (EVENT_REFILLED_WAITERS) and the answer to a request that announced none wake
+        // the agent; the answer of tasks to one that did is recorded, with its stamp, for
+        // the agent's next step.
+        if empty || !host.waiters.is_empty() || host.answer_wakes {
+            self.host_poll(h);
+        } else if let Some(refill) = host.refill.as_mut() {
+            refill.first_frame_stamped(now);
+        }
     }
 
     /// The agent's step: the same calls, in the same order, as `bolt agent`'s loop.
@@ -847,6 +857,7 @@ impl<'a> World<'a> {
                     .min();
                 if let Action::Request { want, .. } = action {
                     host.refill_reqs += 1;
+                    host.answer_wakes = waiting == 0;
                     let slot = self.inbound.put(Inbound::RefillReq { host: h, want, waiting });
                     self.q.after(self.topo.host_switch(frame_bytes(0)), Event::ToSwitch { slot });
                 }

@@ -57,6 +57,9 @@ pub struct Host {
     pub waiters_expired: u64,
     /// When a wake-up is scheduled (`Nanos::MAX`: none).
     pub wake: Nanos,
+    /// Whether the answer to the last REFILL_REQ wakes the agent at its first frame: it
+    /// announced no waiting executors (`REFILL_ARMED_WAKE`, docs/xdp.md, "Events").
+    pub answer_wakes: bool,
 }
 
 impl Host {
@@ -85,6 +88,7 @@ impl Host {
             waiters_served: 0,
             waiters_expired: 0,
             wake: Nanos::MAX,
+            answer_wakes: true,
         }
     }
 

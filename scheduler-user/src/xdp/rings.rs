@@ -13,7 +13,7 @@ use aya::{
 use scheduler_common::{
     maps::{
         Counters, HostWaiter, Tier2Hint, XdpConfig, CONFIG_MAP, COUNTERS_MAP, DEDICATED_MAP, EVENTS_MAP, OVERFLOW_MAP,
-        RING_COUNT, RING_MAPS, RING_STATE_MAP, WAITERS_MAP, WAIT_SEQ_MAP,
+        REFILL_ARMED_RECORD, REFILL_ARMED_WAKE, RING_COUNT, RING_MAPS, RING_STATE_MAP, WAITERS_MAP, WAIT_SEQ_MAP,
     },
     Entry, MAX_PRIORITIES,
 };
@@ -258,12 +258,14 @@ impl XdpMaps {
         self.states.tier2_hint().store(hint.0, Ordering::Release);
     }
 
-    /// Asks the program to send [`EVENT_REFILL_ANSWER`] at the next REFILL frame (set
-    /// before a REFILL_REQ goes out).
+    /// Asks the program to send [`EVENT_REFILL_ANSWER`] at the next REFILL frame it
+    /// stores (set before a REFILL_REQ goes out): waking the agent, or, with `wake`
+    /// false, recorded for its next wake-up unless the answer is empty.
     ///
     /// [`EVENT_REFILL_ANSWER`]: scheduler_common::maps::EVENT_REFILL_ANSWER
-    pub fn arm_refill_answer(&self) {
-        self.states.refill_armed().store(1, Ordering::Release);
+    pub fn arm_refill_answer(&self, wake: bool) {
+        let how = if wake { REFILL_ARMED_WAKE } else { REFILL_ARMED_RECORD };
+        self.states.refill_armed().store(how, Ordering::Release);
     }
 
     /// True while the program has not yet seen a frame since [`XdpMaps::arm_refill_answer`].
