@@ -25,6 +25,7 @@ use scheduler_common::{
     Entry, Header, Ipv4Prefix, JobRef, Message, Requester, Task, MAX_LIST, MAX_MESSAGE_LEN,
 };
 use scheduler_user::agent::StopMode;
+use scheduler_user::clock::monotonic_ns;
 use scheduler_user::xdp::{
     frames::{fix_ipv4_checksum, sample_endpoints, udp_frame, Endpoints, Ipv4Fields, ETH_LEN, PAYLOAD_OFF},
     is_bpffs, run_frame, AttachMode, BoltXdp, CounterSnapshot, PinDir, Verdict, XdpMaps, XdpSettings, LOOPBACK_IFINDEX,
@@ -418,13 +419,6 @@ fn wakes_a_sleeper(events: &mut scheduler_user::xdp::EventReader, run: impl FnOn
         libc::close(ep);
         n == 1
     }
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid timespec to write to.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The agent sleeps while its REFILL_REQ is parked at tier 2: the answer's first frame
