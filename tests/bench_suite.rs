@@ -23,6 +23,7 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
         task_records: true,
         client_offset_ms: 0.0,
         sw1_hosts: scheduler_user::bench::sw1::DEFAULT_HOSTS,
+        rounds: 2,
     };
     let report = suite::run(&args).expect("the quick suite runs");
     assert_eq!(report.experiments.len(), EXPERIMENTS.len(), "every registered experiment ran");
@@ -91,8 +92,23 @@ fn the_quick_suite_runs_every_experiment_and_writes_well_formed_results() {
             assert!(p.starts_with(Path::new(&out)));
         }
     }
-    // --task-records: one timeline line per SW1 task that completed, each with its start.
+    // --rounds 2: every point's pair ran twice, and its tasks are pooled per level.
     let sw1 = &report.experiments.iter().find(|(n, _)| n == "sw1").expect("sw1 ran").1;
+    let sw1_lines = std::fs::read_to_string(&sw1.jsonl).unwrap();
+    let rounds: Vec<u64> = sw1_lines
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["round"].as_u64().expect("round"))
+        .collect();
+    assert_eq!(rounds.iter().filter(|&&r| r == 1).count(), rounds.iter().filter(|&&r| r == 2).count());
+    let pooled = std::fs::read_to_string(out.join("sw1_pooled.jsonl")).expect("sw1_pooled.jsonl written");
+    assert_eq!(pooled.lines().count() * 2, sw1_lines.lines().count(), "one pooled line per point and level");
+    let pooled_tasks: u64 = pooled
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["tasks"].as_u64().expect("tasks"))
+        .sum();
+    assert_eq!(pooled_tasks, sw1.completed, "every task of both rounds pooled");
+    assert!(sw1.table.contains("p99 ratio per round"), "{}", sw1.table);
+    // --task-records: one timeline line per SW1 task that completed, each with its start.
     let tasks = std::fs::read_to_string(out.join("sw1_tasks.jsonl")).expect("sw1_tasks.jsonl written");
     assert_eq!(tasks.lines().count() as u64, sw1.completed);
     for line in tasks.lines() {

@@ -37,7 +37,7 @@ pub const AGENT_NICE: i32 = 10;
 
 /// One-level: executors ask tier 2 directly. Two-level: the XDP tier answers them on
 /// their host from rings its agent refills from tier 2 in batches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Level {
     #[serde(rename = "one-level")]
     OneLevel,

@@ -39,6 +39,27 @@ struct Line {
     mode: &'static str,
     /// 1..=4, or null for every task of the run.
     priority: Option<u8>,
+    /// Which of the `--rounds` this run was.
+    round: u32,
+    #[serde(flatten)]
+    figures: Figures,
+}
+
+/// Every task of a (level, mode, priority) over the rounds, pooled
+/// (`priority_pooled.jsonl`, written when `--rounds` is above 1).
+#[derive(Serialize)]
+struct PooledLine {
+    level: Level,
+    mode: &'static str,
+    priority: Option<u8>,
+    rounds: u32,
+    #[serde(flatten)]
+    figures: Figures,
+}
+
+/// A group of tasks' queueing, round trips and priority inversions.
+#[derive(Serialize)]
+struct Figures {
     tasks: usize,
     queue_ms: Quantiles,
     get_rtt_us: Quantiles,
@@ -52,6 +73,36 @@ struct Line {
     started_over_higher_same_host: Option<usize>,
 }
 
+/// A group's tasks and inversion counts, summed over the rounds.
+#[derive(Default)]
+struct Pool {
+    queue_ms: Vec<f64>,
+    get_rtt_us: Vec<f64>,
+    started_over_higher: Option<usize>,
+    started_over_higher_same_host: Option<usize>,
+}
+
+impl Pool {
+    fn add(&mut self, queue_ms: &[f64], get_rtt_us: &[f64], over: Option<usize>, same_host: Option<usize>) {
+        self.queue_ms.extend_from_slice(queue_ms);
+        self.get_rtt_us.extend_from_slice(get_rtt_us);
+        let sum = |a: Option<usize>, b: Option<usize>| b.map(|b| a.unwrap_or(0) + b);
+        self.started_over_higher = sum(self.started_over_higher, over);
+        self.started_over_higher_same_host = sum(self.started_over_higher_same_host, same_host);
+    }
+
+    fn figures(&self) -> Figures {
+        Figures {
+            tasks: self.queue_ms.len(),
+            queue_ms: Quantiles::of(&self.queue_ms),
+            get_rtt_us: Quantiles::of(&self.get_rtt_us),
+            queue_cdf_ms: plot::cdf(&self.queue_ms, CDF_POINTS),
+            started_over_higher: self.started_over_higher,
+            started_over_higher_same_host: self.started_over_higher_same_host,
+        }
+    }
+}
+
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
     let mut lines = ctx.results.jsonl("priority")?;
@@ -61,68 +112,87 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let params = TraceParams::new(ctx.seed, seconds, site.executors(), 0.95);
     let prioritized = Trace::generate(&params)?;
     let fifo = Trace::generate(&TraceParams { fifo: true, ..params.clone() })?;
+    let modes = [("priorities", &prioritized), ("fifo", &fifo)];
+    let groups_of = |mode: &str| -> Vec<Option<u8>> {
+        if mode == "fifo" {
+            vec![None]
+        } else {
+            (1..=4u8).map(Some).collect()
+        }
+    };
+    let mut pools: BTreeMap<(Level, &'static str, Option<u8>), Pool> = BTreeMap::new();
+    // The two-level priority runs' XDP share, per round.
+    let mut shares = Vec::new();
+    // The levels run in turn, round after round, so that a slow spell of the machine
+    // falls on both alike.
+    for round in 1..=ctx.rounds {
+        for level in Level::BOTH {
+            for (mode, trace) in modes {
+                let of = if ctx.rounds > 1 { format!(", round {round} of {}", ctx.rounds) } else { String::new() };
+                ctx.progress("priority", format_args!("{}, {mode}: {} tasks{of}", level.name(), trace.tasks()));
+                let Measured { fields, replayed: r, timings: t, .. } = measure(&site, level, trace, Work::Sleep, 120)?;
+                let starts: Vec<Start> = r
+                    .records
+                    .iter()
+                    .map(|x| Start {
+                        priority: x.priority,
+                        node: x.node,
+                        sent_ns: x.first_sent_unix_ns,
+                        start_ns: x.start_unix_ns,
+                    })
+                    .collect();
+                let over_higher = inversions(&starts, INVERSION_GRACE_NS);
+                let over_own_host = inversions_on_each_host(&starts, INVERSION_GRACE_NS);
+                out.note_fallback(&fields.fallback);
+                out.submitted += r.summary.submitted;
+                out.completed += r.summary.completed;
+                if mode == "priorities" && level == Level::TwoLevel {
+                    shares.push(fields.share_cell());
+                }
+                for priority in groups_of(mode) {
+                    let g: Vec<&TaskTiming> = t.iter().filter(|x| priority.is_none_or(|p| x.priority == p)).collect();
+                    let queue: Vec<f64> = g.iter().map(|x| x.queue_ms).collect();
+                    let get_us: Vec<f64> = g.iter().map(|x| x.get_rtt_ms * 1e3).collect();
+                    let over = priority.map(|p| over_higher[(p - 1) as usize]);
+                    let same_host = priority.map(|p| over_own_host[(p - 1) as usize]);
+                    let mut one_run = Pool::default();
+                    one_run.add(&queue, &get_us, over, same_host);
+                    lines.write(&Line { level: fields.clone(), mode, priority, round, figures: one_run.figures() })?;
+                    pools.entry((level, mode, priority)).or_default().add(&queue, &get_us, over, same_host);
+                }
+            }
+        }
+    }
+    let mut pooled_lines = if ctx.rounds > 1 { Some(ctx.results.jsonl("priority_pooled")?) } else { None };
     let mut rows = Vec::new();
     let mut get_series = Vec::new();
     for level in Level::BOTH {
         let mut queue_series = Vec::new();
         let mut p50 = Vec::new();
         let mut p90 = Vec::new();
-        for (mode, trace) in [("priorities", &prioritized), ("fifo", &fifo)] {
-            ctx.progress("priority", format_args!("{}, {mode}: {} tasks", level.name(), trace.tasks()));
-            let Measured { fields, replayed: r, timings: t, .. } = measure(&site, level, trace, Work::Sleep, 120)?;
-            let starts: Vec<Start> = r
-                .records
-                .iter()
-                .map(|x| Start {
-                    priority: x.priority,
-                    node: x.node,
-                    sent_ns: x.first_sent_unix_ns,
-                    start_ns: x.start_unix_ns,
-                })
-                .collect();
-            let over_higher = inversions(&starts, INVERSION_GRACE_NS);
-            let over_own_host = inversions_on_each_host(&starts, INVERSION_GRACE_NS);
-            out.note_fallback(&fields.fallback);
-            out.submitted += r.summary.submitted;
-            out.completed += r.summary.completed;
-            let groups: Vec<(Option<u8>, Vec<&TaskTiming>)> = if mode == "fifo" {
-                vec![(None, t.iter().collect())]
-            } else {
-                (1..=4u8).map(|p| (Some(p), t.iter().filter(|x| x.priority == p).collect())).collect()
-            };
-            for (priority, g) in groups {
-                let queue: Vec<f64> = g.iter().map(|x| x.queue_ms).collect();
-                let get_us: Vec<f64> = g.iter().map(|x| x.get_rtt_ms * 1e3).collect();
-                let line = Line {
-                    level: fields.clone(),
-                    mode,
-                    priority,
-                    tasks: g.len(),
-                    queue_ms: Quantiles::of(&queue),
-                    get_rtt_us: Quantiles::of(&get_us),
-                    queue_cdf_ms: plot::cdf(&queue, CDF_POINTS),
-                    started_over_higher: priority.map(|p| over_higher[(p - 1) as usize]),
-                    started_over_higher_same_host: priority.map(|p| over_own_host[(p - 1) as usize]),
-                };
+        for (mode, _) in modes {
+            for priority in groups_of(mode) {
+                let f = pools[&(level, mode, priority)].figures();
                 let label = priority.map_or("FIFO".to_string(), |p| format!("priority {p}"));
-                queue_series.push(Series::new(label.clone(), line.queue_cdf_ms.clone()));
+                queue_series.push(Series::new(label.clone(), f.queue_cdf_ms.clone()));
                 if let Some(p) = priority {
-                    p50.push((p as f64, line.get_rtt_us.p50));
-                    p90.push((p as f64, line.get_rtt_us.p90));
+                    p50.push((p as f64, f.get_rtt_us.p50));
+                    p90.push((p as f64, f.get_rtt_us.p90));
                 }
                 rows.push(vec![
                     level.name().to_string(),
                     label,
-                    line.tasks.to_string(),
-                    format!("{:.2} / {:.2}", line.queue_ms.p50, line.queue_ms.p99),
-                    format!("{:.0} / {:.0}", line.get_rtt_us.p50, line.get_rtt_us.p90),
-                    match (line.started_over_higher, line.started_over_higher_same_host) {
+                    f.tasks.to_string(),
+                    format!("{:.2} / {:.2}", f.queue_ms.p50, f.queue_ms.p99),
+                    format!("{:.0} / {:.0}", f.get_rtt_us.p50, f.get_rtt_us.p90),
+                    match (f.started_over_higher, f.started_over_higher_same_host) {
                         (Some(n), Some(own)) => format!("{n} ({own})"),
                         _ => "-".to_string(),
                     },
-                    fields.share_cell(),
                 ]);
-                lines.write(&line)?;
+                if let Some(p) = pooled_lines.as_mut() {
+                    p.write(&PooledLine { level, mode, priority, rounds: ctx.rounds, figures: f })?;
+                }
             }
         }
         get_series.push(Series::new(format!("median, {}", level.name()), p50));
@@ -145,11 +215,20 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         get_series,
     );
     out.plots.extend(plot::render(&chart, ctx.results.path(), "priority_get_task")?);
+    let pooled_note = if ctx.rounds > 1 {
+        format!(
+            " {} rounds of each pair, in turn; quantiles are of every task of the rounds pooled, counts summed.",
+            ctx.rounds
+        )
+    } else {
+        String::new()
+    };
     out.table = format!(
         "Trace at 95 % load (seed {}, {seconds} s), {} sleep executors; FIFO: the same trace, every task at \
-         priority 1.\n\n{}",
+         priority 1.{pooled_note} XDP share of the two-level priority runs: {}.\n\n{}",
         ctx.seed,
         site.executors(),
+        shares.join(", "),
         markdown_table(
             &[
                 "level",
@@ -158,12 +237,14 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 "queueing p50 / p99 (ms)",
                 "GET_TASK round trip p50 / p90 (us)",
                 "started over a waiting higher level (it ran on the same host)",
-                "XDP share (run)"
             ],
             &rows
         )
     );
     (out.jsonl, out.lines) = lines.finish()?;
+    if let Some(p) = pooled_lines {
+        p.finish()?;
+    }
     Ok(out)
 }
 

@@ -1,5 +1,7 @@
 //! `bolt bench records`: where SW1's tasks waited, read from a run's task records
-//! (`bolt bench sw1 --task-records` writes them to sw1_tasks.jsonl).
+//! (`bolt bench sw1 --task-records` writes them to sw1_tasks.jsonl). A point's
+//! `--rounds` are read together: they ran one after another, so an executor's
+//! previous task is still the one before it in time.
 //!
 //! A task's executor was either idle when the task was submitted (its previous task had
 //! ended) or busy. A task for an idle executor waits for the scheduler's path to it. A
@@ -312,6 +314,7 @@ mod tests {
         TaskLine {
             level: Level::TwoLevel,
             utilization: 0.8,
+            round: 1,
             uid: 1,
             jid,
             tid: executor as u32,

@@ -72,6 +72,8 @@ pub struct Context {
     pub client_offset: std::time::Duration,
     /// SW1: worker hosts its executors are spread over.
     pub sw1_hosts: u32,
+    /// SW1, trace and priority: how many times each one-level and two-level pair runs.
+    pub rounds: u32,
 }
 
 impl Context {
@@ -225,6 +227,19 @@ pub struct SuiteArgs {
     /// 1, no task can be prefetched to a host whose executors free later than another's.
     #[arg(long, value_name = "N", default_value_t = super::sw1::DEFAULT_HOSTS)]
     pub sw1_hosts: u32,
+    /// SW1, trace and priority: run each one-level and two-level pair this many times in
+    /// turn (1 to 20). With more than one, the tables pool every task of the rounds per
+    /// point and level, add each round's two-level over one-level ratios, and the pooled
+    /// figures go to `<experiment>_pooled.jsonl`. One SW1 run's p99 rests on its slowest
+    /// 64 tasks, most of them from a machine stall or two, so it moves by factors of 2
+    /// from run to run.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub rounds: u32,
+}
+
+/// The round of a JSON line made before `--rounds` existed.
+pub fn first_round() -> u32 {
+    1
 }
 
 /// What `bolt bench all` did.
@@ -254,6 +269,7 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<SuiteReport> {
         "--sw1-hosts must divide the {} executors evenly, with at most 8 hosts: 1, 2, 4, 5 or 8",
         super::sw1::EXECUTORS
     );
+    anyhow::ensure!((1..=20).contains(&args.rounds), "--rounds must be 1 to 20");
     let ctx = Context {
         quick: args.quick,
         results: ResultsDir::create(args.out.clone())?,
@@ -262,6 +278,7 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<SuiteReport> {
         task_records: args.task_records,
         client_offset: std::time::Duration::from_secs_f64(args.client_offset_ms / 1e3),
         sw1_hosts: args.sw1_hosts,
+        rounds: args.rounds,
     };
     let t0 = Instant::now();
     let mut experiments = Vec::new();
@@ -307,7 +324,7 @@ pub fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
 mod tests {
     use super::*;
 
-    fn args(sw1_hosts: u32) -> SuiteArgs {
+    fn args(sw1_hosts: u32, rounds: u32) -> SuiteArgs {
         SuiteArgs {
             quick: true,
             only: vec!["sw1".to_string()],
@@ -317,6 +334,7 @@ mod tests {
             task_records: false,
             client_offset_ms: 0.0,
             sw1_hosts,
+            rounds,
         }
     }
 
@@ -325,8 +343,18 @@ mod tests {
     #[test]
     fn sw1_hosts_that_do_not_divide_the_executors_are_refused() {
         for bad in [0, 3, 7, 10] {
-            let err = run(&args(bad)).expect_err("refused").to_string();
+            let err = run(&args(bad, 1)).expect_err("refused").to_string();
             assert!(err.contains("--sw1-hosts"), "{bad}: {err}");
+        }
+    }
+
+    /// No rounds, or more than a bench should take, is refused before anything is
+    /// created.
+    #[test]
+    fn rounds_out_of_range_are_refused() {
+        for bad in [0, 21] {
+            let err = run(&args(2, bad)).expect_err("refused").to_string();
+            assert!(err.contains("--rounds"), "{bad}: {err}");
         }
     }
 }

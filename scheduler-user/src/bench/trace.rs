@@ -87,6 +87,10 @@ pub struct SummaryLine {
     pub work: Work,
     pub executors: u32,
     pub trace: TraceParams,
+    /// Which of the workload's `--rounds` this run was (1 in lines made before they
+    /// existed).
+    #[serde(default = "super::suite::first_round")]
+    pub round: u32,
     pub submitted: u64,
     pub completed: u64,
     pub measured_tasks: usize,
@@ -107,6 +111,8 @@ struct CdfLine {
     work: Work,
     /// "sched_delay", "get_rtt" or "queue"; (ms, fraction) points.
     of: &'static str,
+    /// Rounds whose tasks the CDF pools (its level fields are the first round's).
+    rounds: u32,
     points: Vec<(f64, f64)>,
 }
 
@@ -124,9 +130,23 @@ impl Quantiles {
     }
 }
 
+/// Every task of a workload's rounds at one level, pooled (`trace_pooled.jsonl`, written
+/// when `--rounds` is above 1).
+#[derive(Serialize, Deserialize)]
+pub struct PooledLine {
+    pub level: Level,
+    pub work: Work,
+    pub rounds: u32,
+    pub measured_tasks: usize,
+    pub sched_delay_ms: Quantiles,
+    pub get_rtt_ms: Quantiles,
+    pub queue_ms: Quantiles,
+}
+
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
     let mut lines = ctx.results.jsonl("trace")?;
+    let mut pooled_lines = if ctx.rounds > 1 { Some(ctx.results.jsonl("trace_pooled")?) } else { None };
     let mut rows = Vec::new();
     let seconds = ctx.pick(20.0, 3.0);
     // (work, executors per node, load): spin executors need a CPU each.
@@ -138,50 +158,105 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         let trace = Trace::generate(&params)?;
         let mut cdf_series = Vec::new();
         let mut breakdown = Vec::new();
+        let mut pooled: HashMap<Level, Vec<TaskTiming>> = HashMap::new();
+        let mut summaries: Vec<SummaryLine> = Vec::new();
+        // The pair runs in turn, round after round, so that a slow spell of the machine
+        // falls on both levels alike.
+        for round in 1..=ctx.rounds {
+            for level in Level::BOTH {
+                let of = if ctx.rounds > 1 { format!(", round {round} of {}", ctx.rounds) } else { String::new() };
+                ctx.progress(
+                    "trace",
+                    format_args!(
+                        "{work:?} executors, {}: {} jobs, {} tasks{of}",
+                        level.name(),
+                        trace.jobs.len(),
+                        trace.tasks()
+                    ),
+                );
+                let Measured { fields, replayed: r, timings: t, threads } = measure(&site, level, &trace, work, 60)?;
+                out.note_fallback(&fields.fallback);
+                out.submitted += r.summary.submitted;
+                out.completed += r.summary.completed;
+                let line = SummaryLine {
+                    kind: "summary",
+                    level: fields,
+                    work,
+                    executors: site.executors(),
+                    trace: params.clone(),
+                    round,
+                    submitted: r.summary.submitted,
+                    completed: r.summary.completed,
+                    measured_tasks: t.len(),
+                    sched_delay_ms: Quantiles::of(&column(&t, |t| t.sched_ms)),
+                    get_rtt_ms: Quantiles::of(&column(&t, |t| t.get_rtt_ms)),
+                    queue_ms: Quantiles::of(&column(&t, |t| t.queue_ms)),
+                    executor_threads: threads,
+                };
+                lines.write(&line)?;
+                summaries.push(line);
+                pooled.entry(level).or_default().extend(t);
+            }
+        }
         for level in Level::BOTH {
-            ctx.progress(
-                "trace",
-                format_args!(
-                    "{work:?} executors, {}: {} jobs, {} tasks",
-                    level.name(),
-                    trace.jobs.len(),
-                    trace.tasks()
-                ),
-            );
-            let Measured { fields, replayed: r, timings: t, threads } = measure(&site, level, &trace, work, 60)?;
-            out.note_fallback(&fields.fallback);
-            out.submitted += r.summary.submitted;
-            out.completed += r.summary.completed;
-            let col = |f: fn(&TaskTiming) -> f64| t.iter().map(f).collect::<Vec<f64>>();
-            let (sched, get, queue) = (col(|t| t.sched_ms), col(|t| t.get_rtt_ms), col(|t| t.queue_ms));
-            let line = SummaryLine {
-                kind: "summary",
-                level: fields.clone(),
-                work,
-                executors: site.executors(),
-                trace: params.clone(),
-                submitted: r.summary.submitted,
-                completed: r.summary.completed,
-                measured_tasks: t.len(),
-                sched_delay_ms: Quantiles::of(&sched),
-                get_rtt_ms: Quantiles::of(&get),
-                queue_ms: Quantiles::of(&queue),
-                executor_threads: threads,
+            let t = &pooled[&level];
+            let (sched, get, queue) =
+                (column(t, |t| t.sched_ms), column(t, |t| t.get_rtt_ms), column(t, |t| t.queue_ms));
+            let (s, g, q) = (Quantiles::of(&sched), Quantiles::of(&get), Quantiles::of(&queue));
+            let runs: Vec<&SummaryLine> = summaries.iter().filter(|l| l.level.level == level).collect();
+            // Each round's two-level p50 and p99 over the same round's one-level ones.
+            let ratios = if level == Level::TwoLevel {
+                runs.iter()
+                    .filter_map(|two| {
+                        let one =
+                            summaries.iter().find(|l| l.level.level == Level::OneLevel && l.round == two.round)?;
+                        Some(format!(
+                            "{:.2} / {:.2}",
+                            two.sched_delay_ms.p50 / one.sched_delay_ms.p50,
+                            two.sched_delay_ms.p99 / one.sched_delay_ms.p99
+                        ))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            } else {
+                "–".to_string()
             };
-            lines.write(&line)?;
-            let (s, g, q) = (line.sched_delay_ms, line.get_rtt_ms, line.queue_ms);
             rows.push(vec![
                 format!("{work:?}, {} executors", site.executors()),
                 level.name().to_string(),
                 format!("{:.3} / {:.3} / {:.2}", s.p50, s.p90, s.p99),
                 format!("{:.3} / {:.3}", q.p50, q.p90),
                 format!("{:.3} / {:.3}", g.p50, g.p90),
-                fields.share_cell(),
-                format!("{} / {}", r.summary.completed, r.summary.submitted),
+                ratios,
+                runs.iter().map(|l| l.level.share_cell()).collect::<Vec<_>>().join(", "),
+                format!(
+                    "{} / {}",
+                    runs.iter().map(|l| l.completed).sum::<u64>(),
+                    runs.iter().map(|l| l.submitted).sum::<u64>()
+                ),
             ]);
+            if let Some(p) = pooled_lines.as_mut() {
+                p.write(&PooledLine {
+                    level,
+                    work,
+                    rounds: ctx.rounds,
+                    measured_tasks: t.len(),
+                    sched_delay_ms: s,
+                    get_rtt_ms: g,
+                    queue_ms: q,
+                })?;
+            }
+            let fields = runs[0].level.clone();
             for (of, v) in [("sched_delay", &sched), ("get_rtt", &get), ("queue", &queue)] {
                 let points = plot::cdf(v, CDF_POINTS);
-                lines.write(&CdfLine { kind: "cdf", level: fields.clone(), work, of, points: points.clone() })?;
+                lines.write(&CdfLine {
+                    kind: "cdf",
+                    level: fields.clone(),
+                    work,
+                    of,
+                    rounds: ctx.rounds,
+                    points: points.clone(),
+                })?;
                 match of {
                     "sched_delay" => cdf_series.push(Series::new(level.name(), points)),
                     "get_rtt" => breakdown.push(Series::new(format!("GET_TASK round trip, {}", level.name()), points)),
@@ -207,9 +282,15 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         );
         out.plots.extend(plot::render(&chart, ctx.results.path(), &format!("trace_breakdown_{w}"))?);
     }
+    let pooled_note = if ctx.rounds > 1 {
+        format!(" {} rounds of each pair, in turn; quantiles are of every task of the rounds pooled.", ctx.rounds)
+    } else {
+        String::new()
+    };
     out.table = format!(
         "Trace: seed {}, {seconds} s, median task 5 ms (log-normal, sigma 1, 0.1..100 ms), 8 tasks per job on \
-         average (geometric), 5 % of arrivals bursts of 0.5 to 2 tasks per executor; spin at 60 % load, sleep at 70 %.\n\n{}",
+         average (geometric), 5 % of arrivals bursts of 0.5 to 2 tasks per executor; spin at 60 % load, sleep at \
+         70 %.{pooled_note}\n\n{}",
         ctx.seed,
         markdown_table(
             &[
@@ -218,6 +299,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                 "sched. delay p50 / p90 / p99 (ms)",
                 "queueing p50 / p90 (ms)",
                 "GET_TASK round trip p50 / p90 (ms)",
+                "sched. delay p50 / p99 over one-level's, per round",
                 "XDP share",
                 "completed / submitted",
             ],
@@ -225,5 +307,12 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         )
     );
     (out.jsonl, out.lines) = lines.finish()?;
+    if let Some(p) = pooled_lines {
+        p.finish()?;
+    }
     Ok(out)
+}
+
+fn column(t: &[TaskTiming], f: fn(&TaskTiming) -> f64) -> Vec<f64> {
+    t.iter().map(f).collect()
 }

@@ -136,7 +136,8 @@ pub fn testbed_points(sw1: &str, trace: &str, seed: u64) -> anyhow::Result<Vec<T
     let mut points = Vec::new();
     for (i, line) in sw1.lines().filter(|l| !l.trim().is_empty()).enumerate() {
         let l: sw1::Line = serde_json::from_str(line).with_context(|| format!("sw1.jsonl line {}", i + 1))?;
-        let name = format!("SW1 {:.0} %", l.utilization * 100.0);
+        let round = if l.round > 1 { format!(", round {}", l.round) } else { String::new() };
+        let name = format!("SW1 {:.0} %{round}", l.utilization * 100.0);
         let system = system(&l.level)?;
         let w = WorkloadSpec::Sw1 {
             utilization: l.utilization,
@@ -162,7 +163,8 @@ pub fn testbed_points(sw1: &str, trace: &str, seed: u64) -> anyhow::Result<Vec<T
             continue;
         }
         let l: SummaryLine = serde_json::from_value(v).with_context(at)?;
-        let name = format!("trace {:.0} %", l.trace.load * 100.0);
+        let round = if l.round > 1 { format!(", round {}", l.round) } else { String::new() };
+        let name = format!("trace {:.0} %{round}", l.trace.load * 100.0);
         let system = system(&l.level)?;
         let params = TraceParams::new(l.trace.seed, l.trace.seconds, l.executors, l.trace.load);
         let w = WorkloadSpec::Trace { params, clients: 1 };
