@@ -13,6 +13,9 @@ import pathlib
 import statistics
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from queueing import all_tasks  # noqa: E402
+
 here = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else pathlib.Path(__file__).parent
 LOADS = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0]
 
@@ -47,26 +50,6 @@ for build, files in builds("sw1").items():
             v = [next(x for x in lines(f) if x["level"] == "two-level" and x["utilization"] == u)[key] for f in files]
             per.append(f"{int(u * 100)}% {statistics.median(v):.3g}")
         print(f"  {build} {key}: " + " | ".join(per))
-
-def all_tasks(ls, level, q):
-    """Quantile q of every task's queueing at `level`: the levels' CDFs weighted by their
-    task counts (to the CDFs' resolution), found by bisection."""
-    runs = [x for x in ls if x["level"] == level]
-    total = sum(x["tasks"] for x in runs)
-
-    def below(t):
-        def frac(x):
-            fs = [f for ms, f in x["queue_cdf_ms"] if ms <= t]
-            return fs[-1] if fs else 0.0
-
-        return sum(x["tasks"] * frac(x) for x in runs) / total
-
-    lo, hi = 0.0, max(x["queue_cdf_ms"][-1][0] for x in runs)
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if below(mid) < q else (lo, mid)
-    return hi
-
 
 print("\nPriority, per-level queueing medians (ms) and two-level over one-level")
 for build, files in builds("priority").items():

@@ -330,6 +330,8 @@ mod tests {
             switch_sent_unix_ns: 0,
             switch_handled_unix_ns: 0,
             switch_flush_called_unix_ns: 0,
+            switch_sends: 0,
+            switch_last_sent_unix_ns: 0,
             switch_batch_index: 0,
             switch_batch_len: 0,
         }

@@ -214,7 +214,7 @@ pub struct SuiteArgs {
     /// its first send, its ASSIGN's arrival at the executor's host, its start, the node
     /// and executor that ran it, how long that executor's GET_TASK had been out, and the
     /// software switch's stamps: its SUBMIT's arrival, the switch thread taking it in and
-    /// done handling it, and the flush that sent the task on).
+    /// done handling it, the first and the last flush that sent the task on, and how many did).
     #[arg(long)]
     pub task_records: bool,
     /// SW1: the second client's jobs are due this many milliseconds after the first's

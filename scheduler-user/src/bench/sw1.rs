@@ -101,6 +101,13 @@ pub struct TaskLine {
     /// place in its receive batch and the batch's size.
     pub switch_handled_unix_ns: u64,
     pub switch_flush_called_unix_ns: u64,
+    /// How many times the switch sent the task on (more than once: a host RETURNed it,
+    /// for a RECALL, a thief's give-back, a lease or a hint), and when the last of those
+    /// flushes returned (0: none recorded; records made before they existed).
+    #[serde(default)]
+    pub switch_sends: u16,
+    #[serde(default)]
+    pub switch_last_sent_unix_ns: u64,
     pub switch_batch_index: u16,
     pub switch_batch_len: u16,
 }
@@ -342,9 +349,14 @@ fn run_point(
         let timeline = &report.switch_timeline;
         let submits: HashMap<(u32, u32), &SubmitTaken> =
             timeline.submits.iter().rev().map(|s| ((s.uid, s.jid), s)).collect();
-        // A task sent on twice (a RETURN, a lease) is stamped with its first send.
-        let sent: HashMap<(u32, u32, u32), &TaskSent> =
-            timeline.sent.iter().rev().map(|s| ((s.uid, s.jid, s.tid), s)).collect();
+        // A task sent on twice (a RETURN, a lease) is stamped with its first send, and
+        // counted with its last.
+        let mut sent: HashMap<(u32, u32, u32), (&TaskSent, &TaskSent, u16)> = HashMap::new();
+        for s in &timeline.sent {
+            sent.entry((s.uid, s.jid, s.tid))
+                .and_modify(|(_, last, n)| (*last, *n) = (s, n.saturating_add(1)))
+                .or_insert((s, s, 1));
+        }
         for (uid, t, a) in with_assignments(runs, &assignments) {
             let submit = submits.get(&(uid, t.jid));
             let sent = sent.get(&(uid, t.jid, t.tid));
@@ -364,9 +376,11 @@ fn run_point(
                 get_rtt_ns: a.map_or(0, |a| a.get_rtt_ns),
                 switch_arrived_unix_ns: submit.map_or(0, |s| s.arrived_unix_ns),
                 switch_taken_unix_ns: submit.map_or(0, |s| s.taken_unix_ns),
-                switch_sent_unix_ns: sent.map_or(0, |s| s.sent_unix_ns),
+                switch_sent_unix_ns: sent.map_or(0, |(s, _, _)| s.sent_unix_ns),
                 switch_handled_unix_ns: submit.map_or(0, |s| s.handled_unix_ns),
-                switch_flush_called_unix_ns: sent.map_or(0, |s| s.flush_called_unix_ns),
+                switch_flush_called_unix_ns: sent.map_or(0, |(s, _, _)| s.flush_called_unix_ns),
+                switch_sends: sent.map_or(0, |&(_, _, n)| n),
+                switch_last_sent_unix_ns: sent.map_or(0, |(_, last, _)| last.sent_unix_ns),
                 switch_batch_index: submit.map_or(0, |s| s.batch_index),
                 switch_batch_len: submit.map_or(0, |s| s.batch_len),
             })?;

@@ -1,0 +1,22 @@
+"""What the summary scripts of docs/bench-results share: the priority experiment's
+queueing over every task, from its per-level JSON lines."""
+
+
+def all_tasks(ls, level, q):
+    """Quantile q of every task's queueing at `level`: the levels' CDFs weighted by their
+    task counts (to the CDFs' resolution), found by bisection."""
+    runs = [x for x in ls if x["level"] == level]
+    total = sum(x["tasks"] for x in runs)
+
+    def below(t):
+        def frac(x):
+            fs = [f for ms, f in x["queue_cdf_ms"] if ms <= t]
+            return fs[-1] if fs else 0.0
+
+        return sum(x["tasks"] * frac(x) for x in runs) / total
+
+    lo, hi = 0.0, max(x["queue_cdf_ms"][-1][0] for x in runs)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if below(mid) < q else (lo, mid)
+    return hi
