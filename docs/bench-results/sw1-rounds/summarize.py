@@ -4,8 +4,9 @@ run's per-round lines (`<experiment>.jsonl`) and its pooled lines
 (`<experiment>_pooled.jsonl`). `base-*`: the build of feefdd1; the variants of RECALL
 measured against it, not kept: `surplus-*` (a ring's heads beyond a round trip of its
 drain go at any age), `age1-*` (minimum age 1 ms), `recall8-*` (8 RECALLs per waiting
-host). Alternated: surplus-3rounds-N with base-3rounds-N (N = 1, 2), age1 with
-base-3rounds-3, recall8 with base-3rounds-4. `sends-2rounds`: the build that counts the
+host), `combo-*` (the surplus, 8 RECALLs, and a replaced REFILL_REQ recalling for the
+executors it adds). Alternated: surplus-3rounds-N with base-3rounds-N (N = 1, 2), age1
+with base-3rounds-3, recall8 with base-3rounds-4, combo with base-3rounds-5. `sends-2rounds`: the build that counts the
 switch's sends of a task in the task records (same agent and switch as base).
 
     python3 docs/bench-results/sw1-rounds/summarize.py [DIR]
