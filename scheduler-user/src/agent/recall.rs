@@ -33,7 +33,7 @@ impl Agent {
         pending.recall(exec_rsrc, req.want, now_ms, |n, rsrc| self.recall_heads(n, rsrc, now_ms));
         self.stats.recalls_expired = pending.expired;
         self.pending_recalls = pending;
-        tracing::trace!(want = req.want, waiting = self.pending_recalls.len(), "RECALL answered");
+        tracing::trace!(node = self.cfg.node, want = req.want, waiting = self.pending_recalls.len(), "RECALL answered");
     }
 
     /// Tries the RECALLs still waiting again at `now_ms` (their heads may be old enough
@@ -60,6 +60,9 @@ impl Agent {
         let back = self.tier1.rings.take_heads_where(n, take, &mut unplaced, &mut self.stats.ring_errors);
         let got = back.len();
         self.stats.recalled += got as u64;
+        if got > 0 {
+            tracing::trace!(node = self.cfg.node, got, "RECALLed tasks RETURNed");
+        }
         for entry in back.into_iter().chain(unplaced) {
             self.returner.add(&self.sock, entry);
         }
