@@ -128,7 +128,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     for round in 1..=ctx.rounds {
         for level in Level::BOTH {
             for (mode, trace) in modes {
-                let of = if ctx.rounds > 1 { format!(", round {round} of {}", ctx.rounds) } else { String::new() };
+                let of = ctx.round_of(round);
                 ctx.progress("priority", format_args!("{}, {mode}: {} tasks{of}", level.name(), trace.tasks()));
                 let Measured { fields, replayed: r, timings: t, .. } = measure(&site, level, trace, Work::Sleep, 120)?;
                 let starts: Vec<Start> = r
@@ -163,7 +163,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             }
         }
     }
-    let mut pooled_lines = if ctx.rounds > 1 { Some(ctx.results.jsonl("priority_pooled")?) } else { None };
+    let mut pooled_lines = ctx.pooled_jsonl("priority")?;
     let mut rows = Vec::new();
     let mut get_series = Vec::new();
     for level in Level::BOTH {
@@ -215,14 +215,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         get_series,
     );
     out.plots.extend(plot::render(&chart, ctx.results.path(), "priority_get_task")?);
-    let pooled_note = if ctx.rounds > 1 {
-        format!(
-            " {} rounds of each pair, in turn; quantiles are of every task of the rounds pooled, counts summed.",
-            ctx.rounds
-        )
-    } else {
-        String::new()
-    };
+    let pooled_note = ctx.pooled_note("quantiles are of every task of the rounds pooled, counts summed");
     out.table = format!(
         "Trace at 95 % load (seed {}, {seconds} s), {} sleep executors; FIFO: the same trace, every task at \
          priority 1.{pooled_note} XDP share of the two-level priority runs: {}.\n\n{}",

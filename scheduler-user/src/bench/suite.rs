@@ -13,7 +13,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::cluster::{Deployment, DeploymentReport, Level};
-use super::output::ResultsDir;
+use super::output::{JsonLines, ResultsDir};
 
 /// A registered experiment.
 pub struct Registered {
@@ -77,6 +77,35 @@ pub struct Context {
 }
 
 impl Context {
+    /// ", round k of N" for a progress line while pairs run in rounds; nothing otherwise.
+    pub fn round_of(&self, round: u32) -> String {
+        if self.rounds > 1 {
+            format!(", round {round} of {}", self.rounds)
+        } else {
+            String::new()
+        }
+    }
+
+    /// `<experiment>_pooled.jsonl`, for the figures pooled over the rounds, while pairs
+    /// run in rounds.
+    pub fn pooled_jsonl(&self, experiment: &str) -> anyhow::Result<Option<JsonLines>> {
+        if self.rounds > 1 {
+            Ok(Some(self.results.jsonl(&format!("{experiment}_pooled"))?))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The sentence a table's caption gets while pairs run in rounds (`pooled`: what its
+    /// figures are), or nothing.
+    pub fn pooled_note(&self, pooled: &str) -> String {
+        if self.rounds > 1 {
+            format!(" {} rounds of each pair, in turn; {pooled}.", self.rounds)
+        } else {
+            String::new()
+        }
+    }
+
     /// `full` normally, `quick` with --quick.
     pub fn pick<T>(&self, full: T, quick: T) -> T {
         if self.quick {

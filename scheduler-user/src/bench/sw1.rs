@@ -165,7 +165,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         // falls on both levels alike.
         for round in 1..=rounds {
             for level in Level::BOTH {
-                let what = if rounds > 1 { format!(", round {round} of {rounds}") } else { String::new() };
+                let what = ctx.round_of(round);
                 ctx.progress(
                     "sw1",
                     format_args!("{} at {:.0} % ({tasks_per_job} tasks per job{what})", level.name(), u * 100.0),
@@ -198,8 +198,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     };
     let pooled: Vec<PooledLine> =
         utilizations.iter().flat_map(|&u| Level::BOTH.map(|level| pooled_line(level, u))).collect();
-    if rounds > 1 {
-        let mut file = ctx.results.jsonl("sw1_pooled")?;
+    if let Some(mut file) = ctx.pooled_jsonl("sw1")? {
         for p in &pooled {
             file.write(p)?;
         }
@@ -243,11 +242,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             format!("{completed} / {submitted}"),
         ]);
     }
-    let pooled_note = if rounds > 1 {
-        format!(" {rounds} rounds of each pair, in turn; delays and job times are every task of the rounds pooled.")
-    } else {
-        String::new()
-    };
+    let pooled_note = ctx.pooled_note("delays and job times are every task of the rounds pooled");
     out.table = format!(
         "{executors} sleep executors on {} worker nodes, {CLIENTS} clients, a job every {INTERVAL_MS} ms each \
          (the second's due {:.1} ms after the first's), {TASK_MS}-ms tasks, {seconds} s per point.{pooled_note}\n\n{}",

@@ -146,7 +146,7 @@ pub struct PooledLine {
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
     let mut lines = ctx.results.jsonl("trace")?;
-    let mut pooled_lines = if ctx.rounds > 1 { Some(ctx.results.jsonl("trace_pooled")?) } else { None };
+    let mut pooled_lines = ctx.pooled_jsonl("trace")?;
     let mut rows = Vec::new();
     let seconds = ctx.pick(20.0, 3.0);
     // (work, executors per node, load): spin executors need a CPU each.
@@ -164,7 +164,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         // falls on both levels alike.
         for round in 1..=ctx.rounds {
             for level in Level::BOTH {
-                let of = if ctx.rounds > 1 { format!(", round {round} of {}", ctx.rounds) } else { String::new() };
+                let of = ctx.round_of(round);
                 ctx.progress(
                     "trace",
                     format_args!(
@@ -282,11 +282,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         );
         out.plots.extend(plot::render(&chart, ctx.results.path(), &format!("trace_breakdown_{w}"))?);
     }
-    let pooled_note = if ctx.rounds > 1 {
-        format!(" {} rounds of each pair, in turn; quantiles are of every task of the rounds pooled.", ctx.rounds)
-    } else {
-        String::new()
-    };
+    let pooled_note = ctx.pooled_note("quantiles are of every task of the rounds pooled");
     out.table = format!(
         "Trace: seed {}, {seconds} s, median task 5 ms (log-normal, sigma 1, 0.1..100 ms), 8 tasks per job on \
          average (geometric), 5 % of arrivals bursts of 0.5 to 2 tasks per executor; spin at 60 % load, sleep at \
