@@ -489,6 +489,43 @@ fn the_first_frame_of_an_awaited_answer_sends_one_event_which_wakes_the_agent_as
     assert_eq!(rig.maps().occupancy()[0], 6);
 }
 
+/// The kernel's ring buffer wakes a sleeping reader for a record only if the reader has
+/// read every record before it, unless the record forces the wake-up. An answer's event
+/// recorded without a wake-up (the agent armed for waiting executors) stays unread until
+/// the agent next wakes; an executor that starts waiting behind it must still wake the
+/// agent, or it waits for the agent's next timer (SW1 at 95 %: 2 to 4 ms, with the
+/// task it was to get sitting in another host's rings).
+#[test]
+fn an_unread_recorded_event_does_not_keep_a_waiting_executor_from_waking_the_agent() {
+    if !can_run() {
+        return;
+    }
+    let mut rig = Rig::new(|s| {
+        s.host_wait_ns = 10_000_000;
+        s.hint_ttl_ns = 2_000_000_000;
+        // No low-watermark events: only the answer's and the waiting executor's.
+        s.low_watermark = 0;
+    });
+    let mut events = rig.maps().take_events().expect("event reader");
+    // Tier 2 said it holds nothing (an empty REFILL, not awaited: no event).
+    assert_eq!(rig.run(&rig.refill_frame(&[])).0, Verdict::Drop);
+    rig.maps().arm_refill_answer(false);
+    let woke = wakes_a_sleeper(
+        &mut events,
+        || {
+            // The answer's one task is stored, its event recorded; an executor takes the
+            // task, and asks again, with WAIT: nothing here, so it waits at the host.
+            assert_eq!(rig.run(&rig.refill_frame(&[entry(1, 1, 0)])).0, Verdict::Drop);
+            assert_eq!(rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 7, 1)).0, Verdict::Tx);
+            assert_eq!(rig.run(&waiting_get_task_frame(&rig.exec, 0b01, 7, 2)).0, Verdict::Drop);
+        },
+        Duration::from_secs(5),
+    );
+    assert!(woke, "the waiting executor woke the agent");
+    let kinds: Vec<u8> = events.drain(8).iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EVENT_REFILL_ANSWER, EVENT_WAITING]);
+}
+
 /// Tier 2's queue model answers a REFILL_REQ; the REFILLs it sends, stored by the XDP
 /// program, come out of each ring in the order tier 2 dequeued them, which for one level
 /// is the order they were submitted in.

@@ -9,7 +9,7 @@
 use core::{ffi::c_void, mem::MaybeUninit};
 
 use aya_ebpf::{
-    bindings::BPF_RB_NO_WAKEUP,
+    bindings::{BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_ktime_get_coarse_ns, bpf_map_pop_elem, bpf_map_push_elem},
     maps::Queue,
 };
@@ -322,10 +322,13 @@ impl Rings {
     }
 
     /// Sends an event about ring `prio` now, whatever the rate limit, and wakes the
-    /// agent if it sleeps.
+    /// agent if it sleeps. Forced: by default the kernel wakes a reader only when it has
+    /// read every record before this one, and a record written without a wake-up
+    /// ([`Rings::record_event`]) stays unread until the agent next wakes, so an executor
+    /// that started waiting behind it would wait for the agent's next timer.
     #[inline(always)]
     pub fn event(&self, prio: u32, kind: u8, now: u64, tally: &mut Tally) {
-        self.send_event(prio, kind, now, 0, tally);
+        self.send_event(prio, kind, now, BPF_RB_FORCE_WAKEUP as u64, tally);
     }
 
     /// Records an event for the agent to read at its next wake-up, without waking it.
@@ -369,6 +372,7 @@ pub fn rescue(prio: u32, slot: &Slot, tally: &mut Tally) {
         words::store_u64(r as *mut u8, u64::from_le_bytes([EVENT_RESCUED, prio as u8, 0, 0, 0, 0, 0, 0]));
         words::copy_words::<{ Entry::LEN / 8 }>(core::ptr::addr_of_mut!((*r).entry) as *mut u8, slot.as_ptr());
     }
-    record.submit(0);
+    // Forced, as `Rings::event`: the task must not wait behind an unread record.
+    record.submit(BPF_RB_FORCE_WAKEUP as u64);
     tally.add(Counter::Rescued);
 }

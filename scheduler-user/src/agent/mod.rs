@@ -246,6 +246,8 @@ pub struct Agent {
     returner: Returner,
     /// RECALLs the rings could not answer in full yet (agent/recall.rs).
     pending_recalls: policy::recall::PendingRecalls,
+    /// When this host's executors last took a task, for RECALL.
+    uptake: policy::recall::Uptake,
     proxies: Proxies,
     /// REFILL that came through the socket (the XDP counters cover the rest).
     socket_refills: Progress,
@@ -377,6 +379,7 @@ impl Agent {
             dedicated: pin::Dedicated::new(cfg.flds_tt, Instant::now()),
             returner: Returner::new(cfg.switch),
             pending_recalls: policy::recall::PendingRecalls::default(),
+            uptake: policy::recall::Uptake::default(),
             proxies: Proxies::new(cfg.switch),
             cfg,
             tier1,
@@ -496,6 +499,8 @@ impl Agent {
                 self.lease.next_deadline(now),
                 Some(self.dedicated.next_deadline()),
                 self.pending_recalls.next_retry_ms(now_ms).map(|t| now + Duration::from_millis(t - now_ms)),
+                // A RECALL waiting may take young heads once this host turns quiet.
+                self.uptake.quiet_at().filter(|&t| t > now && !self.pending_recalls.is_empty()),
                 self.next_waiter_expiry,
                 // Executors waiting here shorten the pause after an empty REFILL.
                 self.refill.pause_end_with_waiters().filter(|_| self.stats.waiters_now > 0),
@@ -684,6 +689,17 @@ impl Agent {
     ///
     /// `kernel` is a snapshot of the program's counters: the refill step reads them once
     /// for this, its progress and the waiters.
+    /// Notes the tasks this host's executors have taken so far, every way.
+    fn observe_uptake(&mut self, now: Instant, kernel: &Counters) {
+        let taken = (0..RING_COUNT)
+            .map(|i| {
+                let prio = i as u8 + 1;
+                kernel.hits(prio) + kernel.tier2_assigns(prio) + self.served_per_level[i] + self.relayed_per_level[i]
+            })
+            .sum();
+        self.uptake.observe(now, taken);
+    }
+
     fn size_prefetch(&mut self, now: Instant, kernel: &Counters) {
         if now < self.next_rate_sample {
             return;
@@ -727,6 +743,7 @@ impl Agent {
     fn step_refill(&mut self, now: Instant) -> anyhow::Result<()> {
         // One read of the per-CPU counters (a system call) serves the whole step.
         let counters = self.tier1.rings.kernel_counters()?;
+        self.observe_uptake(now, &counters);
         self.size_prefetch(now, &counters);
         let occupancy = self.tier1.rings.occupancy();
         self.refill.set_targets(now, self.tier2_best(), &occupancy, &self.sizer.targets(), &self.sizer.rates());
@@ -737,7 +754,9 @@ impl Agent {
         match self.refill.take_outcome() {
             Some(Outcome::Tasks { tasks, round_trip }) => {
                 self.stats.refill_answers += 1;
-                self.sizer.observe_round_trip(round_trip);
+                if let Some(round_trip) = round_trip {
+                    self.sizer.observe_round_trip(round_trip);
+                }
                 self.stealer.work_appeared();
                 tracing::trace!(node = self.cfg.node, tasks, ?round_trip, "REFILL answered");
             }
@@ -825,6 +844,9 @@ impl Agent {
         let got = events.drain(4096);
         self.stats.events += got.len() as u64;
         self.stats.bypass_events += got.iter().filter(|e| e.kind == EVENT_BYPASS).count() as u64;
+        if !got.is_empty() {
+            tracing::trace!(node = self.cfg.node, events = got.len(), kinds = ?got.iter().map(|e| e.kind).collect::<Vec<_>>(), "events read");
+        }
         if let Some(answer) = got.iter().find(|e| e.kind == EVENT_REFILL_ANSWER) {
             self.refill.first_frame_stamped(crate::clock::instant_of_monotonic_ns(answer.ktime_ns));
         }
@@ -1302,6 +1324,8 @@ mod tests {
         }
         agent.socket_refills.tasks += 3;
         assert_eq!(agent.tier1.rings.total(), 3);
+        // The age rule alone: this host's executors never turn quiet here.
+        agent.uptake = policy::recall::Uptake::new(Duration::from_secs(3600));
         // Tasks that have just arrived are about to run here: not recalled.
         let n = scheduler_common::encode_recall(&mut buf, 0xff, RefillRequest::new(1, 3), 0).unwrap();
         deliver(&mut agent, &switch, &buf[..n]);
@@ -1339,6 +1363,8 @@ mod tests {
             agent.tier1.rings.push_or_hand_back(&e, &mut unplaced, &mut agent.stats.ring_errors);
         }
         agent.socket_refills.tasks += 2;
+        // The age rule alone: this host's executors never turn quiet here.
+        agent.uptake = policy::recall::Uptake::new(Duration::from_secs(3600));
         // Stamped at `now` or the millisecond before: at `now` too young to recall, two
         // milliseconds later old enough, and the RECALL still held (3 ms).
         let now = rings::monotonic_ms();
@@ -1356,6 +1382,22 @@ mod tests {
         agent.recall_at(0xff, RefillRequest::new(1, 1), now);
         agent.retry_recalls(now + policy::recall::RECALL_HOLD_MS);
         assert_eq!((agent.pending_recalls.len(), agent.stats.recalls_expired), (0, 1));
+    }
+
+    #[test]
+    fn a_host_whose_executors_took_nothing_for_the_quiet_time_gives_back_a_task_that_just_arrived() {
+        let (mut agent, switch) = agent_with_memory_rings();
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let mut unplaced = Vec::new();
+        agent.tier1.rings.push_or_hand_back(&entry(1, 1), &mut unplaced, &mut agent.stats.ring_errors);
+        agent.socket_refills.tasks += 1;
+        // Quiet as soon as a count is seen: every executor here is busy.
+        agent.uptake = policy::recall::Uptake::new(Duration::ZERO);
+        agent.recall_at(0xff, RefillRequest::new(1, 1), rings::monotonic_ms());
+        assert_eq!((agent.stats.recalled, agent.pending_recalls.len()), (1, 0), "young, and given back at once");
+        let n = switch.recv(&mut buf).expect("a RETURN at the switch");
+        let Ok(Message::Return(entries)) = decode(&buf[..n]) else { panic!("not a RETURN") };
+        assert_eq!(entries.iter().map(|e| e.task.tid()).collect::<Vec<_>>(), [1]);
     }
 
     #[test]

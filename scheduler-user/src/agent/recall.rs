@@ -6,6 +6,9 @@
 //! them; tier 2 hands them to the parked executor. Never more than the host's RETURN
 //! credit (what tier 2 REFILLed to it less what it RETURNed): tier 2 would refuse the rest.
 //!
+//! A host whose executors have taken no task for `QUIET_AFTER` gives heads of any age:
+//! its executors are all busy (`policy::recall::Uptake`).
+//!
 //! A RECALL the rings cannot answer in full yet waits and is tried again
 //! (`policy::recall::PendingRecalls`).
 
@@ -29,8 +32,9 @@ impl Agent {
             tracing::debug!(node = req.node(), "RECALL for another node ignored");
             return;
         }
+        let quiet = self.quiet_now();
         let mut pending = std::mem::take(&mut self.pending_recalls);
-        pending.recall(exec_rsrc, req.want, now_ms, |n, rsrc| self.recall_heads(n, rsrc, now_ms));
+        pending.recall(exec_rsrc, req.want, now_ms, |n, rsrc| self.recall_heads(n, rsrc, now_ms, quiet));
         self.stats.recalls_expired = pending.expired;
         self.pending_recalls = pending;
         tracing::trace!(node = self.cfg.node, want = req.want, waiting = self.pending_recalls.len(), "RECALL answered");
@@ -42,21 +46,39 @@ impl Agent {
         if self.pending_recalls.is_empty() {
             return;
         }
+        let quiet = self.quiet_now();
         let mut pending = std::mem::take(&mut self.pending_recalls);
-        pending.retry(now_ms, |n, rsrc| self.recall_heads(n, rsrc, now_ms));
+        pending.retry(now_ms, |n, rsrc| self.recall_heads(n, rsrc, now_ms, quiet));
         self.stats.recalls_expired = pending.expired;
         self.pending_recalls = pending;
     }
 
-    /// RETURNs up to `n` ring heads `exec_rsrc` covers that are old enough to recall at
-    /// `now_ms`, within the RETURN credit; says how many.
-    fn recall_heads(&mut self, n: usize, exec_rsrc: u8, now_ms: u64) -> usize {
+    /// Whether this host's executors have taken nothing for `QUIET_AFTER`, on a fresh
+    /// read of the program's counters (not quiet if they cannot be read).
+    fn quiet_now(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        match self.tier1.rings.kernel_counters() {
+            Ok(counters) => {
+                self.observe_uptake(now, &counters);
+                self.uptake.quiet(now)
+            }
+            Err(_) => {
+                self.stats.ring_errors += 1;
+                false
+            }
+        }
+    }
+
+    /// RETURNs up to `n` ring heads `exec_rsrc` covers that may be recalled at `now_ms`
+    /// (old enough, or any age on a `quiet` host), within the RETURN credit; says how
+    /// many.
+    fn recall_heads(&mut self, n: usize, exec_rsrc: u8, now_ms: u64, quiet: bool) -> usize {
         let n = n.min(self.return_credit() as usize);
         if n == 0 {
             return 0;
         }
         let mut unplaced = Vec::new();
-        let take = |e: &scheduler_common::Entry| e.task.runs_on(exec_rsrc) && recallable(e.pad, now_ms);
+        let take = |e: &scheduler_common::Entry| e.task.runs_on(exec_rsrc) && recallable(e.pad, now_ms, quiet);
         let back = self.tier1.rings.take_heads_where(n, take, &mut unplaced, &mut self.stats.ring_errors);
         let got = back.len();
         self.stats.recalled += got as u64;

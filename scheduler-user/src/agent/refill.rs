@@ -102,6 +102,9 @@ enum State {
         /// Progress last seen, and when it last changed.
         seen: Progress,
         changed_at: Instant,
+        /// Tier 2's fresh BEST named a level when the request was sent: it held tasks,
+        /// so it answers at once and the answer's delay is a round trip.
+        tier2_held: bool,
     },
     BackingOff {
         until: Instant,
@@ -126,10 +129,12 @@ pub enum Action {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// The answer brought tasks; its first frame came `round_trip` after the request
-    /// (to the resolution of the counters' polling).
+    /// (to the resolution of the counters' polling). None when tier 2 had said it held
+    /// nothing as the request left: the request may have waited there for work to
+    /// arrive (parked), and its delay is that wait, not a round trip.
     Tasks {
         tasks: u64,
-        round_trip: Duration,
+        round_trip: Option<Duration>,
     },
     /// Tier 2 had nothing; the answer came `waited` after the request.
     Empty {
@@ -344,7 +349,7 @@ impl RefillController {
             }
             State::BackingOff { until, .. } if now < until => return Action::Nothing,
             State::BackingOff { .. } => self.state = State::Idle,
-            State::Waiting { sent_at, first_frame_at, want, base, seen, changed_at } => {
+            State::Waiting { sent_at, first_frame_at, want, base, seen, changed_at, tier2_held } => {
                 let (frames, tasks) =
                     (progress.frames.wrapping_sub(base.frames), progress.tasks.wrapping_sub(base.tasks));
                 let changed_at = if progress != seen { now } else { changed_at };
@@ -360,7 +365,15 @@ impl RefillController {
                         }
                     }
                     if now.duration_since(sent_at) < self.answer_timeout() {
-                        self.state = State::Waiting { sent_at, first_frame_at, want, base, seen: progress, changed_at };
+                        self.state = State::Waiting {
+                            sent_at,
+                            first_frame_at,
+                            want,
+                            base,
+                            seen: progress,
+                            changed_at,
+                            tier2_held,
+                        };
                         return Action::Nothing;
                     }
                     // Lost: ask again (for what is needed now) with a longer timeout.
@@ -380,7 +393,8 @@ impl RefillController {
                     tasks >= want as u64 || short_frame || now.duration_since(changed_at) >= self.policy.settle;
                 if !complete {
                     let first_frame_at = Some(first_frame_at);
-                    self.state = State::Waiting { sent_at, first_frame_at, want, base, seen: progress, changed_at };
+                    self.state =
+                        State::Waiting { sent_at, first_frame_at, want, base, seen: progress, changed_at, tier2_held };
                     return Action::Nothing;
                 }
                 self.losses = 0;
@@ -403,7 +417,7 @@ impl RefillController {
                     }
                 } else {
                     self.empties = 0;
-                    self.last_outcome = Some(Outcome::Tasks { tasks, round_trip: waited });
+                    self.last_outcome = Some(Outcome::Tasks { tasks, round_trip: tier2_held.then_some(waited) });
                     self.state = State::Idle;
                 }
             }
@@ -440,6 +454,7 @@ impl RefillController {
             base: progress,
             seen: progress,
             changed_at: now,
+            tier2_held: self.tier2_best != 0,
         };
         Action::Request { want, retry }
     }
@@ -859,18 +874,41 @@ mod tests {
     fn the_round_trip_is_measured_to_the_first_frame() {
         let mut c = controller();
         let t0 = Instant::now();
+        c.set_tier2_best(t0, 1, &occ(0), &NONE);
         c.poll(t0, &occ(0), progress(0, 0));
         c.poll(t0 + Duration::from_micros(200), &occ(0), progress(0, 0));
         // Three full frames seen at 400 µs, the last (short) one later.
         c.poll(t0 + Duration::from_micros(400), &occ(0), progress(3, 48));
         c.poll(t0 + Duration::from_micros(600), &occ(0), progress(4, 50));
-        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 50, round_trip: Duration::from_micros(400) }));
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 50, round_trip: Some(Duration::from_micros(400)) }));
+    }
+
+    #[test]
+    fn an_answer_to_a_request_sent_while_tier_2_held_nothing_is_not_a_round_trip() {
+        // SW1's hosts ask between jobs, tier 2 parks the request, and the next job's
+        // tasks answer it 4 ms later: counted as a round trip, that wait made the
+        // prefetch target 17 tasks where 5 cover the drain.
+        let mut c = controller();
+        let t0 = Instant::now();
+        c.set_tier2_best(t0, 0, &occ(0), &NONE);
+        c.poll(t0, &occ(0), progress(0, 0));
+        let t1 = t0 + Duration::from_millis(4);
+        c.first_frame_stamped(t1);
+        // The answer's BEST says tier 2 still holds tasks: the request the rest of the
+        // target needs goes out now, and its answer is a round trip.
+        c.set_tier2_best(t1, 2, &occ(0), &NONE);
+        assert!(matches!(c.poll(t1, &occ(0), progress(1, 5)), Action::Request { .. }));
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 5, round_trip: None }));
+        c.first_frame_stamped(t1 + Duration::from_micros(120));
+        c.poll(t1 + Duration::from_micros(300), &occ(0), progress(2, 7));
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 2, round_trip: Some(Duration::from_micros(120)) }));
     }
 
     #[test]
     fn the_program_stamp_of_the_first_frame_ends_the_round_trip_however_late_it_is_read() {
         let mut c = controller();
         let t0 = Instant::now();
+        c.set_tier2_best(t0, 1, &occ(0), &NONE);
         c.poll(t0, &occ(0), progress(0, 0));
         // A stamp from before this request is an earlier answer's.
         c.first_frame_stamped(t0 - Duration::from_micros(50));
@@ -879,12 +917,12 @@ mod tests {
         c.first_frame_stamped(t0 + Duration::from_micros(300));
         // The agent looks 3 ms later (it got the CPU late) and finds the answer whole.
         c.poll(t0 + Duration::from_millis(3), &occ(0), progress(1, 5));
-        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 5, round_trip: Duration::from_micros(150) }));
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 5, round_trip: Some(Duration::from_micros(150)) }));
         // The rings still lack tasks, so it asked again at 3 ms. Without a stamp the round
         // trip ends when the frames were seen.
         c.poll(t0 + Duration::from_millis(4), &occ(0), progress(1, 5));
         c.poll(t0 + Duration::from_millis(5), &occ(0), progress(2, 7));
-        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 2, round_trip: Duration::from_millis(2) }));
+        assert_eq!(c.take_outcome(), Some(Outcome::Tasks { tasks: 2, round_trip: Some(Duration::from_millis(2)) }));
     }
 
     #[test]

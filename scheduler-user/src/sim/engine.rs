@@ -844,9 +844,10 @@ impl<'a> World<'a> {
                 let tier2_best = host.hint.fresh_best(DEFAULT_HINT_TTL_NS, self.q.now());
                 let (Some(refill), Some(sizer)) = (host.refill.as_mut(), host.sizer.as_mut()) else { return };
                 sizer.observe_served(now, served);
+                host.uptake.observe(now, served.iter().sum());
                 refill.set_targets(now, tier2_best, &occupancy, &sizer.targets(), &sizer.rates());
                 let action = refill.poll_with_waiters(now, &occupancy, host.progress, waiting as u32);
-                if let Some(Outcome::Tasks { round_trip, .. }) = refill.take_outcome() {
+                if let Some(Outcome::Tasks { round_trip: Some(round_trip), .. }) = refill.take_outcome() {
                     sizer.observe_round_trip(round_trip);
                 }
                 // Waiters also end a pause after an empty answer early (as in the agent).
@@ -924,14 +925,17 @@ impl<'a> World<'a> {
     fn recall_step(&mut self, h: u32, want: Option<u8>) {
         let now = self.q.now();
         let now_ms = now / 1_000_000;
+        let instant = self.instant();
         let host = &mut self.hosts[h as usize];
+        host.uptake.observe(instant, host.served_all().iter().sum());
+        let quiet = host.uptake.quiet(instant);
         let mut pending = std::mem::take(&mut host.pending_recalls);
         let mut back: Vec<Entry> = Vec::new();
         let rings = &mut host.rings;
         let mut take = |n: usize, _exec_rsrc: u8| {
             let before = back.len();
             for ring in rings.iter_mut() {
-                while back.len() - before < n && ring.front().is_some_and(|e| recallable(e.pad, now_ms)) {
+                while back.len() - before < n && ring.front().is_some_and(|e| recallable(e.pad, now_ms, quiet)) {
                     back.extend(ring.pop_front());
                 }
             }
@@ -941,7 +945,10 @@ impl<'a> World<'a> {
             Some(want) => pending.recall(0, want, now_ms, &mut take),
             None => pending.retry(now_ms, &mut take),
         };
-        let retry = pending.next_retry_ms(now_ms).map(|ms| ms * 1_000_000);
+        // Tried again at the next millisecond of the stamps, or when the host turns quiet.
+        let quiet_at = host.uptake.quiet_at().map(|t| t.saturating_duration_since(self.base).as_nanos() as Nanos);
+        let quiet_at = quiet_at.filter(|&t| t > now).unwrap_or(Nanos::MAX);
+        let retry = pending.next_retry_ms(now_ms).map(|ms| (ms * 1_000_000).min(quiet_at));
         host.pending_recalls = pending;
         host.recalled += back.len() as u64;
         if let Some(at) = retry.filter(|&at| at < host.recall_retry) {

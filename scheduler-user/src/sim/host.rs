@@ -12,7 +12,7 @@ use super::clock::Nanos;
 use crate::agent::policy::hint::{HintReaction, DEFAULT_PERSIST};
 use crate::agent::policy::lease::LeaseKeeper;
 use crate::agent::policy::prefetch::PrefetchSizer;
-use crate::agent::policy::recall::PendingRecalls;
+use crate::agent::policy::recall::{PendingRecalls, Uptake};
 use crate::agent::policy::steal::Stealer;
 use crate::agent::refill::{Progress, RefillController};
 
@@ -42,6 +42,8 @@ pub struct Host {
     pub recalled: u64,
     pub pending_recalls: PendingRecalls,
     pub recall_retry: Nanos,
+    /// When the executors last took a task, as the agent sees it.
+    pub uptake: Uptake,
     pub lease: LeaseKeeper,
     /// Tasks RETURNed because their lease expired in a ring.
     pub lease_returned: u64,
@@ -79,6 +81,7 @@ impl Host {
             hint_returned: 0,
             recalled: 0,
             pending_recalls: PendingRecalls::default(),
+            uptake: Uptake::default(),
             recall_retry: Nanos::MAX,
             lease: LeaseKeeper::new(DEFAULT_LEASE_MS),
             lease_returned: 0,

@@ -347,6 +347,7 @@ impl Tier2 {
                     && !self.take_grace(from.node(), now)
                     && self.try_park(src, wanted, now, out)
                 {
+                    tracing::trace!(node = from.node(), "GET_TASK parks");
                     self.recall_for(from.node(), exec_rsrc, now, out);
                 }
                 self.stamp_into(&wanted, out);
@@ -358,6 +359,12 @@ impl Tier2 {
                 // the host waits for one answer only.
                 let recalled_already = self.park.take_same(src, &wanted).is_some_and(|p| p.wanted.host_waits());
                 if self.found_nothing_in_empty_levels(0) {
+                    tracing::trace!(
+                        node = req.node(),
+                        waiting = req.waiting,
+                        recalled_already,
+                        "REFILL_REQ found nothing"
+                    );
                     // Executors wait at that host: call back tasks another host was just
                     // sent, as for an executor parking here. A request replacing a parked
                     // one that said executors wait (its host counted one more waiter)
@@ -532,8 +539,12 @@ impl Tier2 {
     /// ago for one task back (switch/recall.rs), if there is one whose agent is known.
     fn recall_for(&mut self, node: u16, exec_rsrc: u8, now: Instant, out: &mut Vec<Answer>) {
         let hosts = &self.hosts;
-        let Some(host) = self.recalls.recall_for(node, now, |n| hosts.contains_key(&n)) else { return };
+        let Some(host) = self.recalls.recall_for(node, now, |n| hosts.contains_key(&n)) else {
+            tracing::trace!(node, "no REFILL to RECALL from");
+            return;
+        };
         let Some(&(to, _)) = self.hosts.get(&host) else { return };
+        tracing::trace!(node, from = host, "RECALL sent");
         out.push(Answer::Recall { to, exec_rsrc, req: RefillRequest::new(host, 1), best: self.levels.best() });
     }
 

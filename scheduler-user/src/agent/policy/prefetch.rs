@@ -27,8 +27,11 @@
 //! level (plus what the agent serves itself), with a time constant of `RATE_TAU`, so
 //! the estimate follows load changes within a few hundred milliseconds whatever the
 //! sampling interval. R is an EWMA of REFILL round trips (request sent → first frame),
-//! weight `RTT_WEIGHT`; a sample far above the estimate is an answer that waited at tier
-//! 2 (a parked request) rather than a round trip and is left out.
+//! weight `RTT_WEIGHT`, over the requests sent while tier 2's fresh BEST named a level
+//! (it held tasks, so it answered at once): an answer to a request sent while it held
+//! nothing may have waited there for work to arrive (`RefillController`'s
+//! `Outcome::Tasks` has no round trip then). A sample far above the estimate is still
+//! left out, in case tier 2 emptied while the request was on its way.
 //!
 //! The operator's flags are bounds, not tuning: the sum of the targets never exceeds
 //! `max_total` (--low-watermark) and one level's target never exceeds the ring capacity.

@@ -9,6 +9,7 @@
 //! simulator's SW1 at 60 %, two-level: 3,061 RECALLs, none answered, p99 10.2 ms).
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use scheduler_common::maps::lease_expired;
 
@@ -24,10 +25,62 @@ use scheduler_common::maps::lease_expired;
 /// median delay was ten times priority 2's.
 pub const RECALL_MIN_AGE_MS: u16 = 2;
 
-/// Whether a ring entry stamped `stamp` may be recalled at `now_ms` (one rule for the
-/// agent and the simulator).
-pub fn recallable(stamp: [u8; 2], now_ms: u64) -> bool {
-    lease_expired(stamp, now_ms, RECALL_MIN_AGE_MS)
+/// Whether a ring entry stamped `stamp` may be recalled at `now_ms`, on a host whose
+/// executors have been `quiet` ([`Uptake::quiet`]) (one rule for the agent and the
+/// simulator).
+pub fn recallable(stamp: [u8; 2], now_ms: u64, quiet: bool) -> bool {
+    quiet || lease_expired(stamp, now_ms, RECALL_MIN_AGE_MS)
+}
+
+/// How long a host's executors must have taken no task before its ring heads may be
+/// recalled at any age: their tasks end in a wave (SW1's jobs start together, and end
+/// together a task length later), a wave's executors free within a few hundred
+/// microseconds of each other, and a head still there once they are all busy waits for
+/// the next wave, milliseconds away. Young heads taken back sooner were about to be
+/// taken here (the reason for [`RECALL_MIN_AGE_MS`]).
+pub const QUIET_AFTER: Duration = Duration::from_micros(300);
+
+/// When this host's executors last took a task, as far as the agent has seen: the
+/// executors of a host that has taken nothing for [`QUIET_AFTER`] are all busy, and the
+/// heads of its rings wait for one of them to finish however young they are. Time and
+/// the count of tasks taken (every way: from the rings, from waiting, from tier 2) are
+/// passed in.
+#[derive(Clone, Copy, Debug)]
+pub struct Uptake {
+    quiet_after: Duration,
+    taken: u64,
+    changed_at: Option<Instant>,
+}
+
+impl Default for Uptake {
+    fn default() -> Uptake {
+        Uptake::new(QUIET_AFTER)
+    }
+}
+
+impl Uptake {
+    /// Quiet after `quiet_after` without a task taken ([`QUIET_AFTER`] by default).
+    pub fn new(quiet_after: Duration) -> Uptake {
+        Uptake { quiet_after, taken: 0, changed_at: None }
+    }
+
+    /// The executors have taken `taken` tasks in all, as read at `now`.
+    pub fn observe(&mut self, now: Instant, taken: u64) {
+        if self.changed_at.is_none() || taken != self.taken {
+            self.taken = taken;
+            self.changed_at = Some(now);
+        }
+    }
+
+    /// True when nothing was taken for the quiet time before `now`.
+    pub fn quiet(&self, now: Instant) -> bool {
+        self.quiet_at().is_some_and(|at| now >= at)
+    }
+
+    /// When the host turns quiet if its executors take nothing more.
+    pub fn quiet_at(&self) -> Option<Instant> {
+        self.changed_at.map(|t| t + self.quiet_after)
+    }
 }
 
 /// How long a RECALL waits for ring heads to become old enough, ms: enough for a head
@@ -113,7 +166,7 @@ mod tests {
     /// A ring of lease stamps; `take` gives heads old enough at `now_ms`.
     fn taker(ring: &mut Vec<[u8; 2]>, now_ms: u64) -> impl FnMut(usize, u8) -> usize + '_ {
         move |n, _| {
-            let k = ring.iter().take(n).take_while(|s| recallable(**s, now_ms)).count();
+            let k = ring.iter().take(n).take_while(|s| recallable(**s, now_ms, false)).count();
             ring.drain(..k);
             k
         }
@@ -142,6 +195,22 @@ mod tests {
         assert_eq!(p.retry(50 + RECALL_HOLD_MS, taker(&mut ring, 60)), 0);
         assert!(p.is_empty(), "dropped at the end of its hold");
         assert_eq!(p.expired, 1);
+    }
+
+    #[test]
+    fn a_host_whose_executors_took_nothing_for_a_while_gives_up_young_heads() {
+        let t0 = Instant::now();
+        let mut u = Uptake::default();
+        assert!(!u.quiet(t0) && u.quiet_at().is_none(), "nothing seen yet: not quiet");
+        u.observe(t0, 10);
+        let young = ring_stamp(100);
+        assert!(!recallable(young, 100, u.quiet(t0 + QUIET_AFTER / 2)), "taking tasks a moment ago");
+        u.observe(t0 + QUIET_AFTER / 2, 10);
+        assert_eq!(u.quiet_at(), Some(t0 + QUIET_AFTER), "an unchanged count does not restart the clock");
+        assert!(recallable(young, 100, u.quiet(t0 + QUIET_AFTER)));
+        u.observe(t0 + QUIET_AFTER, 11);
+        assert!(!u.quiet(t0 + QUIET_AFTER), "one more taken: busy freeing again");
+        assert!(recallable(young, 102, false), "old enough whatever the executors do");
     }
 
     #[test]
