@@ -1,5 +1,7 @@
 """What the summary scripts of docs/bench-results share: the priority experiment's
-queueing over every task, from its per-level JSON lines."""
+queueing over every task, from its per-level JSON lines; when each SW1 task's executor
+freed, from task records."""
+from collections import defaultdict
 
 
 def all_tasks(ls, level, q):
@@ -20,3 +22,17 @@ def all_tasks(ls, level, q):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if below(mid) < q else (lo, mid)
     return hi
+
+
+def mark_executor_freed(tasks):
+    """Sets each task record's "freed" to the end (start + run time) of the task its
+    executor ran before it in the same round, or None for an executor's first."""
+    by_executor = defaultdict(list)
+    for t in tasks:
+        by_executor[(t.get("round", 1), t["node"], t["executor"])].append(t)
+    for ts in by_executor.values():
+        ts.sort(key=lambda t: t["start_unix_ns"])
+        freed = None
+        for t in ts:
+            t["freed"] = freed
+            freed = t["start_unix_ns"] + t["run_ns"]

@@ -17,9 +17,13 @@ were sent on more than once (a host RETURNed them) and when their last send left
 the executor's freeing.
 """
 import json
+import pathlib
 import statistics
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from queueing import mark_executor_freed  # noqa: E402
 
 utilisation = float(sys.argv[1])
 for level in ("one-level", "two-level"):
@@ -30,15 +34,7 @@ for level in ("one-level", "two-level"):
             t = json.loads(line)
             if t["utilization"] == utilisation and t["level"] == level:
                 mine.append(t)
-        by_executor = defaultdict(list)
-        for t in mine:
-            by_executor[(t["node"], t["executor"])].append(t)
-        for ts in by_executor.values():
-            ts.sort(key=lambda t: t["start_unix_ns"])
-            previous_end = None
-            for t in ts:
-                t["previous_end"] = previous_end
-                previous_end = t["start_unix_ns"] + t["run_ns"]
+        mark_executor_freed(mine)
         tasks += mine
     tasks.sort(key=lambda t: t["start_unix_ns"] - t["first_sent_unix_ns"])
     slowest = tasks[int(len(tasks) * 0.99):]
@@ -46,7 +42,7 @@ for level in ("one-level", "two-level"):
     late_after_free, sent_before_free, resent_after_free = [], [], []
     sent_once = 0
     for t in slowest:
-        freed = t["previous_end"]
+        freed = t["freed"]
         if freed is None or freed <= t["first_sent_unix_ns"]:
             kinds["idle at submit"] += 1
         elif t["start_unix_ns"] - freed < 100_000:
