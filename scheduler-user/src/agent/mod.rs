@@ -678,6 +678,22 @@ impl Agent {
         }
     }
 
+    /// Tasks this host's executors got so far per level (index 0 = priority 1), from the
+    /// rings (the program's hits, the agent's own answers) and from tier 2 directly
+    /// (ASSIGNs passing through the host, or relayed by the agent).
+    fn taken_per_level(&self, kernel: &Counters) -> ([u64; RING_COUNT], [u64; RING_COUNT]) {
+        let from_rings = std::array::from_fn(|i| kernel.hits(i as u8 + 1) + self.served_per_level[i]);
+        let from_tier2 = std::array::from_fn(|i| kernel.tier2_assigns(i as u8 + 1) + self.relayed_per_level[i]);
+        (from_rings, from_tier2)
+    }
+
+    /// Notes the tasks this host's executors have taken so far, every way (for RECALL:
+    /// `policy::recall::Uptake`).
+    fn observe_uptake(&mut self, now: Instant, kernel: &Counters) {
+        let (from_rings, from_tier2) = self.taken_per_level(kernel);
+        self.uptake.observe(now, from_rings.iter().chain(&from_tier2).sum());
+    }
+
     /// Samples the drain rate and sets the refill target from it (Little's law), and
     /// feeds the hint reaction.
     ///
@@ -689,26 +705,12 @@ impl Agent {
     ///
     /// `kernel` is a snapshot of the program's counters: the refill step reads them once
     /// for this, its progress and the waiters.
-    /// Notes the tasks this host's executors have taken so far, every way.
-    fn observe_uptake(&mut self, now: Instant, kernel: &Counters) {
-        let taken = (0..RING_COUNT)
-            .map(|i| {
-                let prio = i as u8 + 1;
-                kernel.hits(prio) + kernel.tier2_assigns(prio) + self.served_per_level[i] + self.relayed_per_level[i]
-            })
-            .sum();
-        self.uptake.observe(now, taken);
-    }
-
     fn size_prefetch(&mut self, now: Instant, kernel: &Counters) {
         if now < self.next_rate_sample {
             return;
         }
         self.next_rate_sample = now + RATE_SAMPLE_EVERY;
-        let from_rings: [u64; RING_COUNT] =
-            std::array::from_fn(|i| kernel.hits(i as u8 + 1) + self.served_per_level[i]);
-        let from_tier2: [u64; RING_COUNT] =
-            std::array::from_fn(|i| kernel.tier2_assigns(i as u8 + 1) + self.relayed_per_level[i]);
+        let (from_rings, from_tier2) = self.taken_per_level(kernel);
         let served = std::array::from_fn(|i| from_rings[i] + from_tier2[i]);
         self.sizer.observe_served(now, served);
         self.stats.refill_round_trip_us = self.sizer.round_trip().as_micros() as u64;
