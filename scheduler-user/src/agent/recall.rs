@@ -54,9 +54,15 @@ impl Agent {
     }
 
     /// Whether this host's executors have taken nothing for `QUIET_AFTER`, on a fresh
-    /// read of the program's counters (not quiet if they cannot be read).
+    /// read of the program's counters (not quiet if they cannot be read). A fresh read
+    /// can only make the host busier than the last one said, so while that one says it
+    /// is not quiet yet, the read (a system call) is spared: a RECALL waiting is retried
+    /// on every turn of the agent's loop.
     fn quiet_now(&mut self) -> bool {
         let now = std::time::Instant::now();
+        if self.uptake.quiet_at().is_some_and(|at| now < at) {
+            return false;
+        }
         match self.tier1.rings.kernel_counters() {
             Ok(counters) => {
                 self.observe_uptake(now, &counters);
