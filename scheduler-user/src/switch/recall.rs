@@ -13,10 +13,11 @@
 //! What bounds it: a RECALL goes only to a host REFILLed with tasks within the window
 //! ([`RECALL_WINDOW`] unless configured; `bolt switch --recall-window-ms`), never to the
 //! parked executor's own host (its rings were empty when its request passed them), and
-//! tier 2 recalls no more tasks from a REFILL than that REFILL carried, so recalls never
-//! exceed the tasks prefetched in the window. The candidates are the last
-//! [`RECALL_CANDIDATES`] REFILLs, newest first: the newest is the likeliest still to be
-//! in a ring.
+//! tier 2 recalls no more tasks from a REFILL than that REFILL took into the host's
+//! rings (its tasks less those for the executors its host said wait there, which go
+//! straight to them), so recalls never exceed the tasks prefetched in the window. The
+//! candidates are the last [`RECALL_CANDIDATES`] REFILLs, newest first: the newest is
+//! the likeliest still to be in a ring.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -54,7 +55,7 @@ impl Recalls {
         Recalls { window, recent: VecDeque::new(), sent: 0 }
     }
 
-    /// Records a REFILL of `tasks` tasks to `node` at `now`.
+    /// Records a REFILL that took `tasks` tasks into `node`'s rings at `now`.
     pub fn refilled(&mut self, node: u16, tasks: u32, now: Instant) {
         if tasks == 0 || self.window.is_zero() {
             return;

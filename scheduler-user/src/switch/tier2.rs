@@ -377,7 +377,7 @@ impl Tier2 {
                         }
                     }
                 } else {
-                    self.note_refill(req.node(), now);
+                    self.note_refill(req, now);
                 }
                 let got = tasks_in(&self.collected);
                 self.stamp_into(&wanted, out);
@@ -403,12 +403,15 @@ impl Tier2 {
         }
     }
 
-    /// Records the tasks the collected answers REFILL `node` with, if any.
-    fn note_refill(&mut self, node: u16, now: Instant) {
+    /// Records the tasks the collected answers REFILL `req`'s node with, if any. Those
+    /// for the executors waiting there (`req.waiting`, one task per frame) go straight to
+    /// them, not into the rings, so only the rest may be recalled.
+    fn note_refill(&mut self, req: RefillRequest, now: Instant) {
         let tasks = tasks_in(&self.collected);
         if tasks > 0 {
-            self.refilled.insert(node, (now, tasks as u32));
-            self.recalls.refilled(node, tasks as u32, now);
+            self.refilled.insert(req.node(), (now, tasks as u32));
+            let into_rings = tasks.saturating_sub(req.waiting as usize);
+            self.recalls.refilled(req.node(), into_rings as u32, now);
         }
     }
 
@@ -751,7 +754,7 @@ impl Tier2 {
     /// `served`: what was asked of the pipeline for it (a REFILL_REQ's share).
     fn answer_parked(&mut self, ticket: Ticket, served: &Wanted, now: Instant, out: &mut Vec<Answer>) {
         if let Wanted::Refill { req, .. } = served {
-            self.note_refill(req.node(), now);
+            self.note_refill(*req, now);
         }
         self.park.answered(ticket);
         self.stamp_into(served, out);
@@ -1620,6 +1623,25 @@ mod tests {
         let out = waiting_refill_req(&mut t2, 3, 1, t0 + 4 * MS);
         assert!(matches!(out.as_slice(), [Answer::Recall { to, .. }] if *to == agent_of(1)), "{out:?}");
         assert_eq!(t2.hint_stats().recalls_sent, 2);
+    }
+
+    #[test]
+    fn tasks_sent_to_a_hosts_waiting_executors_are_not_recalled() {
+        let t0 = Instant::now();
+        let mut t2 = tier2(8);
+        submit(&mut t2, &[task(1, 1, 0), task(2, 1, 0), task(3, 1, 0)], t0);
+        // Two executors wait at host 1, whose agent asks for one more for its rings: two
+        // tasks go to those executors, one into the rings.
+        let out = refill_req_with(&mut t2, RefillRequest::new(1, 3).with_waiting(2), t0 + MS);
+        assert_eq!(refilled_to(&out, 1), vec![1, 2, 3]);
+        let recalled_from = |out: &[Answer]| -> Vec<SocketAddrV4> {
+            out.iter().filter_map(|a| if let Answer::Recall { to, .. } = a { Some(*to) } else { None }).collect()
+        };
+        // Executors park at hosts 2 and 3: one RECALL, for the task in host 1's rings;
+        // the two its executors took are not in its rings to give back.
+        assert_eq!(recalled_from(&waiting_refill_req(&mut t2, 2, 1, t0 + 2 * MS)), vec![agent_of(1)]);
+        assert_eq!(recalled_from(&waiting_refill_req(&mut t2, 3, 1, t0 + 2 * MS)), vec![]);
+        assert_eq!(t2.hint_stats().recalls_sent, 1);
     }
 
     #[test]
