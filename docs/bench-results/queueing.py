@@ -1,7 +1,14 @@
-"""What the summary scripts of docs/bench-results share: the priority experiment's
-queueing over every task, from its per-level JSON lines; when each SW1 task's executor
-freed, from task records."""
+"""What the summary scripts of docs/bench-results share: a quantile of raw values; the
+priority experiment's queueing over every task, from its per-level JSON lines; when each
+SW1 task's executor freed, from task records."""
 from collections import defaultdict
+
+
+def quantile(values, q):
+    """The value at rank int(q * n) of the sorted values (the largest for q = 1), NaN for
+    none."""
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
 
 
 def all_tasks(ls, level, q):

@@ -6,16 +6,17 @@ stack after the SUBMIT reached the switch, and the time on the host from there.
 
     python3 docs/bench-results/host-waiter-notice/switch_path.py LOAD RECORDS.jsonl ...
 
-LOAD is the utilisation (0.7 for 70 %); each file is a run's `sw1_tasks.jsonl`.
+LOAD is the utilisation (0.7 for 70 %); each file is a run's `sw1_tasks.jsonl`, pooled.
+`switch-timeline/split.py` splits one run's delay into every part up to the executor's
+stack; this pools runs and adds the time on the host.
 """
 import json
+import pathlib
 import sys
 from collections import defaultdict
 
-
-def pct(values, q):
-    v = sorted(values)
-    return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from queueing import quantile as pct  # noqa: E402
 
 
 load = float(sys.argv[1])

@@ -10,13 +10,12 @@ LOAD `all`, it prints two-level's p50 and p99 delay over one-level's at every lo
 every task of the files.
 """
 import json
+import pathlib
 import sys
 from collections import defaultdict
 
-
-def pct(values, q):
-    v = sorted(values)
-    return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from queueing import quantile as pct  # noqa: E402
 
 
 if sys.argv[1] == "all":
