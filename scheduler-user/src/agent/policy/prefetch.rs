@@ -13,8 +13,8 @@
 //! - N is how late the agent's refill step may see a drain ([`PrefetchSizer::with_notice`]):
 //!   the XDP program tells it of a ring running low at most once per ring per event
 //!   interval (1 ms by default; timed with the coarse clock, so at least one tick apart
-//!   on a kernel whose tick is longer); tasks the agent hands out itself (rings in userspace) are
-//!   seen at its next check (`--check-interval-ms`). Leaving N out sized the rings for the
+//!   on a kernel whose tick is longer); tasks the agent hands out itself (rings in
+//!   userspace) are seen at its next check (`--check-interval-ms`). Leaving N out sized the rings for the
 //!   round trip alone (100 to 300 µs on the testbed), and 11 % of the tasks of a run above
 //!   capacity went to tier 2 from empty rings.
 //! - `SAFETY` = 2: the rate is an average, arrivals of GET_TASK are bursty, and an answer
